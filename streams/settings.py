@@ -1,0 +1,75 @@
+"""Settings, read from `CHORUS_*` environment variables (and a `.env` file if present)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from projections.model import DEFAULT_MAX_MESSAGE_BYTES
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CHORUS_", env_file=".env", extra="ignore")
+
+    # Kafka. When bootstrap_servers is set, chorus uses that cluster and starts nothing.
+    bootstrap_servers: str | None = None
+    broker_port: int = 9092
+    broker_home: Path = Field(default_factory=lambda: Path.home() / ".cache" / "chorus")
+    kafka_version: str = "4.1.1"
+    broker_start_timeout: float = 60.0
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+
+    # Topics.
+    topic_prefix: str = "chorus."
+    partitions: int = 4
+    replication_factor: int = 1
+    driver_events_retention_ms: int = 7 * 24 * 3600 * 1000
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+
+    # Worker.
+    app_id: str = "chorus"
+    store: str = "rocksdb://"
+    data_dir: Path = Path(".chorus/worker-data")
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    api_token: SecretStr | None = None
+    projections: list[str] = Field(default_factory=list)
+    expiry_check_seconds: float = 1.0
+
+    # Summaries.
+    summary_after_messages: int = 20
+    summary_after_seconds: float = 300.0
+    summary_max_pending: int = 200
+    summary_small_threshold: int = 3
+    summary_medium_threshold: int = 15
+
+    # Recaps.
+    recap_debounce_seconds: float = 30.0
+    recap_check_seconds: float = 1.0
+
+    # LLM (any OpenAI-compatible chat-completions endpoint). No base URL: heuristic tiers only.
+    llm_base_url: str | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: SecretStr | None = None
+    llm_timeout_seconds: float = 30.0
+    llm_max_tokens: int = 512
+    llm_context_tokens: int = 8192
+    llm_max_retries: int = 2
+    llm_concurrency: int = 4
+    secondary_llm_base_url: str | None = None
+    secondary_llm_model: str | None = None
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}{name}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
