@@ -41,6 +41,7 @@ class Settings(BaseSettings):
     web_port: int = 6066
     api_token: SecretStr | None = None
     projections: list[str] = Field(default_factory=list)
+    standby_replicas: int = 1
     expiry_check_seconds: float = 1.0
 
     # Summaries.

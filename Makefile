@@ -1,0 +1,47 @@
+# Every target creates or updates the virtual environment itself.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-llm broker broker-stop lint bench venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## run: start the local broker and a worker, stream a real conversation, show it folding
+run: $(STAMP)
+	$(BIN)/chorus broker start
+	$(BIN)/chorus topics create
+	$(BIN)/chorus demo
+
+## test: the whole suite against a real Kafka broker (started by the test session)
+test: $(STAMP)
+	command -v kcat >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq kcat >/dev/null) || echo "kcat could not be installed; its interoperability test will skip"
+	$(BIN)/pytest -q
+
+## test-llm: opt-in test against a real local model (llama-cpp-python server)
+test-llm: $(STAMP)
+	$(BIN)/pytest -q -m llm_real
+
+broker: $(STAMP)
+	$(BIN)/chorus broker start
+
+broker-stop: $(STAMP)
+	$(BIN)/chorus broker stop
+
+lint: $(STAMP)
+	$(BIN)/ruff check projections streams tests
+	$(BIN)/ruff format --check projections streams tests
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV) .chorus

@@ -1,0 +1,69 @@
+"""One log record through every registered projection: the step the worker and replay share.
+
+Pure: given the stored folds of a channel and the next message at its offset, it returns the
+new folds, which ones changed, the errors, and the channel's termination decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from projections.model import Message
+from projections.overview import ChannelOverview, ChannelOverviewProjection
+from projections.projection import (
+    ChannelProjection,
+    Folded,
+    fold_at,
+    initial_folded,
+    load_state,
+)
+from projections.termination import Decision, TerminationCondition, TerminationContext
+
+
+@dataclass(frozen=True)
+class ProjectionStep:
+    """What one projection did with one message."""
+
+    projection: ChannelProjection[Any]
+    folded: Folded
+    applied: bool
+    error: str | None = None
+
+
+def step(
+    projections: Sequence[ChannelProjection[Any]],
+    stored: Mapping[str, Folded | None],
+    message: Message,
+    offset: int,
+) -> list[ProjectionStep]:
+    """Fold `message` into each projection; a projection that raises keeps its old fold."""
+    steps = []
+    for projection in projections:
+        previous = stored.get(projection.name)
+        try:
+            folded, applied = fold_at(projection, previous, message, offset)
+            steps.append(ProjectionStep(projection, folded, applied))
+        except Exception as error:  # a user projection's bug must not stop the channel
+            kept = previous if previous is not None else initial_folded(projection)
+            reason = f"{type(error).__name__}: {error}"
+            steps.append(ProjectionStep(projection, kept, False, reason))
+    return steps
+
+
+def decide(condition: TerminationCondition, steps: Sequence[ProjectionStep]) -> Decision:
+    """The channel's termination decision over the states after this step."""
+    states = {s.projection.name: load_state(s.projection, s.folded.state) for s in steps}
+    overview = states.get(ChannelOverviewProjection.name)
+    if not isinstance(overview, ChannelOverview):
+        return condition.evaluate(TerminationContext(state=states))
+    elapsed = (
+        overview.last_activity - overview.first_activity
+        if overview.last_activity and overview.first_activity
+        else timedelta(0)
+    )
+    return condition.evaluate(
+        TerminationContext(state=states, message_count=overview.message_count, elapsed=elapsed)
+    )

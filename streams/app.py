@@ -1,0 +1,111 @@
+"""The Faust application: topics, tables and the agents wired onto them.
+
+Data flow (one file per stage):
+  chorus.messages ─► folding.py ─► fold tables ─► chorus.driver-events
+        │                 └──────────────────────► chorus.dead-letters
+        ├──────────────► summaries.py ─► chorus.summaries (compacted)
+        └──────────────► recaps.py ────► chorus.recaps (compacted)
+  chorus.channel-config ─► channel_config table (read by all of the above)
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import faust
+
+from projections.projection import ChannelProjection
+from streams.kafka import bootstrap_servers
+from streams.registry import registered_projections
+from streams.settings import Settings
+from streams.topics import (
+    CHANNEL_CONFIG,
+    DEAD_LETTERS,
+    DRIVER_EVENTS,
+    MESSAGES,
+    RECAPS,
+    SUMMARIES,
+)
+
+RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+
+
+def fold_table_name(projection: ChannelProjection[Any]) -> str:
+    """Versioned, so a new projection version folds into a table of its own."""
+    return f"fold-{projection.name}-v{projection.version}"
+
+
+def _credentials(settings: Settings) -> Any:
+    context = None
+    if settings.security_protocol in ("SSL", "SASL_SSL"):
+        context = ssl.create_default_context(
+            cafile=str(settings.ssl_cafile) if settings.ssl_cafile else None
+        )
+    if settings.sasl_mechanism:
+        return faust.SASLCredentials(
+            username=settings.sasl_username,
+            password=settings.sasl_password.get_secret_value() if settings.sasl_password else None,
+            mechanism=settings.sasl_mechanism,
+            ssl_context=context,
+        )
+    return faust.SSLCredentials(context) if context else None
+
+
+class Chorus:
+    """Everything the worker runs, built from settings (no globals, so tests build their own)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        projections: list[ChannelProjection[Any]] | None = None,
+        *,
+        broker: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.projections = (
+            projections
+            if projections is not None
+            else registered_projections(settings.projections)
+        )
+        servers = broker or bootstrap_servers(settings)
+        self.app = faust.App(
+            settings.app_id,
+            broker=[f"kafka://{server}" for server in servers.split(",")],
+            broker_credentials=_credentials(settings),
+            store=settings.store,
+            datadir=str(settings.data_dir),
+            topic_partitions=settings.partitions,
+            topic_replication_factor=settings.replication_factor,
+            topic_allow_declare=True,
+            web_bind=settings.web_host,
+            web_host=settings.web_host,
+            web_port=settings.web_port,
+            producer_acks=-1,
+            producer_max_request_size=settings.max_message_bytes + 64 * 1024,
+            consumer_auto_offset_reset="earliest",
+            table_standby_replicas=settings.standby_replicas,
+            key_serializer="raw",
+            value_serializer="raw",
+        )
+        self.messages = self.app.topic(settings.topic(MESSAGES), **RAW)
+        self.driver_events = self.app.topic(settings.topic(DRIVER_EVENTS), **RAW)
+        self.dead_letters = self.app.topic(settings.topic(DEAD_LETTERS), **RAW)
+        self.channel_config_topic = self.app.topic(settings.topic(CHANNEL_CONFIG), **RAW)
+        self.summaries = self.app.topic(settings.topic(SUMMARIES), **RAW)
+        self.recaps = self.app.topic(settings.topic(RECAPS), **RAW)
+
+        self.folds = {
+            p.name: self.app.Table(fold_table_name(p), partitions=settings.partitions)
+            for p in self.projections
+        }
+        self.channel_config = self.app.Table("channel-config", partitions=settings.partitions)
+
+    def install(self) -> Chorus:
+        """Register the agents, timers and web views of every stage."""
+        from streams import channel_config, folding, web
+
+        channel_config.install(self)
+        folding.install(self)
+        web.install(self)
+        return self

@@ -1,0 +1,240 @@
+"""Stage 1: validate each record on `chorus.messages`, fold it into the projection tables,
+then wake drivers with the new state (state first, then the signal).
+
+Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
+applied; a redelivered record is not applied again, but its driver events are sent again,
+so no driver event is ever lost. Consumers dedupe by (channel, offset, projection).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from projections.channel import ProjectionStep, decide, step
+from projections.commitments import CommitmentsState, expiry_event, overdue
+from projections.model import Message, MessageError, decode_message, encode_message, utc_now
+from projections.projection import Folded
+from projections.termination import TerminationCondition, decision_to_json, parse_conditions
+from streams.records import ChannelConfig, DeadLetter, DriverEvent
+
+if TYPE_CHECKING:
+    from streams.app import Chorus
+
+log = logging.getLogger(__name__)
+
+DEAD_LETTER_COPY_LIMIT = 64 * 1024
+
+
+def dead_letter_for(
+    reason: str,
+    stage: str,
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+) -> DeadLetter:
+    """Keep the original bytes (text when it is text), capped so the record always fits."""
+    original = value or b""
+    truncated = len(original) > DEAD_LETTER_COPY_LIMIT
+    original = original[:DEAD_LETTER_COPY_LIMIT]
+    try:
+        text, encoded = original.decode(), None
+    except UnicodeDecodeError:
+        text, encoded = None, base64.b64encode(original).decode()
+    return DeadLetter(
+        reason=reason,
+        stage=stage,
+        source_topic=topic,
+        partition=partition,
+        offset=offset,
+        key=key.decode(errors="replace") if key is not None else None,
+        original=text if value is not None else None,
+        original_base64=encoded,
+        original_truncated=truncated,
+    )
+
+
+def validate_record(key: bytes | None, value: bytes | None, max_bytes: int) -> Message:
+    message = decode_message(value, max_bytes)
+    if key is None:
+        raise MessageError("record key is null; the key must be the channel name")
+    if key != message.channel.encode():
+        raise MessageError(
+            f"record key {key.decode(errors='replace')[:200]!r} does not match "
+            f"channel {message.channel!r}"
+        )
+    return message
+
+
+def conditions_for(config: dict[str, Any] | None) -> TerminationCondition:
+    specs = ChannelConfig.model_validate(config).termination if config else []
+    return parse_conditions(specs)
+
+
+class Folder:
+    """The fold agent's body, separate from Faust's decorators so tests can drive it."""
+
+    def __init__(self, chorus: Chorus) -> None:
+        self.chorus = chorus
+        self.settings = chorus.settings
+        self._expiry_sent: set[tuple[str, str]] = set()
+
+    async def on_record(
+        self, key: bytes | None, value: bytes | None, partition: int, offset: int
+    ) -> list[DriverEvent]:
+        try:
+            message = validate_record(key, value, self.settings.max_message_bytes)
+        except MessageError as error:
+            await self.send_dead_letter(error.reason, "validate", key, value, partition, offset)
+            return []
+        try:
+            return await self.fold(message, key, value, partition, offset)
+        except Exception as error:  # never crash the worker on one record
+            log.exception("fold failed for %s@%s", partition, offset)
+            await self.send_dead_letter(
+                f"fold failed: {type(error).__name__}: {error}",
+                "fold",
+                key,
+                value,
+                partition,
+                offset,
+            )
+            return []
+
+    async def fold(
+        self, message: Message, key: bytes | None, value: bytes | None, partition: int, offset: int
+    ) -> list[DriverEvent]:
+        channel = message.channel
+        stored = {
+            name: Folded.model_validate(raw) if raw is not None else None
+            for name, table in self.chorus.folds.items()
+            for raw in [table.get(channel)]
+        }
+        steps = step(self.chorus.projections, stored, message, offset)
+        decision = decision_to_json(
+            decide(conditions_for(self.chorus.channel_config.get(channel)), steps)
+        )
+        for done in steps:
+            if done.applied:
+                self.chorus.folds[done.projection.name][channel] = done.folded.model_dump(
+                    mode="json"
+                )
+        events = [self.driver_event(message, partition, offset, done, decision) for done in steps]
+        for event in events:
+            await self.chorus.driver_events.send(
+                key=channel.encode(), value=event.to_bytes(), partition=partition
+            )
+        errors = [f"{done.projection.name}: {done.error}" for done in steps if done.error]
+        if errors:
+            await self.send_dead_letter(
+                "projection raised: " + "; ".join(errors), "project", key, value, partition, offset
+            )
+        return events
+
+    @staticmethod
+    def driver_event(
+        message: Message,
+        partition: int,
+        offset: int,
+        done: ProjectionStep,
+        decision: dict[str, Any],
+    ) -> DriverEvent:
+        kind = "projection-error" if done.error else "channel"
+        return DriverEvent(
+            source=f"{kind}:{message.channel}",
+            channel=message.channel,
+            message_id=message.id,
+            partition=partition,
+            offset=offset,
+            projection=done.projection.name,
+            version=done.projection.version,
+            state=done.folded.state,
+            decision=decision,
+            applied=done.applied,
+            error=done.error,
+        )
+
+    async def send_dead_letter(
+        self,
+        reason: str,
+        stage: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        offset: int,
+    ) -> None:
+        log.warning("dead letter %s@%s: %s", partition, offset, reason)
+        letter = dead_letter_for(
+            reason,
+            stage,
+            topic=self.chorus.messages.get_topic_name(),
+            partition=partition,
+            offset=offset,
+            key=key,
+            value=value,
+        )
+        await self.chorus.dead_letters.send(key=key, value=letter.to_bytes(), partition=partition)
+
+    async def expire_overdue(self, now: datetime) -> int:
+        """Write an expiry EVENT for each overdue commitment this worker owns.
+
+        The EVENT goes through the log, so replay expires the same commitments at the
+        same place in each channel's history.
+        """
+        table = self.chorus.folds.get("commitments")
+        if table is None:
+            return 0
+        owned = self.owned_partitions()
+        sent: set[tuple[str, str]] = set()
+        still_overdue: set[tuple[str, str]] = set()
+        for channel, raw in list(table.items()):
+            if owned is not None and self.partition_of(channel) not in owned:
+                continue
+            state = CommitmentsState.model_validate(Folded.model_validate(raw).state)
+            for correlation_id in overdue(state, now):
+                still_overdue.add((channel, correlation_id))
+                if (channel, correlation_id) in self._expiry_sent:
+                    continue
+                event = expiry_event(channel, correlation_id, now)
+                await self.chorus.messages.send(
+                    key=channel.encode(), value=encode_message(event)
+                )
+                sent.add((channel, correlation_id))
+        # Forget commitments that were expired by the fold, so the set stays bounded.
+        self._expiry_sent = (self._expiry_sent | sent) & still_overdue
+        return len(sent)
+
+    def owned_partitions(self) -> set[int] | None:
+        try:
+            actives = self.chorus.app.assignor.assigned_actives()
+        except Exception:  # not assigned yet (tests without a consumer)
+            return None
+        topic = self.chorus.messages.get_topic_name()
+        return {tp.partition for tp in actives if tp.topic == topic}
+
+    def partition_of(self, channel: str) -> int:
+        tp = self.chorus.app.producer.key_partition(
+            self.chorus.messages.get_topic_name(), channel.encode()
+        )
+        return int(tp.partition)
+
+
+def install(chorus: Chorus) -> Folder:
+    folder = Folder(chorus)
+
+    @chorus.app.agent(chorus.messages, name="fold-messages")
+    async def fold_messages(stream: Any) -> None:
+        async for event in stream.events():
+            record = event.message
+            await folder.on_record(event.key, event.value, record.partition, record.offset)
+
+    @chorus.app.timer(chorus.settings.expiry_check_seconds, name="expire-commitments")
+    async def expire_commitments() -> None:
+        await folder.expire_overdue(utc_now())
+
+    return folder

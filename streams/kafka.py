@@ -1,0 +1,71 @@
+"""Kafka connection options shared by every client chorus creates (aiokafka and Faust)."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from streams.settings import Settings
+
+
+class NoBrokerError(RuntimeError):
+    """No cluster is configured and no local broker is running."""
+
+
+def local_run_dir(settings: Settings) -> Path:
+    return settings.broker_home / "run"
+
+
+def bootstrap_servers(settings: Settings) -> str:
+    """The configured cluster, else the local broker started by `chorus broker start`."""
+    if settings.bootstrap_servers:
+        return settings.bootstrap_servers
+    from streams.broker import cluster_status
+
+    cluster = cluster_status(local_run_dir(settings))
+    if cluster is None:
+        raise NoBrokerError(
+            "no Kafka broker: run `chorus broker start` (or `make broker`), "
+            "or set CHORUS_BOOTSTRAP_SERVERS to an existing cluster"
+        )
+    return cluster.bootstrap_servers
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "bootstrap_servers": bootstrap_servers(settings),
+        "security_protocol": settings.security_protocol,
+    }
+    if settings.security_protocol in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = ssl.create_default_context(
+            cafile=str(settings.ssl_cafile) if settings.ssl_cafile else None
+        )
+    if settings.sasl_mechanism:
+        options["sasl_mechanism"] = settings.sasl_mechanism
+        options["sasl_plain_username"] = settings.sasl_username
+        options["sasl_plain_password"] = (
+            settings.sasl_password.get_secret_value() if settings.sasl_password else None
+        )
+    return options
+
+
+def producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        **client_options(settings),
+        acks="all",
+        enable_idempotence=True,
+        max_request_size=settings.max_message_bytes + 64 * 1024,
+        **overrides,
+    )
+
+
+def consumer(settings: Settings, *topics: str, **overrides: Any) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(*topics, **client_options(settings), **overrides)
+
+
+def admin(settings: Settings) -> AIOKafkaAdminClient:
+    return AIOKafkaAdminClient(**client_options(settings))

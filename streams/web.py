@@ -1,0 +1,75 @@
+"""HTTP views on the worker's web server (127.0.0.1 by default; optional bearer token).
+
+Per-channel views are routed by Faust to the worker that owns the channel's partition.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING, Any
+
+from faust.web import Request, Response, View
+
+from projections.projection import Folded
+
+if TYPE_CHECKING:
+    from streams.app import Chorus
+
+
+def channel_state(chorus: Chorus, channel: str) -> dict[str, Any] | None:
+    """Every projection's fold of the channel, or None when the channel is unknown here."""
+    folds = {name: table.get(channel) for name, table in chorus.folds.items()}
+    if all(raw is None for raw in folds.values()):
+        return None
+    projections = {}
+    for name, raw in folds.items():
+        if raw is None:
+            continue
+        folded = Folded.model_validate(raw)
+        projections[name] = {
+            "version": folded.version,
+            "offset": folded.offset,
+            "state": folded.state,
+        }
+    return {
+        "channel": channel,
+        "projections": projections,
+        "config": chorus.channel_config.get(channel),
+    }
+
+
+def local_channels(chorus: Chorus) -> list[str]:
+    overview = chorus.folds.get("overview") or next(iter(chorus.folds.values()))
+    return sorted(str(key) for key in overview)
+
+
+def install(chorus: Chorus) -> None:
+    app = chorus.app
+    token = chorus.settings.api_token
+
+    def denied(view: View, request: Request) -> Response | None:
+        if token is None:
+            return None
+        given = request.headers.get("Authorization", "")
+        expected = f"Bearer {token.get_secret_value()}"
+        if hmac.compare_digest(given.encode(), expected.encode()):
+            return None
+        return view.json({"error": "missing or wrong bearer token"}, status=401)
+
+    @app.page("/channels")
+    class Channels(View):
+        async def get(self, request: Request) -> Response:
+            return denied(self, request) or self.json({"channels": local_channels(chorus)})
+
+    @app.page("/channels/{channel:.+}/state")
+    class ChannelState(View):
+        @app.topic_route(topic=chorus.messages, match_info="channel")
+        async def get(self, request: Request, channel: str) -> Response:
+            refusal = denied(self, request)
+            if refusal:
+                return refusal
+            state = channel_state(chorus, channel)
+            if state is None:
+                missing = {"error": f"no messages folded for channel {channel!r}"}
+                return self.json(missing, status=404)
+            return self.json(state)

@@ -1,0 +1,184 @@
+from datetime import UTC, datetime, timedelta, timezone
+
+import orjson
+import pytest
+
+from projections.model import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    ActorType,
+    Message,
+    MessageError,
+    MessageType,
+    decode_message,
+    encode_message,
+    message_from_record,
+    with_generated_correlation_id,
+)
+
+
+def record(**overrides: object) -> dict[str, object]:
+    base: dict[str, object] = {"channel": "team/plan", "sender": "alice", "type": "STATUS"}
+    return {**base, **overrides}
+
+
+def reason_for(**overrides: object) -> str:
+    with pytest.raises(MessageError) as caught:
+        message_from_record(record(**overrides))
+    return caught.value.reason
+
+
+def test_defaults_are_filled() -> None:
+    message = message_from_record(record())
+    assert message.id and len(message.id) == 32
+    assert message.actor_type is ActorType.AGENT
+    assert message.topic == "general"
+    assert message.artefact_refs == []
+    assert message.created_at.tzinfo is not None
+    assert abs(message.created_at - datetime.now(UTC)) < timedelta(seconds=5)
+
+
+def test_ids_are_unique() -> None:
+    assert message_from_record(record()).id != message_from_record(record()).id
+
+
+def test_round_trip_through_bytes() -> None:
+    message = message_from_record(
+        record(type="QUERY", correlation_id="c1", content="hi", payload={"a": [1, 2]})
+    )
+    assert decode_message(encode_message(message)) == message
+
+
+@pytest.mark.parametrize("sender", ["", "   ", "\t"])
+def test_sender_must_not_be_blank(sender: str) -> None:
+    assert reason_for(sender=sender) == "sender: sender must not be blank"
+
+
+def test_channel_at_most_200_characters() -> None:
+    channel = "/".join(["a" * 79] * 3)  # 239 characters, every segment valid
+    assert "at most 200 characters" in reason_for(channel=channel)
+
+
+def test_channel_segment_at_most_80_characters() -> None:
+    assert "at most 80 characters" in reason_for(channel="ok/" + "a" * 81)
+
+
+@pytest.mark.parametrize(
+    "channel", ["Upper", "under_score", "double--hyphen", "-lead", "trail-", "a//b", "", "a b"]
+)
+def test_channel_segments_are_lowercase_kebab_case(channel: str) -> None:
+    assert reason_for(channel=channel).startswith("channel:")
+
+
+@pytest.mark.parametrize("channel", ["a", "team-1/plan-b", "x/y/z", "0-9"])
+def test_valid_channels(channel: str) -> None:
+    assert message_from_record(record(channel=channel)).channel == channel
+
+
+def test_topic_is_stripped_and_limited() -> None:
+    assert message_from_record(record(topic="  caching  ")).topic == "caching"
+    assert "at most 200 characters" in reason_for(topic="t" * 201)
+
+
+@pytest.mark.parametrize("target", ["instance:42", "capability:review", "role:lead"])
+def test_valid_targets(target: str) -> None:
+    assert message_from_record(record(target=target)).target == target
+
+
+@pytest.mark.parametrize("target", ["bob", "role:", "team:x", "instance: "])
+def test_invalid_targets(target: str) -> None:
+    assert reason_for(target=target).startswith("target:")
+
+
+@pytest.mark.parametrize("kind", ["QUERY", "COMMAND", "PROPOSE"])
+def test_requests_need_correlation_id(kind: str) -> None:
+    assert f"correlation_id is required for {kind}" in reason_for(type=kind, content="x")
+
+
+@pytest.mark.parametrize("kind", ["RESPONSE", "DONE", "DECLINE", "FAILURE"])
+def test_replies_need_in_reply_to_and_correlation_id(kind: str) -> None:
+    assert f"in_reply_to is required for {kind}" in reason_for(
+        type=kind, correlation_id="c", content="x"
+    )
+    assert f"correlation_id is required for {kind}" in reason_for(
+        type=kind, in_reply_to="m1", content="x"
+    )
+
+
+def test_handoff_needs_target() -> None:
+    reason = reason_for(type="HANDOFF", in_reply_to="m1", correlation_id="c")
+    assert reason.endswith("target is required for HANDOFF")
+
+
+@pytest.mark.parametrize("kind", ["DECLINE", "FAILURE", "PROPOSE"])
+@pytest.mark.parametrize("content", [None, "", "  "])
+def test_content_required(kind: str, content: str | None) -> None:
+    reason = reason_for(type=kind, in_reply_to="m", correlation_id="c", content=content)
+    assert f"content must be non-empty for {kind}" in reason
+
+
+def test_event_carries_no_content() -> None:
+    assert "content must be empty for EVENT" in reason_for(type="EVENT", content="typing")
+    event = message_from_record(record(type="EVENT", payload={"kind": "typing"}))
+    assert event.payload == {"kind": "typing"}
+
+
+def test_unknown_type_and_extra_fields_are_rejected() -> None:
+    assert reason_for(type="SHOUT").startswith("type:")
+    assert reason_for(colour="red").startswith("colour:")
+
+
+def test_missing_required_fields_are_named() -> None:
+    with pytest.raises(MessageError) as caught:
+        message_from_record({"sender": "a"})
+    assert "channel: Field required" in caught.value.reason
+    assert "type: Field required" in caught.value.reason
+
+
+def test_naive_and_offset_datetimes_become_utc() -> None:
+    naive = message_from_record(record(created_at="2026-01-01T10:00:00"))
+    assert naive.created_at == datetime(2026, 1, 1, 10, tzinfo=UTC)
+    shifted = message_from_record(
+        record(deadline=datetime(2026, 1, 1, 12, tzinfo=timezone(timedelta(hours=2))))
+    )
+    assert shifted.deadline == datetime(2026, 1, 1, 10, tzinfo=UTC)
+
+
+def test_producer_generates_missing_correlation_id_for_requests_only() -> None:
+    query = with_generated_correlation_id(record(type="QUERY"))
+    assert query["correlation_id"]
+    assert with_generated_correlation_id(record(type="QUERY", correlation_id="k")) == record(
+        type="QUERY", correlation_id="k"
+    )
+    assert "correlation_id" not in with_generated_correlation_id(record(type="STATUS"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, "record value is null"),
+        (b"not json", "not valid UTF-8 JSON"),
+        (b"\xff\xfe{}", "not valid UTF-8 JSON"),
+        (b"[1, 2]", "must be a JSON object, got list"),
+        (b'{"channel": 5, "sender": "a", "type": "STATUS"}', "channel: Input should be"),
+    ],
+)
+def test_decode_failures_have_reasons(raw: bytes | None, expected: str) -> None:
+    with pytest.raises(MessageError) as caught:
+        decode_message(raw)
+    assert expected in caught.value.reason
+
+
+def test_size_limit_on_decode_and_encode() -> None:
+    big = Message(channel="a", sender="b", type=MessageType.STATUS, content="x" * 2000)
+    with pytest.raises(MessageError, match="maximum is 1000"):
+        encode_message(big, max_bytes=1000)
+    raw = orjson.dumps(big.model_dump(mode="json"))
+    with pytest.raises(MessageError, match="maximum is 1000"):
+        decode_message(raw, max_bytes=1000)
+    assert decode_message(raw, DEFAULT_MAX_MESSAGE_BYTES) == big
+
+
+def test_messages_are_immutable() -> None:
+    message = message_from_record(record())
+    with pytest.raises(Exception):  # noqa: B017 - pydantic raises ValidationError on frozen
+        message.sender = "mallory"  # type: ignore[misc]
