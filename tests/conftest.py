@@ -1,0 +1,167 @@
+"""Fixtures: one real Kafka broker per test session, and chorus workers as real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from streams.consume import Record, read_topic
+from streams.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """CHORUS_BOOTSTRAP_SERVERS when set; else a local broker on free ports, stopped after."""
+    configured = os.environ.get("CHORUS_BOOTSTRAP_SERVERS")
+    if configured:
+        yield configured
+        return
+    from streams.broker import free_port, start_cluster, stop_cluster
+
+    run_dir = tmp_path_factory.mktemp("kafka")
+    cluster = start_cluster(
+        home=Settings().broker_home,
+        run_dir=run_dir,
+        nodes=1,
+        base_port=free_port(),
+        kafka_version=Settings().kafka_version,
+        timeout=120.0,
+    )
+    try:
+        yield cluster.bootstrap_servers
+    finally:
+        stop_cluster(run_dir)
+
+
+@pytest.fixture
+def chorus_env(kafka_bootstrap: str, tmp_path: Path) -> dict[str, str]:
+    """Environment for one test: its own topics, consumer group, data dir and web port."""
+    from streams.broker import free_port
+
+    tag = uuid.uuid4().hex[:8]
+    return {
+        "CHORUS_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "CHORUS_TOPIC_PREFIX": f"t{tag}.",
+        "CHORUS_APP_ID": f"chorus-test-{tag}",
+        "CHORUS_DATA_DIR": str(tmp_path / "worker-data"),
+        "CHORUS_WEB_PORT": str(free_port()),
+        "CHORUS_PARTITIONS": "4",
+        "CHORUS_STORE": "rocksdb://",
+        "CHORUS_STANDBY_REPLICAS": "0",
+    }
+
+
+@pytest.fixture
+def chorus_settings(chorus_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    for name, value in chorus_env.items():
+        monkeypatch.setenv(name, value)
+    return Settings()
+
+
+class WorkerProcess:
+    """`chorus worker` in its own process, as a user runs it."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = {**os.environ, **env}
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.base_url = f"http://127.0.0.1:{env['CHORUS_WEB_PORT']}"
+
+    def start(self, timeout: float = 90.0) -> WorkerProcess:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "warning"],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.base_url}/channels", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"worker not ready in {timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def get(self, path: str) -> httpx.Response:
+        return httpx.get(f"{self.base_url}{path}", timeout=10)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def start_worker(
+    chorus_env: dict[str, str], tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    workers: list[WorkerProcess] = []
+
+    def start(**overrides: str) -> WorkerProcess:
+        env = {**chorus_env, **overrides}
+        worker = WorkerProcess(env, tmp_path / f"worker-{len(workers)}.log").start()
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+async def read_until(
+    settings: Settings,
+    topic: str,
+    done: Callable[[list[Record]], bool],
+    timeout: float = 60.0,
+) -> list[Record]:
+    """Read `topic` from the beginning until `done(records)` holds; fail after `timeout`."""
+    records: list[Record] = []
+
+    async def collect() -> None:
+        async for record in read_topic(settings, settings.topic(topic), follow=True):
+            records.append(record)
+            if done(records):
+                return
+
+    try:
+        await asyncio.wait_for(collect(), timeout)
+    except TimeoutError:
+        pytest.fail(f"{topic}: condition not met in {timeout}s; got {len(records)} records")
+    return records
