@@ -64,9 +64,7 @@ class Chorus:
     ) -> None:
         self.settings = settings
         self.projections = (
-            projections
-            if projections is not None
-            else registered_projections(settings.projections)
+            projections if projections is not None else registered_projections(settings.projections)
         )
         servers = broker or bootstrap_servers(settings)
         self.app = faust.App(
@@ -85,6 +83,8 @@ class Chorus:
             producer_max_request_size=settings.max_message_bytes + 64 * 1024,
             consumer_auto_offset_reset="earliest",
             table_standby_replicas=settings.standby_replicas,
+            broker_session_timeout=settings.session_timeout_seconds,
+            broker_heartbeat_interval=min(3.0, settings.session_timeout_seconds / 3),
             key_serializer="raw",
             value_serializer="raw",
         )

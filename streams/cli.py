@@ -128,8 +128,10 @@ def schema() -> None:
 
 def _report_delivered(delivered: list[Any]) -> None:
     for item in delivered:
-        click.echo(f"{item.message.channel}\t{item.message.id}\tpartition={item.partition}"
-                   f"\toffset={item.offset}")
+        click.echo(
+            f"{item.message.channel}\t{item.message.id}\tpartition={item.partition}"
+            f"\toffset={item.offset}"
+        )
 
 
 @main.command()
@@ -241,7 +243,8 @@ def worker_get(path: str) -> Any:
         response = httpx.get(url, headers=headers, timeout=10.0)
     except httpx.HTTPError as error:
         raise click.ClickException(
-            f"cannot reach the worker at {url} ({type(error).__name__}); is `chorus worker` running?"
+            f"cannot reach the worker at {url} ({type(error).__name__}); "
+            "is `chorus worker` running?"
         ) from None
     if response.status_code >= 400:
         raise click.ClickException(f"{response.status_code}: {response.text}")

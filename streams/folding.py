@@ -201,9 +201,7 @@ class Folder:
                 if (channel, correlation_id) in self._expiry_sent:
                     continue
                 event = expiry_event(channel, correlation_id, now)
-                await self.chorus.messages.send(
-                    key=channel.encode(), value=encode_message(event)
-                )
+                await self.chorus.messages.send(key=channel.encode(), value=encode_message(event))
                 sent.add((channel, correlation_id))
         # Forget commitments that were expired by the fold, so the set stays bounded.
         self._expiry_sent = (self._expiry_sent | sent) & still_overdue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from projections.commitments import CommitmentProjection
@@ -24,7 +25,8 @@ def load_projection(path: str) -> ChannelProjection[Any]:
         target = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
         raise ProjectionImportError(f"cannot import projection {path!r}: {error}") from None
-    projection = target() if callable(target) and not _is_projection(target) else target
+    is_factory = inspect.isclass(target) or (callable(target) and not _is_projection(target))
+    projection = target() if is_factory else target
     if not _is_projection(projection):
         raise ProjectionImportError(
             f"{path!r} is not a ChannelProjection (needs name, version, identity(), apply())"

@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = None
     projections: list[str] = Field(default_factory=list)
     standby_replicas: int = 1
+    # How long a silent worker keeps its partitions before the group moves them.
+    session_timeout_seconds: float = 30.0
     expiry_check_seconds: float = 1.0
 
     # Summaries.

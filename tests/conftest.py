@@ -61,6 +61,7 @@ def chorus_env(kafka_bootstrap: str, tmp_path: Path) -> dict[str, str]:
         "CHORUS_PARTITIONS": "4",
         "CHORUS_STORE": "rocksdb://",
         "CHORUS_STANDBY_REPLICAS": "0",
+        "CHORUS_SESSION_TIMEOUT_SECONDS": "6",
     }
 
 

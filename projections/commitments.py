@@ -1,0 +1,276 @@
+"""Commitments: the obligations that requests create and replies discharge (qhorus §1).
+
+Each commitment is keyed by the message that opened it, so replaying the log rebuilds
+exactly the same ids. Expiry is not a clock read inside `apply`: a timer writes an expiry
+EVENT to the log and folding that event expires the commitment, so a replay sees the same
+expiry at the same point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from projections.model import ActorType, Message, MessageType
+
+EXPIRY_EVENT_KIND = "commitment-expired"
+EXPIRY_EVENT_SENDER = "chorus"
+
+OPENING_TYPES = frozenset({MessageType.QUERY, MessageType.COMMAND, MessageType.PROPOSE})
+
+
+class CommitmentState(StrEnum):
+    OPEN = "OPEN"
+    ACKNOWLEDGED = "ACKNOWLEDGED"
+    FULFILLED = "FULFILLED"
+    DECLINED = "DECLINED"
+    FAILED = "FAILED"
+    DELEGATED = "DELEGATED"
+    EXPIRED = "EXPIRED"
+
+    @property
+    def is_active(self) -> bool:
+        return self in _ACTIVE
+
+    @property
+    def is_terminal(self) -> bool:
+        return not self.is_active
+
+
+_ACTIVE = frozenset({CommitmentState.OPEN, CommitmentState.ACKNOWLEDGED})
+
+_RESOLUTIONS = {
+    MessageType.RESPONSE: CommitmentState.FULFILLED,
+    MessageType.DONE: CommitmentState.FULFILLED,
+    MessageType.DECLINE: CommitmentState.DECLINED,
+    MessageType.FAILURE: CommitmentState.FAILED,
+}
+
+
+class Commitment(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    correlation_id: str
+    requester: str
+    obligor: str | None = None
+    opened_by_type: MessageType
+    state: CommitmentState = CommitmentState.OPEN
+    opened_by: str
+    opened_at: datetime
+    acknowledged_by: str | None = None
+    acknowledged_at: datetime | None = None
+    resolved_by: str | None = None
+    resolved_at: datetime | None = None
+    expires_at: datetime | None = None
+    delegated_to: str | None = None
+    parent: str | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.state.is_active
+
+
+class CommitmentsState(BaseModel):
+    """Every commitment of a channel, in the order they were opened.
+
+    Only the most recent commitment of a correlation id can be active: an opener is
+    ignored while one is active, and a handoff closes the parent as it opens the child.
+    Lookups rely on that and read only the latest one.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    commitments: dict[str, Commitment] = {}
+    declines: int = 0
+
+    @property
+    def ever_opened(self) -> bool:
+        return bool(self.commitments)
+
+    def latest(self, correlation_id: str) -> Commitment | None:
+        for commitment in reversed(self.commitments.values()):
+            if commitment.correlation_id == correlation_id:
+                return commitment
+        return None
+
+    def active(self, correlation_id: str) -> Commitment | None:
+        latest = self.latest(correlation_id)
+        return latest if latest is not None and latest.is_active else None
+
+    def find(self, correlation_id: str) -> Commitment | None:
+        return self.latest(correlation_id)
+
+    def open_commitments(self) -> list[Commitment]:
+        return [c for c in self.commitments.values() if c.is_active]
+
+    def chain(self, correlation_id: str) -> list[Commitment]:
+        return [c for c in self.commitments.values() if c.correlation_id == correlation_id]
+
+
+def expiry_event(channel: str, correlation_id: str, now: datetime) -> Message:
+    """The EVENT the timer writes when a commitment is overdue.
+
+    The id is derived from the arguments so the constructor stays pure and a timer that
+    retries the same tick produces the same record.
+    """
+    digest = hashlib.sha256(f"{channel}\x00{correlation_id}\x00{now.isoformat()}".encode())
+    return Message(
+        id=f"expiry-{digest.hexdigest()[:32]}",
+        channel=channel,
+        sender=EXPIRY_EVENT_SENDER,
+        type=MessageType.EVENT,
+        actor_type=ActorType.SYSTEM,
+        payload={"kind": EXPIRY_EVENT_KIND, "correlation_id": correlation_id},
+        correlation_id=correlation_id,
+        created_at=now,
+    )
+
+
+def expiry_target(message: Message) -> str | None:
+    """The correlation id an expiry event is about, or None if the message is not one.
+
+    Only SYSTEM actors may expire commitments, so an agent cannot cancel someone else's
+    obligation by forging the event.
+    """
+    if message.type is not MessageType.EVENT or message.actor_type is not ActorType.SYSTEM:
+        return None
+    payload = message.payload or {}
+    if payload.get("kind") != EXPIRY_EVENT_KIND:
+        return None
+    correlation_id = payload.get("correlation_id")
+    return correlation_id if isinstance(correlation_id, str) and correlation_id else None
+
+
+def overdue(state: CommitmentsState, now: datetime) -> list[str]:
+    """Correlation ids whose active commitment is past its deadline at `now`."""
+    return [
+        c.correlation_id
+        for c in state.open_commitments()
+        if c.expires_at is not None and c.expires_at <= now
+    ]
+
+
+class CommitmentProjection:
+    name = "commitments"
+    version = 1
+
+    def identity(self) -> CommitmentsState:
+        return CommitmentsState()
+
+    def apply(self, state: CommitmentsState, message: Message) -> CommitmentsState:
+        expiring = expiry_target(message)
+        if expiring is not None:
+            return _expire(state, expiring, message)
+        correlation_id = message.correlation_id
+        if not correlation_id:
+            return state
+        kind = message.type
+        if kind in OPENING_TYPES:
+            return _open(state, correlation_id, message)
+        active = state.active(correlation_id)
+        if active is None:
+            return state
+        if kind is MessageType.STATUS:
+            return _acknowledge(state, active, message)
+        if kind is MessageType.HANDOFF:
+            return _hand_off(state, active, message)
+        resolution = _RESOLUTIONS.get(kind)
+        if resolution is None:
+            return state
+        # MQ: a RESPONSE answers a proposal without accepting it; only DONE closes it.
+        if kind is MessageType.RESPONSE and active.opened_by_type is MessageType.PROPOSE:
+            return state
+        return _resolve(state, active, resolution, message)
+
+
+def _replace(state: CommitmentsState, *changed: Commitment, declines: int = 0) -> CommitmentsState:
+    commitments = dict(state.commitments)
+    for commitment in changed:
+        commitments[commitment.id] = commitment
+    return state.model_copy(
+        update={"commitments": commitments, "declines": state.declines + declines}
+    )
+
+
+def _open(state: CommitmentsState, correlation_id: str, message: Message) -> CommitmentsState:
+    # A repeated opener (a producer retry, or a second request on a live thread) must not
+    # create a second active commitment for the same correlation id.
+    if state.active(correlation_id) is not None or message.id in state.commitments:
+        return state
+    opened = Commitment(
+        id=message.id,
+        correlation_id=correlation_id,
+        requester=message.sender,
+        obligor=message.target,
+        opened_by_type=message.type,
+        opened_by=message.id,
+        opened_at=message.created_at,
+        expires_at=message.deadline,
+    )
+    return _replace(state, opened)
+
+
+def _acknowledge(state: CommitmentsState, active: Commitment, message: Message) -> CommitmentsState:
+    if active.state is CommitmentState.ACKNOWLEDGED:
+        return state
+    acknowledged = active.model_copy(
+        update={
+            "state": CommitmentState.ACKNOWLEDGED,
+            "acknowledged_by": message.id,
+            "acknowledged_at": message.created_at,
+        }
+    )
+    return _replace(state, acknowledged)
+
+
+def _closed(active: Commitment, resolution: CommitmentState, message: Message) -> Commitment:
+    return active.model_copy(
+        update={
+            "state": resolution,
+            "resolved_by": message.id,
+            "resolved_at": message.created_at,
+        }
+    )
+
+
+def _resolve(
+    state: CommitmentsState, active: Commitment, resolution: CommitmentState, message: Message
+) -> CommitmentsState:
+    declined = 1 if resolution is CommitmentState.DECLINED else 0
+    return _replace(state, _closed(active, resolution, message), declines=declined)
+
+
+def _hand_off(state: CommitmentsState, active: Commitment, message: Message) -> CommitmentsState:
+    if message.target is None or message.id in state.commitments:
+        return state
+    parent = _closed(active, CommitmentState.DELEGATED, message).model_copy(
+        update={"delegated_to": message.target}
+    )
+    child = Commitment(
+        id=message.id,
+        correlation_id=active.correlation_id,
+        requester=active.requester,
+        obligor=message.target,
+        # The child carries the same kind of obligation, so a delegated proposal is still
+        # not fulfilled by a mere RESPONSE.
+        opened_by_type=active.opened_by_type,
+        opened_by=message.id,
+        opened_at=message.created_at,
+        # The requester's deadline still binds whoever the work is handed to.
+        expires_at=message.deadline or active.expires_at,
+        parent=active.id,
+    )
+    return _replace(state, parent, child)
+
+
+def _expire(state: CommitmentsState, correlation_id: str, message: Message) -> CommitmentsState:
+    active = state.active(correlation_id)
+    # The timer decided on an older view; if the work was handed off with a later deadline
+    # since, the event is stale and must not expire the newer obligation.
+    if active is None or active.expires_at is None or active.expires_at > message.created_at:
+        return state
+    return _replace(state, _closed(active, CommitmentState.EXPIRED, message))

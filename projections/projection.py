@@ -1,0 +1,121 @@
+"""The projection contract and the helpers that fold, persist and verify projection state.
+
+A projection is a pure left fold over a channel's messages. Purity is what lets a worker
+rebuild any state by replaying the log, so `apply` must depend only on its arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any, Protocol, TypeVar
+
+import orjson
+from pydantic import BaseModel
+
+from projections.model import Message
+
+S = TypeVar("S")
+
+
+class ChannelProjection(Protocol[S]):
+    """Folds a channel's messages into a state of type `S`.
+
+    `version` changes whenever the meaning or shape of the state changes, so a stored
+    state from another version is rebuilt from the log instead of being trusted.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    def identity(self) -> S:
+        """The state before any message; a fresh value each call, so callers may not share it."""
+        ...
+
+    def apply(self, state: S, message: Message) -> S:
+        """The state after `message`: pure, never None, and `state` itself when ignored."""
+        ...
+
+
+def fold(
+    projection: ChannelProjection[S], messages: Iterable[Message], state: S | None = None
+) -> S:
+    current = projection.identity() if state is None else state
+    for message in messages:
+        current = projection.apply(current, message)
+    return current
+
+
+def dump_state(state: Any) -> Any:
+    """JSON-ready form of a state, for tables and for hashing."""
+    if isinstance(state, BaseModel):
+        return state.model_dump(mode="json")
+    return state
+
+
+def load_state(projection: ChannelProjection[S], data: Any) -> S:
+    """Inverse of `dump_state`, using the projection's identity to learn the state type."""
+    identity = projection.identity()
+    if isinstance(identity, BaseModel):
+        if isinstance(data, type(identity)):
+            return data
+        loaded: S = type(identity).model_validate(data)
+        return loaded
+    result: S = data
+    return result
+
+
+def canonical_hash(data: Any) -> str:
+    """A digest that is equal for equal states, whichever process or dict order produced them."""
+    encoded = orjson.dumps(dump_state(data), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(encoded).hexdigest()
+
+
+class StaleFoldError(ValueError):
+    """A stored fold belongs to another projection or version; rebuild it from the log."""
+
+
+class Folded(BaseModel):
+    """A projection state pinned to the log offset of the last message folded into it.
+
+    Kafka delivers at least once; the offset is what makes a redelivered message harmless.
+    `state` is kept dumped so the record can go into a table as plain JSON.
+    """
+
+    projection: str
+    version: int
+    offset: int = -1
+    state: Any
+
+
+def initial_folded(projection: ChannelProjection[Any]) -> Folded:
+    return Folded(
+        projection=projection.name,
+        version=projection.version,
+        state=dump_state(projection.identity()),
+    )
+
+
+def fold_at(
+    projection: ChannelProjection[S], folded: Folded | None, message: Message, offset: int
+) -> tuple[Folded, bool]:
+    """Fold the message at `offset` unless it is already in `folded`; True when it was folded.
+
+    Exceptions from `apply` propagate so the caller can keep the old fold and dead-letter
+    the message.
+    """
+    current = initial_folded(projection) if folded is None else folded
+    if current.projection != projection.name or current.version != projection.version:
+        raise StaleFoldError(
+            f"stored fold is {current.projection} v{current.version}, projection is "
+            f"{projection.name} v{projection.version}; rebuild it from the log"
+        )
+    if offset <= current.offset:
+        return current, False
+    state = load_state(projection, current.state)
+    new_state = projection.apply(state, message)
+    dumped = current.state if new_state is state else dump_state(new_state)
+    return current.model_copy(update={"offset": offset, "state": dumped}), True

@@ -1,0 +1,36 @@
+"""The chat-completion client interface the LLM tier talks to.
+
+Implemented over HTTP by `streams.llm.OpenAIChatClient`; tests use in-process fakes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class LlmError(Exception):
+    """The model could not produce a completion. Messages never contain credentials."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
+
+
+class ChatClient(Protocol):
+    """One system + user prompt in, one completion out. Failures raise `LlmError`."""
+
+    @property
+    def model(self) -> str: ...
+
+    async def complete(self, system: str, user: str, max_tokens: int) -> Completion: ...
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count, about four characters a token, rounded up."""
+    return (len(text) + 3) // 4

@@ -1,0 +1,228 @@
+"""When a channel's work is over: decisions, conditions and their combinators (blocks §4).
+
+Conditions read projection states only, so a decision is as replayable as the states
+it was made from.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Final
+
+from projections.commitments import CommitmentsState
+from projections.projection import dump_state
+
+
+@dataclass(frozen=True)
+class Continue:
+    pass
+
+
+@dataclass(frozen=True)
+class Complete:
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Escalate:
+    reason: str
+
+
+Decision = Continue | Complete | Failed | Escalate
+
+CONTINUE: Final = Continue()
+
+_PRIORITY: Final[dict[type[Decision], int]] = {Continue: 0, Complete: 1, Failed: 2, Escalate: 3}
+_JSON_NAME: Final[dict[type[Decision], str]] = {
+    Continue: "CONTINUE",
+    Complete: "COMPLETE",
+    Failed: "FAILED",
+    Escalate: "ESCALATE",
+}
+
+
+def priority(decision: Decision) -> int:
+    return _PRIORITY[type(decision)]
+
+
+def _stronger(left: Decision, right: Decision) -> Decision:
+    return right if priority(right) > priority(left) else left
+
+
+def decision_to_json(decision: Decision) -> dict[str, Any]:
+    detail: Any
+    if isinstance(decision, Complete):
+        detail = dump_state(decision.result)
+    elif isinstance(decision, Failed | Escalate):
+        detail = decision.reason
+    else:
+        detail = None
+    return {"decision": _JSON_NAME[type(decision)], "detail": detail}
+
+
+@dataclass(frozen=True)
+class TerminationContext:
+    state: Mapping[str, Any] = field(default_factory=dict)
+    message_count: int = 0
+    elapsed: timedelta = timedelta(0)
+
+
+class TerminationCondition(ABC):
+    @abstractmethod
+    def evaluate(self, ctx: TerminationContext) -> Decision: ...
+
+    def __or__(self, other: TerminationCondition) -> TerminationCondition:
+        return Or(self, other)
+
+    def __and__(self, other: TerminationCondition) -> TerminationCondition:
+        return And(self, other)
+
+
+@dataclass(frozen=True)
+class Or(TerminationCondition):
+    left: TerminationCondition
+    right: TerminationCondition
+
+    def evaluate(self, ctx: TerminationContext) -> Decision:
+        left = self.left.evaluate(ctx)
+        # Both sides run even when the left has decided: a louder right (an escalation)
+        # must not be hidden by a quieter left.
+        right = self.right.evaluate(ctx)
+        if isinstance(left, Continue):
+            return right
+        if isinstance(right, Continue):
+            return left
+        return _stronger(left, right)
+
+
+@dataclass(frozen=True)
+class And(TerminationCondition):
+    left: TerminationCondition
+    right: TerminationCondition
+
+    def evaluate(self, ctx: TerminationContext) -> Decision:
+        left = self.left.evaluate(ctx)
+        if isinstance(left, Continue):
+            return left
+        right = self.right.evaluate(ctx)
+        if isinstance(right, Continue):
+            return right
+        return _stronger(left, right)
+
+
+@dataclass(frozen=True)
+class Never(TerminationCondition):
+    """Always Continue; the neutral element of `|`, used when a channel configures nothing."""
+
+    def evaluate(self, ctx: TerminationContext) -> Decision:
+        return CONTINUE
+
+
+@dataclass(frozen=True)
+class MaxMessages(TerminationCondition):
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"max-messages must be at least 1, got {self.n}")
+
+    def evaluate(self, ctx: TerminationContext) -> Decision:
+        return Complete("Max messages reached") if ctx.message_count >= self.n else CONTINUE
+
+
+@dataclass(frozen=True)
+class GoalReached(TerminationCondition):
+    predicate: Callable[[TerminationContext], bool]
+    result: Any = "Goal reached"
+
+    def evaluate(self, ctx: TerminationContext) -> Decision:
+        return Complete(self.result) if self.predicate(ctx) else CONTINUE
+
+
+def _commitments(ctx: TerminationContext, projection: str) -> CommitmentsState:
+    """The commitments state under `projection` in the context.
+
+    Accepts the commitments projection's state, a state that embeds one (the overview),
+    or the dumped JSON of the former, so conditions work on states fresh from a table.
+    """
+    state = ctx.state.get(projection)
+    if state is None:
+        return CommitmentsState()
+    if isinstance(state, CommitmentsState):
+        return state
+    embedded = getattr(state, "commitments", None)
+    if isinstance(embedded, CommitmentsState):
+        return embedded
+    return CommitmentsState.model_validate(state)
+
+
+@dataclass(frozen=True)
+class AllCommitmentsResolved(TerminationCondition):
+    projection: str = "commitments"
+
+    def evaluate(self, ctx: TerminationContext) -> Decision:
+        commitments = _commitments(ctx, self.projection)
+        if not commitments.ever_opened or commitments.open_commitments():
+            return CONTINUE
+        return Complete("All commitments resolved")
+
+
+@dataclass(frozen=True)
+class EscalateOnDecline(TerminationCondition):
+    max_declines: int
+    projection: str = "commitments"
+
+    def __post_init__(self) -> None:
+        if self.max_declines < 0:
+            raise ValueError(f"escalate-on-decline must be at least 0, got {self.max_declines}")
+
+    def evaluate(self, ctx: TerminationContext) -> Decision:
+        declines = _commitments(ctx, self.projection).declines
+        if declines > self.max_declines:
+            return Escalate(f"{declines} declines (threshold: {self.max_declines})")
+        return CONTINUE
+
+
+def _int_argument(spec: str, name: str, argument: str | None) -> int:
+    if argument is None or not argument.strip():
+        raise ValueError(f"termination condition {spec!r}: {name} needs a number, e.g. {name}:3")
+    try:
+        return int(argument.strip())
+    except ValueError:
+        raise ValueError(
+            f"termination condition {spec!r}: {argument.strip()!r} is not a whole number"
+        ) from None
+
+
+def parse_condition(spec: str) -> TerminationCondition:
+    """One condition from its config form: "max-messages:100", "all-commitments-resolved",
+    "escalate-on-decline:2"."""
+    name, separator, argument = spec.strip().partition(":")
+    name = name.strip()
+    value = argument if separator else None
+    if name == "max-messages":
+        return MaxMessages(_int_argument(spec, name, value))
+    if name == "escalate-on-decline":
+        return EscalateOnDecline(_int_argument(spec, name, value))
+    if name == "all-commitments-resolved":
+        if separator:
+            raise ValueError(f"termination condition {spec!r}: {name} takes no argument")
+        return AllCommitmentsResolved()
+    raise ValueError(f"unknown termination condition {spec!r}")
+
+
+def parse_conditions(specs: Iterable[str]) -> TerminationCondition:
+    """The conditions joined with `|`: the first to decide ends the channel."""
+    combined: TerminationCondition | None = None
+    for spec in specs:
+        condition = parse_condition(spec)
+        combined = condition if combined is None else combined | condition
+    return Never() if combined is None else combined

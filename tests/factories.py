@@ -1,0 +1,91 @@
+"""Valid multi-party conversations with commitment lifecycles, for tests."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+from projections.model import ActorType, Message, MessageType
+
+AGENTS = ["planner", "coder", "reviewer", "tester"]
+
+
+def conversation(channels: list[str], count: int, seed: int = 7) -> list[Message]:
+    """`count` messages spread over `channels`, in log order per channel.
+
+    Requests open commitments that later get acknowledged, fulfilled, declined, failed or
+    handed off, so every commitment rule is exercised.
+    """
+    rng = random.Random(seed)
+    start = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+    open_requests: dict[str, list[tuple[str, str, MessageType]]] = {c: [] for c in channels}
+    messages: list[Message] = []
+    for index in range(count):
+        channel = rng.choice(channels)
+        sender = rng.choice(AGENTS)
+        at = start + timedelta(seconds=index * 3)
+        pending = open_requests[channel]
+        roll = rng.random()
+        base = {"id": f"m{index:05d}", "channel": channel, "sender": sender, "created_at": at}
+        if pending and roll < 0.5:
+            request_id, correlation_id, kind = pending.pop(rng.randrange(len(pending)))
+            reply = rng.choice(
+                [
+                    MessageType.STATUS,
+                    MessageType.DONE,
+                    MessageType.RESPONSE,
+                    MessageType.DECLINE,
+                    MessageType.FAILURE,
+                    MessageType.HANDOFF,
+                ]
+            )
+            extra: dict[str, object] = {
+                "type": reply,
+                "in_reply_to": request_id,
+                "correlation_id": correlation_id,
+                "content": f"{reply.value.lower()} on {correlation_id}",
+            }
+            if reply is MessageType.HANDOFF:
+                extra["target"] = f"role:{rng.choice(AGENTS)}"
+            if reply in (MessageType.STATUS, MessageType.HANDOFF):
+                pending.append((request_id, correlation_id, kind))
+            messages.append(Message.model_validate({**base, **extra}))
+        elif roll < 0.8:
+            kind = rng.choice([MessageType.QUERY, MessageType.COMMAND])
+            correlation_id = f"c{index:05d}"
+            messages.append(
+                Message.model_validate(
+                    {
+                        **base,
+                        "type": kind,
+                        "correlation_id": correlation_id,
+                        "target": f"role:{rng.choice(AGENTS)}",
+                        "content": f"please handle {index}",
+                        "topic": rng.choice(["design", "build", "release"]),
+                    }
+                )
+            )
+            pending.append((f"m{index:05d}", correlation_id, kind))
+        elif roll < 0.9:
+            messages.append(
+                Message.model_validate(
+                    {
+                        **base,
+                        "type": MessageType.EVENT,
+                        "actor_type": ActorType.SYSTEM,
+                        "payload": {"kind": "typing"},
+                    }
+                )
+            )
+        else:
+            messages.append(
+                Message.model_validate(
+                    {
+                        **base,
+                        "type": MessageType.STATUS,
+                        "actor_type": ActorType.HUMAN,
+                        "content": f"note {index}",
+                    }
+                )
+            )
+    return messages

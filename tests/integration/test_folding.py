@@ -1,0 +1,169 @@
+"""The fold stage on a real broker with real worker processes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import orjson
+import pytest
+
+from projections.commitments import CommitmentProjection
+from projections.model import Message
+from projections.overview import ChannelOverviewProjection
+from projections.projection import dump_state, fold
+from streams.consume import Record
+from streams.kafka import producer
+from streams.produce import send_messages
+from streams.settings import Settings
+from streams.topics import create_topics
+from tests.conftest import read_until
+from tests.factories import conversation
+
+pytestmark = pytest.mark.kafka
+
+CHANNELS = ["team/alpha", "team/beta", "ops/incident-7", "design"]
+
+
+def expected_state(messages: list[Message], channel: str) -> dict[str, object]:
+    mine = [m for m in messages if m.channel == channel]
+    return {
+        "commitments": dump_state(fold(CommitmentProjection(), mine)),
+        "overview": dump_state(fold(ChannelOverviewProjection(), mine)),
+    }
+
+
+def live_state(worker: object, channel: str) -> dict[str, object]:
+    response = worker.get(f"/channels/{channel}/state")  # type: ignore[attr-defined]
+    assert response.status_code == 200, response.text
+    projections = response.json()["projections"]
+    return {name: body["state"] for name, body in projections.items()}
+
+
+async def test_conversation_folds_and_wakes_drivers_in_order(
+    chorus_settings: Settings, start_worker: object
+) -> None:
+    await create_topics(chorus_settings)
+    worker = start_worker()  # type: ignore[operator]
+    messages = conversation(CHANNELS, 200)
+    await send_messages(chorus_settings, messages)
+
+    events = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 400, 120)
+    assert len(events) == 400  # one per message per projection, nothing extra
+
+    by_channel: dict[tuple[str, str], list[dict[str, object]]] = defaultdict(list)
+    for record in events:
+        event = record.value
+        assert event["source"] == f"channel:{event['channel']}"
+        by_channel[(event["channel"], event["projection"])].append(event)
+    for channel in CHANNELS:
+        mine = [m for m in messages if m.channel == channel]
+        overview_events = by_channel[(channel, "overview")]
+        # per-channel log order, and each event already holds the state after its message
+        assert [e["message_id"] for e in overview_events] == [m.id for m in mine]
+        for count, event in enumerate(overview_events, start=1):
+            assert event["state"]["message_count"] == count  # type: ignore[index]
+        assert overview_events[-1]["state"] == expected_state(messages, channel)["overview"]
+        assert live_state(worker, channel) == expected_state(messages, channel)
+
+
+async def test_bad_records_go_to_dead_letters_and_good_ones_still_fold(
+    chorus_settings: Settings, start_worker: object
+) -> None:
+    await create_topics(chorus_settings)
+    worker = start_worker()  # type: ignore[operator]
+    topic = chorus_settings.topic("messages")
+    good = {"channel": "dlq/room", "sender": "ann", "type": "STATUS", "content": "fine"}
+    bad: list[tuple[bytes | None, bytes | None, str]] = [
+        (b"dlq/room", b"{not json", "not valid UTF-8 JSON"),
+        (b"dlq/room", b"\xff\xfe\x00garbage", "not valid UTF-8 JSON"),
+        (
+            b"dlq/room",
+            orjson.dumps({**good, "sender": 42}),
+            "sender: Input should be a valid string",
+        ),
+        (
+            b"dlq/room",
+            orjson.dumps({"channel": "dlq/room", "type": "STATUS"}),
+            "sender: Field required",
+        ),
+        (b"dlq/room", orjson.dumps({**good, "type": "DONE"}), "in_reply_to is required for DONE"),
+        (None, orjson.dumps(good), "record key is null"),
+        (b"other/room", orjson.dumps(good), "does not match channel"),
+        (b"dlq/room", None, "record value is null"),
+    ]
+    kafka = producer(chorus_settings)
+    await kafka.start()
+    try:
+        for index, (key, value, _) in enumerate(bad):
+            await kafka.send_and_wait(topic, key=key, value=value, partition=0)
+            valid = {**good, "content": f"fine {index}"}
+            await kafka.send_and_wait(
+                topic, key=b"dlq/room", value=orjson.dumps(valid), partition=0
+            )
+    finally:
+        await kafka.stop()
+
+    letters = await read_until(chorus_settings, "dead-letters", lambda rs: len(rs) >= len(bad), 90)
+    assert len(letters) == len(bad)
+    ordered = sorted(letters, key=lambda r: r.value["offset"])
+    for record, (_, value, reason) in zip(ordered, bad, strict=True):
+        letter = record.value
+        assert reason in letter["reason"], letter["reason"]
+        assert letter["source_topic"] == topic and letter["stage"] == "validate"
+        if value is not None and letter["original"] is not None:
+            assert letter["original"].encode() == value
+        elif value is not None:
+            import base64
+
+            assert base64.b64decode(letter["original_base64"]) == value
+    overview = live_state(worker, "dlq/room")["overview"]
+    assert overview["message_count"] == len(bad)  # type: ignore[index]
+    assert worker.process.poll() is None  # type: ignore[attr-defined]
+
+
+async def test_failing_user_projection_keeps_state_and_reports(
+    chorus_settings: Settings, start_worker: object
+) -> None:
+    await create_topics(chorus_settings)
+    worker = start_worker(  # type: ignore[operator]
+        CHORUS_PROJECTIONS='["tests.sample_projections:WordCountProjection"]'
+    )
+    contents = ["one two", "boom here", "three four five"]
+    messages = [
+        Message(channel="user/proj", sender="eve", type="STATUS", content=c) for c in contents
+    ]
+    await send_messages(chorus_settings, messages)
+    events = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 9, 90)
+    word_events = [r.value for r in events if r.value["projection"] == "word-count"]
+    assert [e["source"] for e in word_events] == [
+        "channel:user/proj",
+        "projection-error:user/proj",
+        "channel:user/proj",
+    ]
+    assert word_events[1]["error"] == "RuntimeError: exploded on purpose"
+    assert word_events[1]["state"] == {"eve": 2}  # unchanged by the failing message
+    assert live_state(worker, "user/proj")["word-count"] == {"eve": 5}
+    letters = await read_until(chorus_settings, "dead-letters", lambda rs: len(rs) >= 1, 30)
+    assert "word-count: RuntimeError: exploded on purpose" in letters[0].value["reason"]
+    assert letters[0].value["stage"] == "project"
+
+
+async def test_killed_worker_resumes_without_double_applying(
+    chorus_settings: Settings, start_worker: object
+) -> None:
+    await create_topics(chorus_settings)
+    messages = conversation(CHANNELS, 120, seed=11)
+    first = start_worker()  # type: ignore[operator]
+    await send_messages(chorus_settings, messages[:60])
+    await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 120, 90)
+    first.kill()  # SIGKILL: no graceful commit
+    await send_messages(chorus_settings, messages[60:])
+    second = start_worker()  # type: ignore[operator]
+
+    def distinct(records: list[Record]) -> set[tuple[str, int, str]]:
+        return {(r.value["channel"], r.value["offset"], r.value["projection"]) for r in records}
+
+    # every message has its driver events; redelivered ones may repeat (consumers dedupe)
+    await read_until(chorus_settings, "driver-events", lambda rs: len(distinct(rs)) >= 240, 120)
+    for channel in CHANNELS:
+        assert live_state(second, channel) == expected_state(messages, channel)

@@ -1,0 +1,25 @@
+"""A user projection, registered by import path in tests (CHORUS_PROJECTIONS)."""
+
+from __future__ import annotations
+
+from projections.model import Message
+
+
+class WordCountProjection:
+    """Counts words per sender; raises on content containing 'boom' to test error handling."""
+
+    name = "word-count"
+    version = 1
+
+    def identity(self) -> dict[str, int]:
+        return {}
+
+    def apply(self, state: dict[str, int], message: Message) -> dict[str, int]:
+        if not message.content:
+            return state
+        if "boom" in message.content:
+            raise RuntimeError("exploded on purpose")
+        return {
+            **state,
+            message.sender: state.get(message.sender, 0) + len(message.content.split()),
+        }
