@@ -14,9 +14,11 @@ import ssl
 from typing import Any
 
 import faust
+from faust.types import TP as TopicPartition
 
 from projections.projection import ChannelProjection
 from streams.kafka import bootstrap_servers
+from streams.metering import CostMeter
 from streams.registry import registered_projections
 from streams.settings import Settings
 from streams.topics import (
@@ -100,12 +102,28 @@ class Chorus:
             for p in self.projections
         }
         self.channel_config = self.app.Table("channel-config", partitions=settings.partitions)
+        self.meter = CostMeter()
+
+    def messages_partition(self, channel: str) -> int | None:
+        """The channel's partition when this worker actively owns it, else None.
+
+        Timers use it to act only on their own channels: local stores also hold standby
+        copies of partitions another worker owns.
+        """
+        topic = self.messages.get_topic_name()
+        try:
+            actives = self.app.assignor.assigned_actives()
+            partition = self.app.producer.key_partition(topic, channel.encode()).partition
+        except Exception:  # not started or not assigned yet
+            return None
+        return int(partition) if TopicPartition(topic, partition) in actives else None
 
     def install(self) -> Chorus:
         """Register the agents, timers and web views of every stage."""
-        from streams import channel_config, folding, web
+        from streams import channel_config, folding, summaries, web
 
         channel_config.install(self)
         folding.install(self)
-        web.install(self)
+        summariser = summaries.install(self)
+        web.install(self, summariser)
         return self

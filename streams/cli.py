@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TextIO, TypeVar
 
 import click
@@ -14,6 +14,7 @@ from projections.model import ActorType, MessageError, MessageType
 from streams.kafka import NoBrokerError, local_run_dir
 from streams.records import RECORDS_BY_TOPIC
 from streams.settings import get_settings
+from streams.worker_api import WorkerApi, WorkerUnavailable
 
 T = TypeVar("T")
 
@@ -230,39 +231,142 @@ def worker(loglevel: str) -> None:
         raise click.ClickException(str(error)) from None
 
 
-def worker_get(path: str) -> Any:
-    """GET a worker view; the worker routes per-channel requests to the owner."""
-    import httpx
+def api_call(call: Callable[[WorkerApi], Awaitable[T]]) -> T:
+    async def go() -> T:
+        async with WorkerApi(get_settings()) as api:
+            return await call(api)
 
-    settings = get_settings()
-    headers = {}
-    if settings.api_token:
-        headers["Authorization"] = f"Bearer {settings.api_token.get_secret_value()}"
-    url = f"http://{settings.web_host}:{settings.web_port}{path}"
     try:
-        response = httpx.get(url, headers=headers, timeout=10.0)
-    except httpx.HTTPError as error:
-        raise click.ClickException(
-            f"cannot reach the worker at {url} ({type(error).__name__}); "
-            "is `chorus worker` running?"
-        ) from None
-    if response.status_code >= 400:
-        raise click.ClickException(f"{response.status_code}: {response.text}")
-    return response.json()
+        return asyncio.run(go())
+    except WorkerUnavailable as error:
+        raise click.ClickException(str(error)) from None
 
 
 @main.command()
 @click.argument("channel")
 def state(channel: str) -> None:
     """Print a channel's projection states (from the worker that owns it)."""
-    print_json(worker_get(f"/channels/{channel}/state"))
+    found = api_call(lambda api: api.state(channel))
+    if found is None:
+        raise click.ClickException(f"no messages folded for channel {channel!r}")
+    print_json(found)
 
 
 @main.command()
 def channels() -> None:
     """List the channels the worker has folded."""
-    for name in worker_get("/channels")["channels"]:
+    for name in api_call(lambda api: api.channels()):
         click.echo(name)
+
+
+@main.command()
+def costs() -> None:
+    """LLM calls, tokens and latency per purpose and model (summaries, recaps)."""
+    rows = api_call(lambda api: api.costs())["llm"]
+    if not rows:
+        click.echo("no LLM calls yet")
+    for row in rows:
+        click.echo(
+            f"{row['purpose']:8} {row['model']:24} calls={row['calls']} "
+            f"failures={row['failures']} tokens_in={row['prompt_tokens']} "
+            f"tokens_out={row['completion_tokens']} mean_latency_ms={row['mean_latency_ms']}"
+        )
+
+
+class ChannelFirstGroup(click.Group):
+    """`chorus summary CHANNEL` shows; `chorus summary set|configure CHANNEL ...` acts."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands:
+            args = ["show", *args]
+        return super().resolve_command(ctx, args)
+
+
+def parse_duration(text: str) -> float:
+    """`30`, `30s`, `5m`, `1h` to seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text and text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a duration like 30s, 5m or 1h") from None
+
+
+@main.group(cls=ChannelFirstGroup)
+def summary() -> None:
+    """A channel's running summary: show it, set it by hand, or configure when it updates."""
+
+
+@summary.command("show")
+@click.argument("channel")
+def summary_show(channel: str) -> None:
+    """Print the latest summary (content null when there is none yet)."""
+    print_json(api_call(lambda api: api.summary(channel)))
+
+
+@summary.command("set")
+@click.argument("channel")
+@click.argument("text")
+@click.option("--by", default="user:cli", show_default=True)
+def summary_set(channel: str, text: str, by: str) -> None:
+    """Replace the summary text by hand; annotations are kept."""
+    from streams.control import set_summary
+
+    record = run(set_summary(get_settings(), channel, text, by))
+    print_json(record.model_dump(mode="json"))
+
+
+@summary.command("configure")
+@click.argument("channel")
+@click.option("--after-messages", type=click.IntRange(min=1))
+@click.option("--after-seconds", type=str, help="e.g. 300, 90s, 5m")
+def summary_configure(channel: str, after_messages: int | None, after_seconds: str | None) -> None:
+    """Summarise after N new messages or S seconds, whichever comes first."""
+    configure(
+        channel,
+        summary_after_messages=after_messages,
+        summary_after_seconds=parse_duration(after_seconds) if after_seconds else None,
+    )
+
+
+def configure(channel: str, **changes: Any) -> None:
+    from pydantic import ValidationError
+
+    from streams.control import configure_channel
+
+    try:
+        config = run(configure_channel(get_settings(), channel, **changes))
+    except (ValueError, ValidationError) as error:
+        raise click.ClickException(str(error)) from None
+    print_json(config.model_dump(mode="json"))
+
+
+@main.group()
+def channel() -> None:
+    """Per-channel configuration (on the compacted chorus.channel-config topic)."""
+
+
+@channel.command("configure")
+@click.argument("name")
+@click.option(
+    "--termination",
+    multiple=True,
+    help="max-messages:N, all-commitments-resolved, escalate-on-decline:N (repeatable)",
+)
+def channel_configure(name: str, termination: tuple[str, ...]) -> None:
+    """Set the termination conditions evaluated after every fold of the channel."""
+    configure(name, termination=list(termination) if termination else None)
+
+
+@main.command()
+def mcp() -> None:
+    """Serve get_channel_summary, get_channel_state and list_channels over MCP (stdio)."""
+    from streams.mcp_server import build_server
+
+    build_server(get_settings()).run("stdio")
 
 
 if __name__ == "__main__":

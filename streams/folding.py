@@ -189,11 +189,11 @@ class Folder:
         table = self.chorus.folds.get("commitments")
         if table is None:
             return 0
-        owned = self.owned_partitions()
         sent: set[tuple[str, str]] = set()
         still_overdue: set[tuple[str, str]] = set()
         for channel, raw in list(table.items()):
-            if owned is not None and self.partition_of(channel) not in owned:
+            partition = self.chorus.messages_partition(channel)
+            if partition is None:
                 continue
             state = CommitmentsState.model_validate(Folded.model_validate(raw).state)
             for correlation_id in overdue(state, now):
@@ -206,20 +206,6 @@ class Folder:
         # Forget commitments that were expired by the fold, so the set stays bounded.
         self._expiry_sent = (self._expiry_sent | sent) & still_overdue
         return len(sent)
-
-    def owned_partitions(self) -> set[int] | None:
-        try:
-            actives = self.chorus.app.assignor.assigned_actives()
-        except Exception:  # not assigned yet (tests without a consumer)
-            return None
-        topic = self.chorus.messages.get_topic_name()
-        return {tp.partition for tp in actives if tp.topic == topic}
-
-    def partition_of(self, channel: str) -> int:
-        tp = self.chorus.app.producer.key_partition(
-            self.chorus.messages.get_topic_name(), channel.encode()
-        )
-        return int(tp.partition)
 
 
 def install(chorus: Chorus) -> Folder:

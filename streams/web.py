@@ -9,11 +9,14 @@ import hmac
 from typing import TYPE_CHECKING, Any
 
 from faust.web import Request, Response, View
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.projection import Folded
+from streams.summaries import summary_view
 
 if TYPE_CHECKING:
     from streams.app import Chorus
+    from streams.summaries import Summariser
 
 
 def channel_state(chorus: Chorus, channel: str) -> dict[str, Any] | None:
@@ -43,7 +46,7 @@ def local_channels(chorus: Chorus) -> list[str]:
     return sorted(str(key) for key in overview)
 
 
-def install(chorus: Chorus) -> None:
+def install(chorus: Chorus, summariser: Summariser) -> None:
     app = chorus.app
     token = chorus.settings.api_token
 
@@ -73,3 +76,26 @@ def install(chorus: Chorus) -> None:
                 missing = {"error": f"no messages folded for channel {channel!r}"}
                 return self.json(missing, status=404)
             return self.json(state)
+
+    @app.page("/channels/{channel:.+}/summary")
+    class ChannelSummary(View):
+        @app.topic_route(topic=chorus.messages, match_info="channel")
+        async def get(self, request: Request, channel: str) -> Response:
+            refusal = denied(self, request)
+            if refusal:
+                return refusal
+            return self.json(summary_view(channel, summariser.latest.get(channel)))
+
+    @app.page("/costs")
+    class Costs(View):
+        async def get(self, request: Request) -> Response:
+            return denied(self, request) or self.json({"llm": chorus.meter.as_json()})
+
+    @app.page("/metrics")
+    class Metrics(View):
+        async def get(self, request: Request) -> Response:
+            refusal = denied(self, request)
+            if refusal:
+                return refusal
+            body = generate_latest(chorus.meter.registry)
+            return self.bytes(body, content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,107 @@
+"""What the hidden furnaces cost: LLM calls, tokens and latency per model and purpose.
+
+Exposed as Prometheus metrics (`GET /metrics`) and as JSON (`GET /costs`, `chorus costs`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from projections.summarise.llm import ChatClient, Completion, LlmError
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms_total: float = 0.0
+
+    def as_json(self) -> dict[str, float | int]:
+        return {
+            "calls": self.calls,
+            "failures": self.failures,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "mean_latency_ms": round(self.latency_ms_total / self.calls, 1) if self.calls else 0.0,
+        }
+
+
+@dataclass
+class CostMeter:
+    """Counters per (purpose, model); purpose is `summary` or `recap`."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    usage: dict[tuple[str, str], Usage] = field(default_factory=lambda: defaultdict(Usage))
+
+    def __post_init__(self) -> None:
+        labels = ["purpose", "model"]
+        self.calls = Counter(
+            "chorus_llm_calls", "LLM calls", [*labels, "outcome"], registry=self.registry
+        )
+        self.tokens = Counter(
+            "chorus_llm_tokens", "LLM tokens", [*labels, "kind"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "chorus_llm_latency_seconds",
+            "LLM call latency",
+            labels,
+            registry=self.registry,
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+        )
+
+    def record(self, purpose: str, completion: Completion) -> None:
+        usage = self.usage[(purpose, completion.model)]
+        usage.calls += 1
+        usage.prompt_tokens += completion.prompt_tokens
+        usage.completion_tokens += completion.completion_tokens
+        usage.latency_ms_total += completion.latency_ms
+        self.calls.labels(purpose, completion.model, "ok").inc()
+        self.tokens.labels(purpose, completion.model, "prompt").inc(completion.prompt_tokens)
+        self.tokens.labels(purpose, completion.model, "completion").inc(
+            completion.completion_tokens
+        )
+        self.latency.labels(purpose, completion.model).observe(completion.latency_ms / 1000)
+
+    def record_failure(self, purpose: str, model: str, latency_ms: float) -> None:
+        usage = self.usage[(purpose, model)]
+        usage.calls += 1
+        usage.failures += 1
+        usage.latency_ms_total += latency_ms
+        self.calls.labels(purpose, model, "error").inc()
+        self.latency.labels(purpose, model).observe(latency_ms / 1000)
+
+    def as_json(self) -> list[dict[str, object]]:
+        return [
+            {"purpose": purpose, "model": model, **usage.as_json()}
+            for (purpose, model), usage in sorted(self.usage.items())
+        ]
+
+
+class MeteredChatClient:
+    """A ChatClient that books every call, success or failure, on a CostMeter."""
+
+    def __init__(self, client: ChatClient, meter: CostMeter, purpose: str) -> None:
+        self._client = client
+        self._meter = meter
+        self._purpose = purpose
+
+    @property
+    def model(self) -> str:
+        return self._client.model
+
+    async def complete(self, system: str, user: str, max_tokens: int) -> Completion:
+        started = time.monotonic()
+        try:
+            completion = await self._client.complete(system, user, max_tokens)
+        except LlmError:
+            elapsed_ms = (time.monotonic() - started) * 1000
+            self._meter.record_failure(self._purpose, self.model, elapsed_ms)
+            raise
+        self._meter.record(self._purpose, completion)
+        return completion
