@@ -11,7 +11,7 @@ import click
 import orjson
 
 from projections.model import ActorType, MessageError, MessageType
-from streams.kafka import NoBrokerError, local_run_dir
+from streams.kafka import MissingTopicError, NoBrokerError, local_run_dir
 from streams.records import RECORDS_BY_TOPIC
 from streams.settings import get_settings
 from streams.worker_api import WorkerApi, WorkerUnavailable
@@ -22,7 +22,7 @@ T = TypeVar("T")
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(coroutine)
-    except NoBrokerError as error:
+    except (NoBrokerError, MissingTopicError) as error:
         raise click.ClickException(str(error)) from None
 
 
@@ -210,8 +210,6 @@ def consume(topic: str, from_beginning: bool, channels: tuple[str, ...], follow:
 
     try:
         run(dump())
-    except LookupError as error:
-        raise click.ClickException(str(error)) from None
     except KeyboardInterrupt:
         pass
 

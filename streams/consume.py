@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from streams.kafka import consumer
+from streams.kafka import consumer, topic_partitions
 from streams.settings import Settings
 
 
@@ -71,10 +71,7 @@ async def read_topic(
     kafka = consumer(settings, enable_auto_commit=False, group_id=None)
     await kafka.start()
     try:
-        # An unsubscribed consumer knows no topics until its metadata is refreshed.
-        partitions = (await kafka._client.fetch_all_metadata()).partitions_for_topic(topic)
-        if not partitions:
-            raise LookupError(f"topic {topic!r} does not exist")
+        partitions = await topic_partitions(kafka, topic)
         assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
         kafka.assign(assigned)
         if from_beginning:

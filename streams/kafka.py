@@ -35,6 +35,23 @@ def bootstrap_servers(settings: Settings) -> str:
     return cluster.bootstrap_servers
 
 
+class MissingTopicError(LookupError):
+    pass
+
+
+async def topic_partitions(client: AIOKafkaProducer | AIOKafkaConsumer, topic: str) -> set[int]:
+    """The topic's partitions; a clear error instead of waiting for a topic that is not there."""
+    # The producer exposes its network client as `client`, the consumer as `_client`.
+    network = client.client if isinstance(client, AIOKafkaProducer) else client._client
+    cluster = await network.fetch_all_metadata()
+    partitions = cluster.partitions_for_topic(topic)
+    if not partitions:
+        raise MissingTopicError(
+            f"topic {topic!r} does not exist; run `chorus topics create` (or start a worker)"
+        )
+    return set(partitions)
+
+
 def client_options(settings: Settings) -> dict[str, Any]:
     options: dict[str, Any] = {
         "bootstrap_servers": bootstrap_servers(settings),

@@ -10,7 +10,7 @@ import orjson
 
 from projections.model import Message, MessageError, encode_message, message_from_record
 from projections.model import with_generated_correlation_id as _with_correlation_id
-from streams.kafka import producer
+from streams.kafka import producer, topic_partitions
 from streams.settings import Settings
 from streams.topics import MESSAGES
 
@@ -59,6 +59,7 @@ async def send_messages(settings: Settings, messages: Sequence[Message]) -> list
     kafka = producer(settings)
     await kafka.start()
     try:
+        await topic_partitions(kafka, settings.topic(MESSAGES))
         futures = [
             await kafka.send(
                 settings.topic(MESSAGES),

@@ -74,6 +74,7 @@ async def test_topics_have_the_declared_cleanup_policies(chorus_settings: Settin
 async def test_cli_produces_valid_lines_and_reports_bad_ones(
     chorus_env: dict[str, str], chorus_settings: Settings
 ) -> None:
+    await create_topics(chorus_settings)
     lines = [
         {"channel": "cli/one", "sender": "alice", "type": "QUERY", "content": "who reviews?"},
         "this is not json",
@@ -95,9 +96,13 @@ async def test_cli_produces_valid_lines_and_reports_bad_ones(
     assert by_key["cli/two"].content == "on it"
 
 
-def test_cli_produces_one_message_from_flags_and_consumes_by_channel(
-    chorus_env: dict[str, str],
+async def test_cli_produces_one_message_from_flags_and_consumes_by_channel(
+    chorus_env: dict[str, str], chorus_settings: Settings
 ) -> None:
+    missing = chorus(chorus_env, "produce", "--channel", "a", "--sender", "b", "--type", "STATUS")
+    assert missing.returncode == 1
+    assert "does not exist; run `chorus topics create`" in missing.stderr
+    await create_topics(chorus_settings)
     for channel in ("flags/a", "flags/b"):
         sent = chorus(
             chorus_env,
