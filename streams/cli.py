@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TextIO, TypeVar
@@ -208,10 +209,8 @@ def consume(topic: str, from_beginning: bool, channels: tuple[str, ...], follow:
         ):
             print_json(record.as_json())
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         run(dump())
-    except KeyboardInterrupt:
-        pass
 
 
 # --- worker and state -------------------------------------------------------------------------
