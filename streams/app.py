@@ -120,10 +120,11 @@ class Chorus:
 
     def install(self) -> Chorus:
         """Register the agents, timers and web views of every stage."""
-        from streams import channel_config, folding, summaries, web
+        from streams import channel_config, folding, recaps, summaries, web
 
         channel_config.install(self)
         folding.install(self)
         summariser = summaries.install(self)
-        web.install(self, summariser)
+        recapper = recaps.install(self, summariser)
+        web.install(self, summariser, recapper)
         return self

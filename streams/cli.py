@@ -358,6 +358,38 @@ def channel_configure(name: str, termination: tuple[str, ...]) -> None:
     configure(name, termination=list(termination) if termination else None)
 
 
+@main.group(cls=ChannelFirstGroup)
+def recap() -> None:
+    """Idle recaps: show a channel's recap status, or configure its debounce."""
+
+
+@recap.command("show")
+@click.argument("channel")
+def recap_show(channel: str) -> None:
+    """Print the recap phase, countdown and latest recap of a channel."""
+    print_json(api_call(lambda api: api.recap(channel)))
+
+
+@recap.command("configure")
+@click.argument("channel")
+@click.option("--debounce", required=True, help="Quiet time before a recap, e.g. 30s or 2m.")
+def recap_configure(channel: str, debounce: str) -> None:
+    """Write a recap after the channel has been quiet for --debounce."""
+    configure(channel, recap_debounce_seconds=parse_duration(debounce))
+
+
+@main.command()
+@click.argument("channels", nargs=-1)
+@click.option("--refresh", default=0.5, show_default=True, help="Seconds between updates.")
+@click.option("--once", is_flag=True, help="Print one frame and exit.")
+def watch(channels: tuple[str, ...], refresh: float, once: bool) -> None:
+    """Live status lines: model | #messages | title | tools | recap status | activity."""
+    from streams.watch import watch as run_watch
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_watch(get_settings(), channels, refresh, once))
+
+
 @main.command()
 def mcp() -> None:
     """Serve get_channel_summary, get_channel_state and list_channels over MCP (stdio)."""

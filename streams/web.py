@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from projections.model import utc_now
 from projections.projection import Folded
 from streams.summaries import summary_view
 
 if TYPE_CHECKING:
     from streams.app import Chorus
+    from streams.recaps import Recapper
     from streams.summaries import Summariser
 
 
@@ -46,7 +48,7 @@ def local_channels(chorus: Chorus) -> list[str]:
     return sorted(str(key) for key in overview)
 
 
-def install(chorus: Chorus, summariser: Summariser) -> None:
+def install(chorus: Chorus, summariser: Summariser, recapper: Recapper) -> None:
     app = chorus.app
     token = chorus.settings.api_token
 
@@ -86,6 +88,25 @@ def install(chorus: Chorus, summariser: Summariser) -> None:
                 return refusal
             return self.json(summary_view(channel, summariser.latest.get(channel)))
 
+    @app.page("/channels/{channel:.+}/recap")
+    class ChannelRecap(View):
+        @app.topic_route(topic=chorus.messages, match_info="channel")
+        async def get(self, request: Request, channel: str) -> Response:
+            refusal = denied(self, request)
+            if refusal:
+                return refusal
+            return self.json(recapper.view(channel, utc_now()))
+
+    @app.page("/recaps")
+    class Recaps(View):
+        async def get(self, request: Request) -> Response:
+            refusal = denied(self, request)
+            if refusal:
+                return refusal
+            now = utc_now()
+            views = [recapper.view(str(channel), now) for channel in recapper.table]
+            return self.json({"recaps": sorted(views, key=lambda v: v["channel"])})
+
     @app.page("/costs")
     class Costs(View):
         async def get(self, request: Request) -> Response:
@@ -98,4 +119,5 @@ def install(chorus: Chorus, summariser: Summariser) -> None:
             if refusal:
                 return refusal
             body = generate_latest(chorus.meter.registry)
-            return self.bytes(body, content_type=CONTENT_TYPE_LATEST)
+            # aiohttp wants the charset out of content_type
+            return self.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])

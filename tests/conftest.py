@@ -101,7 +101,9 @@ class WorkerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"worker exited early:\n{self.log_tail()}")
             try:
-                if httpx.get(f"{self.base_url}/channels", timeout=2).status_code == 200:
+                # a routed view answers only once the worker has its partitions
+                probe = f"{self.base_url}/channels/readiness-probe/summary"
+                if httpx.get(probe, timeout=2).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

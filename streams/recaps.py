@@ -1,0 +1,303 @@
+"""Stage 3: when a channel goes quiet, a cheap secondary model writes a short recap.
+
+Deadlines live in the changelog-backed `recap-status` table, so a restarted or rebalanced
+worker still fires them on time. A timer checks the channels this worker owns; generation
+runs in a task, and every phase change travels through the compacted `chorus.recaps`
+topic before the table records it, exactly like summaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from projections.commitments import CommitmentsState
+from projections.model import Message, MessageError, decode_message, utc_now
+from projections.projection import Folded
+from projections.recap import (
+    RecapPhase,
+    RecapStatus,
+    build_recap_prompt,
+    clean_recap,
+    countdown_label,
+    due,
+    extractive_recap,
+    is_conversation_change,
+    on_generation_failed,
+    on_generation_started,
+    on_generation_succeeded,
+    on_message,
+    presentation_transcript,
+)
+from projections.summarise.llm import ChatClient, LlmError
+from streams.records import ChannelConfig, RecapRecord
+
+if TYPE_CHECKING:
+    from streams.app import Chorus
+
+log = logging.getLogger(__name__)
+
+RECAP_WINDOW = 40
+RECAP_MAX_TOKENS = 160
+RETRY_BACKOFF_SECONDS = 2.0
+RETRY_MAX_BACKOFF_SECONDS = 300.0
+
+
+class ChannelRecap(BaseModel):
+    """What the recap table holds per channel: the phase machine, the recent window, the
+    latest recap record and what `chorus watch` shows."""
+
+    status: RecapStatus = RecapStatus()
+    window: list[dict[str, Any]] = []
+    message_count: int = 0
+    title: str | None = None
+    tools: list[str] = []
+    last_message_at: datetime | None = None
+    latest: RecapRecord | None = None
+
+    def messages(self) -> list[Message]:
+        return [Message.model_validate(raw) for raw in self.window]
+
+
+def with_message(
+    recap: ChannelRecap, message: Message, offset: int, debounce: float, now: datetime
+) -> ChannelRecap:
+    status = on_message(
+        recap.status,
+        offset=offset,
+        at=now,
+        debounce=debounce,
+        changes_conversation=is_conversation_change(message),
+    )
+    if status is recap.status:
+        return recap
+    if not is_conversation_change(message):
+        return recap.model_copy(update={"status": status})
+    window = [*recap.window, message.model_dump(mode="json")][-RECAP_WINDOW:]
+    tools = recap.tools
+    if message.actor_type.value == "TOOL" and message.sender not in tools:
+        tools = [*tools, message.sender]
+    return recap.model_copy(
+        update={
+            "status": status,
+            "window": window,
+            "message_count": recap.message_count + 1,
+            "title": recap.title or _title(message),
+            "tools": tools,
+            "last_message_at": now,
+        }
+    )
+
+
+def _title(message: Message) -> str | None:
+    if not message.content:
+        return None
+    text = " ".join(message.content.split())
+    return text if len(text) <= 24 else text[:23] + "…"
+
+
+def open_commitment_lines(state: CommitmentsState) -> list[str]:
+    return [
+        f"{c.correlation_id}: {c.opened_by_type.value} from {c.requester}"
+        + (f" to {c.obligor}" if c.obligor else "")
+        + f" ({c.state.value.lower()})"
+        for c in state.open_commitments()
+    ]
+
+
+async def write_recap(
+    client: ChatClient | None,
+    messages: Sequence[Message],
+    summary: str | None,
+    open_commitments: Sequence[str],
+) -> tuple[str, dict[str, Any]]:
+    """The recap text and its cost fields; extractive when no model is configured."""
+    if client is None:
+        return extractive_recap(messages, open_commitments), {"tier": "extractive"}
+    system, user = build_recap_prompt(
+        presentation_transcript(messages, window=RECAP_WINDOW), summary, open_commitments
+    )
+    completion = await client.complete(system, user, RECAP_MAX_TOKENS)
+    return clean_recap(completion.text), {
+        "tier": "synthesised",
+        "model": completion.model,
+        "tokens_in": completion.prompt_tokens,
+        "tokens_out": completion.completion_tokens,
+        "latency_ms": completion.latency_ms,
+    }
+
+
+class Recapper:
+    def __init__(self, chorus: Chorus, client: ChatClient | None, summaries: Any) -> None:
+        self.chorus = chorus
+        self.settings = chorus.settings
+        self.client = client
+        self.summaries = summaries
+        self.table = chorus.app.Table("recap-status", partitions=self.settings.partitions)
+        self.generating: dict[str, int] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def recap_of(self, channel: str) -> ChannelRecap:
+        raw = self.table.get(channel)
+        return ChannelRecap.model_validate(raw) if raw else ChannelRecap()
+
+    def debounce(self, channel: str) -> float:
+        raw = self.chorus.channel_config.get(channel)
+        configured = ChannelConfig.model_validate(raw).recap_debounce_seconds if raw else None
+        return configured or self.settings.recap_debounce_seconds
+
+    async def on_message(self, value: bytes | None, offset: int) -> None:
+        try:
+            message = decode_message(value, self.settings.max_message_bytes)
+        except MessageError:
+            return  # the fold stage dead-letters it
+        channel = message.channel
+        before = self.recap_of(channel)
+        after = with_message(before, message, offset, self.debounce(channel), utc_now())
+        if after is not before:
+            self.table[channel] = after.model_dump(mode="json")
+
+    async def on_recap(self, value: bytes | None) -> None:
+        try:
+            record = RecapRecord.model_validate_json(value or b"")
+        except ValidationError as error:
+            log.warning("ignoring an invalid record on the recaps topic: %s", error)
+            return
+        channel = record.channel
+        recap = self.recap_of(channel)
+        now = utc_now()
+        status = recap.status
+        if record.phase == RecapPhase.GENERATING:
+            status = on_generation_started(status, now)
+        elif record.phase == RecapPhase.COMPLETED:
+            status = on_generation_succeeded(status, record.generation)
+            self.generating.pop(channel, None)
+        elif record.phase == RecapPhase.ERROR:
+            status = on_generation_failed(
+                status,
+                now,
+                record.error or "unknown error",
+                RETRY_BACKOFF_SECONDS,
+                RETRY_MAX_BACKOFF_SECONDS,
+                generation=record.generation,
+            )
+            self.generating.pop(channel, None)
+        latest = recap.latest if record.phase == RecapPhase.GENERATING else record
+        self.table[channel] = recap.model_copy(
+            update={"status": status, "latest": latest}
+        ).model_dump(mode="json")
+
+    async def check_deadlines(self) -> None:
+        now = utc_now()
+        for channel, raw in list(self.table.items()):
+            recap = ChannelRecap.model_validate(raw)
+            if channel in self.generating:
+                continue
+            # GENERATING with no task here: the worker that started it died or moved on.
+            orphaned = recap.status.phase is RecapPhase.GENERATING
+            if not (orphaned or due(recap.status, now)):
+                continue
+            partition = self.chorus.messages_partition(channel)
+            if partition is None:
+                continue
+            self.generating[channel] = recap.status.generation
+            task = asyncio.ensure_future(self.generate(channel, recap, partition))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def generate(self, channel: str, recap: ChannelRecap, partition: int) -> None:
+        generation = recap.status.generation
+        previous_text = recap.latest.text if recap.latest else None
+        base = RecapRecord(
+            channel=channel,
+            text=previous_text,
+            phase=RecapPhase.GENERATING,
+            covered_offset=recap.status.covered_offset,
+            generation=generation,
+        )
+        try:
+            await self.publish(base, partition)
+            summary = (self.summaries.latest.get(channel) or {}).get("text")
+            commitments = self.chorus.folds.get("commitments")
+            raw_fold = commitments.get(channel) if commitments is not None else None
+            lines = (
+                open_commitment_lines(
+                    CommitmentsState.model_validate(Folded.model_validate(raw_fold).state)
+                )
+                if raw_fold
+                else []
+            )
+            text, cost = await write_recap(self.client, recap.messages(), summary, lines)
+            done = base.model_copy(
+                update={
+                    "text": text,
+                    "phase": RecapPhase.COMPLETED,
+                    "generated_at": utc_now(),
+                    **cost,
+                }
+            )
+            await self.publish(done, partition)
+        except (LlmError, ValueError) as error:
+            failed = base.model_copy(update={"phase": RecapPhase.ERROR, "error": str(error)[:300]})
+            await self.publish(failed, partition)
+        except Exception:
+            log.exception("recap of %s failed", channel)
+            self.generating.pop(channel, None)
+
+    async def publish(self, record: RecapRecord, partition: int) -> None:
+        await self.chorus.recaps.send(
+            key=record.channel.encode(), value=record.to_bytes(), partition=partition
+        )
+
+    def view(self, channel: str, now: datetime) -> dict[str, Any]:
+        recap = self.recap_of(channel)
+        latest = recap.latest
+        active = recap.last_message_at is not None and now - recap.last_message_at < timedelta(
+            seconds=5
+        )
+        return {
+            "channel": channel,
+            "phase": recap.status.phase.value,
+            "label": countdown_label(recap.status, now),
+            "due_at": recap.status.due_at,
+            "message_count": recap.message_count,
+            "title": recap.title,
+            "tools": recap.tools,
+            "activity": "active" if active else "idle",
+            "model": (latest.model if latest and latest.model else None)
+            or (self.client.model if self.client else "extractive"),
+            "text": latest.text if latest else None,
+            "recap": latest.model_dump(mode="json") if latest else None,
+        }
+
+
+def install(chorus: Chorus, summaries: Any) -> Recapper:
+    from streams.app import RAW
+    from streams.llm import client_from_settings
+    from streams.metering import MeteredChatClient
+
+    client = client_from_settings(chorus.settings, secondary=True)
+    recapper = Recapper(
+        chorus, MeteredChatClient(client, chorus.meter, "recap") if client else None, summaries
+    )
+    messages_topic = chorus.messages.get_topic_name()
+    inputs = chorus.app.topic(messages_topic, chorus.recaps.get_topic_name(), **RAW)
+
+    @chorus.app.agent(inputs, name="recap")
+    async def recap(stream: Any) -> None:
+        async for event in stream.events():
+            if event.message.topic == messages_topic:
+                await recapper.on_message(event.value, event.message.offset)
+            else:
+                await recapper.on_recap(event.value)
+
+    @chorus.app.timer(chorus.settings.recap_check_seconds, name="recap-deadlines")
+    async def deadlines() -> None:
+        await recapper.check_deadlines()
+
+    return recapper

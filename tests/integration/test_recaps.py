@@ -1,0 +1,154 @@
+"""Idle recaps on a real broker: debounce, one per quiet period, survival across a kill."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import orjson
+import pytest
+
+from projections.model import ActorType, Message, MessageType
+from streams.consume import Record, read_topic
+from streams.produce import send_messages
+from streams.settings import Settings
+from streams.topics import create_topics
+from tests.conftest import REPO, WorkerProcess, read_until
+from tests.fakes.llm_server import FakeLlmServer
+
+pytestmark = pytest.mark.kafka
+
+CHANNEL = "pairing/refactor"
+
+
+def said(content: str, sender: str = "ada", kind: MessageType = MessageType.STATUS) -> Message:
+    extra = {"correlation_id": "c-1"} if kind is MessageType.COMMAND else {}
+    return Message(
+        channel=CHANNEL,
+        sender=sender,
+        type=kind,
+        actor_type=ActorType.HUMAN,
+        content=content,
+        target="role:coder" if extra else None,
+        **extra,
+    )
+
+
+def completed(records: list[Record]) -> list[dict[str, object]]:
+    return [r.value for r in records if r.value["phase"] == "COMPLETED"]
+
+
+async def all_recaps(settings: Settings) -> list[Record]:
+    return [record async for record in read_topic(settings, settings.topic("recaps"))]
+
+
+async def quiet_read(settings: Settings, seconds: float) -> list[Record]:
+    await asyncio.sleep(seconds)
+    return await all_recaps(settings)
+
+
+async def test_one_extractive_recap_per_quiet_period_and_none_while_busy(
+    chorus_settings: Settings, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    await create_topics(chorus_settings)
+    worker = start_worker(CHORUS_RECAP_DEBOUNCE_SECONDS="2", CHORUS_RECAP_CHECK_SECONDS="0.2")
+    await send_messages(
+        chorus_settings, [said("Goal: split the parser module", kind=MessageType.COMMAND)]
+    )
+    # keep talking for ~4 s, faster than the debounce: no recap may fire meanwhile
+    for i in range(8):
+        await asyncio.sleep(0.5)
+        await send_messages(chorus_settings, [said(f"still on it, step {i}", sender="bob")])
+    assert completed(await all_recaps(chorus_settings)) == []
+
+    records = await read_until(chorus_settings, "recaps", lambda rs: len(completed(rs)) >= 1, 30)
+    recap = completed(records)[0]
+    assert str(recap["text"]).startswith("Extractive recap (no model): ")
+    assert "split the parser module" in str(recap["text"])
+    assert recap["tier"] == "extractive"
+    assert [r.value["phase"] for r in records][:2] == ["GENERATING", "COMPLETED"]
+
+    # quiet: no second recap for the same conversation
+    assert len(completed(await quiet_read(chorus_settings, 4))) == 1
+    view = worker.get(f"/channels/{CHANNEL}/recap").json()
+    assert view["label"] == "done" and view["message_count"] == 9
+
+    # a new message re-arms: exactly one more
+    await send_messages(chorus_settings, [said("parser split merged; next: docs")])
+    records = await read_until(chorus_settings, "recaps", lambda rs: len(completed(rs)) >= 2, 30)
+    assert len(completed(await quiet_read(chorus_settings, 4))) == 2
+
+
+async def test_recap_fires_after_a_kill_during_the_countdown_and_costs_are_visible(
+    chorus_settings: Settings,
+    chorus_env: dict[str, str],
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    await create_topics(chorus_settings)
+    async with FakeLlmServer() as llm:
+        settings = {
+            "CHORUS_RECAP_DEBOUNCE_SECONDS": "8",
+            "CHORUS_RECAP_CHECK_SECONDS": "0.2",
+            "CHORUS_LLM_BASE_URL": llm.base_url,
+            "CHORUS_SECONDARY_LLM_MODEL": "tiny-recapper",
+        }
+        first = start_worker(**settings)
+        await send_messages(chorus_settings, [said("we are migrating the billing tables")])
+        for _ in range(40):
+            if first.get(f"/channels/{CHANNEL}/recap").json()["phase"] == "PENDING":
+                break
+            await asyncio.sleep(0.25)
+        killed_at = time.monotonic()
+        first.kill()
+        second = start_worker(**settings)
+        records = await read_until(
+            chorus_settings, "recaps", lambda rs: len(completed(rs)) >= 1, 60
+        )
+        assert time.monotonic() - killed_at < 60
+        recap = completed(records)[0]
+        assert recap["tier"] == "synthesised" and recap["model"] == "tiny-recapper"
+        assert recap["tokens_in"] > 0 and "\n" not in str(recap["text"])
+        assert "transcript" in llm.last_system.lower()
+        assert "User (ada): we are migrating the billing tables" in llm.last_user
+
+        costs = second.get("/costs").json()["llm"]
+        assert [row["purpose"] for row in costs] == ["recap"]
+        assert costs[0]["calls"] == 1 and costs[0]["model"] == "tiny-recapper"
+        metrics = second.get("/metrics").text
+        assert (
+            'chorus_llm_calls_total{model="tiny-recapper",outcome="ok",purpose="recap"} 1.0'
+            in metrics
+        )
+
+        env = {**os.environ, **chorus_env, **settings}
+        cli = subprocess.run(
+            [sys.executable, "-m", "streams.cli", "costs"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=60,
+        )
+        assert "recap    tiny-recapper" in cli.stdout and "calls=1" in cli.stdout, cli.stderr
+        watch = subprocess.run(
+            [sys.executable, "-m", "streams.cli", "watch", "--once"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=60,
+        )
+        assert "tiny-recapper | #1 | we are migrating the bi… | - | done" in watch.stdout
+        shown = subprocess.run(
+            [sys.executable, "-m", "streams.cli", "recap", CHANNEL],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=60,
+        )
+        assert orjson.loads(shown.stdout)["text"] == recap["text"]
