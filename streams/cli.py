@@ -391,6 +391,21 @@ def watch(channels: tuple[str, ...], refresh: float, once: bool) -> None:
 
 
 @main.command()
+@click.option("--turns", default=40, show_default=True, help="Messages to stream.")
+@click.option("--rate", default=8.0, show_default=True, help="Messages per second.")
+@click.option("--debounce", default="5s", show_default=True, help="Recap debounce.")
+@click.option("--no-worker", is_flag=True, help="Use a worker that is already running.")
+def demo(turns: int, rate: float, debounce: str, no_worker: bool) -> None:
+    """Stream a real conversation and show it folding: state, summaries, the recap."""
+    from streams.demo import run_demo
+
+    try:
+        run_demo(get_settings(), turns, rate, parse_duration(debounce), worker=not no_worker)
+    except (NoBrokerError, MissingTopicError, RuntimeError) as error:
+        raise click.ClickException(str(error)) from None
+
+
+@main.command()
 def mcp() -> None:
     """Serve get_channel_summary, get_channel_state and list_channels over MCP (stdio)."""
     from streams.mcp_server import build_server
