@@ -167,3 +167,37 @@ async def test_killed_worker_resumes_without_double_applying(
     await read_until(chorus_settings, "driver-events", lambda rs: len(distinct(rs)) >= 240, 120)
     for channel in CHANNELS:
         assert live_state(second, channel) == expected_state(messages, channel)
+
+
+async def test_driver_events_client_stops_at_the_termination_decision(
+    chorus_settings: Settings, start_worker: object
+) -> None:
+    from streams.client import decided, driver_events
+    from streams.control import configure_channel
+
+    await create_topics(chorus_settings)
+    start_worker()  # type: ignore[operator]
+    await configure_channel(chorus_settings, "term/room", termination=["max-messages:3"])
+    messages = [
+        Message(channel="term/room", sender="zed", type="STATUS", content=f"step {i}")
+        for i in range(5)
+    ]
+    received = []
+
+    async def follow() -> None:
+        async for event in driver_events(
+            chorus_settings, channel="term/room", until=decided, from_beginning=True
+        ):
+            received.append(event)
+
+    import asyncio
+
+    follower = asyncio.ensure_future(follow())
+    await asyncio.sleep(3)  # config first: it is folded by its own agent
+    await send_messages(chorus_settings, messages)
+    await asyncio.wait_for(follower, 60)
+    last = received[-1]
+    assert last.decision == {"decision": "COMPLETE", "detail": "Max messages reached"}
+    assert last.message_id == messages[2].id  # the third message completes the channel
+    assert [e.decision["decision"] for e in received[:-1]] == ["CONTINUE"] * (len(received) - 1)
+    assert len({(e.offset, e.projection) for e in received}) == len(received)

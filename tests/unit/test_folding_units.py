@@ -1,0 +1,82 @@
+"""The fold stage's pure helpers and the projection registry, without Kafka."""
+
+import base64
+
+import orjson
+import pytest
+
+from projections.channel import decide, step
+from projections.commitments import CommitmentProjection
+from projections.model import Message, MessageError
+from projections.overview import ChannelOverviewProjection
+from projections.termination import Complete, Continue, MaxMessages, TerminationContext
+from streams.folding import conditions_for, dead_letter_for, validate_record
+from streams.registry import ProjectionImportError, load_projection, registered_projections
+
+
+def test_validate_record_checks_key_against_channel() -> None:
+    value = orjson.dumps({"channel": "a/b", "sender": "s", "type": "STATUS"})
+    assert validate_record(b"a/b", value, 1000).channel == "a/b"
+    with pytest.raises(MessageError, match="key is null"):
+        validate_record(None, value, 1000)
+    with pytest.raises(MessageError, match="does not match channel 'a/b'"):
+        validate_record(b"x", value, 1000)
+
+
+def test_dead_letter_keeps_text_or_bytes_and_caps_size() -> None:
+    text = dead_letter_for("r", "validate", topic="t", partition=1, offset=2, key=b"k", value=b"hi")
+    assert (text.original, text.original_base64, text.key) == ("hi", None, "k")
+    binary = dead_letter_for(
+        "r", "validate", topic="t", partition=1, offset=2, key=None, value=b"\xff"
+    )
+    assert binary.original is None and base64.b64decode(binary.original_base64 or "") == b"\xff"
+    huge = dead_letter_for(
+        "r", "v", topic="t", partition=0, offset=0, key=None, value=b"x" * 70_000
+    )
+    assert huge.original_truncated and len(huge.original or "") == 64 * 1024
+    null = dead_letter_for("r", "v", topic="t", partition=0, offset=0, key=None, value=None)
+    assert null.original is None and null.original_base64 is None
+
+
+def test_conditions_from_channel_config() -> None:
+    assert isinstance(conditions_for(None).evaluate(TerminationContext(message_count=9)), Continue)
+    configured = conditions_for({"channel": "c", "termination": ["max-messages:2"]})
+    assert isinstance(configured.evaluate(TerminationContext(message_count=2)), Complete)
+    with pytest.raises(ValueError, match="unknown termination condition"):
+        conditions_for({"channel": "c", "termination": ["sometimes"]})
+
+
+def test_step_keeps_state_when_a_projection_raises_and_decides_on_the_rest() -> None:
+    class Broken:
+        name = "broken"
+        version = 1
+
+        def identity(self) -> dict[str, int]:
+            return {}
+
+        def apply(self, state: dict[str, int], message: Message) -> dict[str, int]:
+            raise KeyError("nope")
+
+    projections = [CommitmentProjection(), ChannelOverviewProjection(), Broken()]
+    message = Message(channel="c", sender="s", type="STATUS", content="x")
+    steps = step(projections, {}, message, 0)
+    assert [s.applied for s in steps] == [True, True, False]
+    assert steps[2].error == "KeyError: 'nope'" and steps[2].folded.offset == -1
+    assert decide(MaxMessages(1), steps).__class__.__name__ == "Complete"
+    again = step(projections, {s.projection.name: s.folded for s in steps}, message, 0)
+    assert [s.applied for s in again] == [False, False, False]  # redelivery is harmless
+
+
+def test_registry_loads_user_projections_by_import_path() -> None:
+    names = [
+        p.name for p in registered_projections(["tests.sample_projections:WordCountProjection"])
+    ]
+    assert names == ["commitments", "overview", "word-count"]
+    with pytest.raises(ProjectionImportError, match="must look like"):
+        load_projection("no_colon")
+    with pytest.raises(ProjectionImportError, match="cannot import"):
+        load_projection("tests.nothing_here:X")
+    with pytest.raises(ProjectionImportError, match="is not a ChannelProjection"):
+        load_projection("tests.factories:AGENTS")
+    with pytest.raises(ProjectionImportError, match="unique"):
+        registered_projections(["projections.overview:ChannelOverviewProjection"])
