@@ -1,0 +1,42 @@
+"""The fold agent through Faust's test harness: no Kafka, sends captured."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import patch
+
+import orjson
+
+from streams.app import Chorus
+from streams.records import DeadLetter, DriverEvent
+from streams.settings import Settings
+
+
+async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    chorus = Chorus(settings, broker="127.0.0.1:1").install()
+    sent: list[tuple[str, Any]] = []
+
+    async def capture(topic: Any, key: bytes | None = None, value: bytes = b"", **_: Any) -> None:
+        name = topic.get_topic_name()
+        if name.endswith("driver-events"):
+            event = DriverEvent.model_validate_json(value)
+            stored = chorus.folds[event.projection].get(event.channel)
+            assert stored is not None and stored["state"] == event.state  # state first
+        sent.append((name, value))
+
+    message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
+    with patch("faust.topics.Topic.send", capture):
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            await agent.put(orjson.dumps(message), key=b"off/line")
+            await agent.put(b"\x00not json", key=b"off/line")
+
+    assert [name for name, _ in sent] == [
+        "offline.driver-events",
+        "offline.driver-events",
+        "offline.dead-letters",
+    ]
+    letter = DeadLetter.model_validate_json(sent[2][1])
+    assert "not valid UTF-8 JSON" in letter.reason and letter.offset == 1
+    overview = chorus.folds["overview"].get("off/line")
+    assert overview["offset"] == 0 and overview["state"]["participants"] == {"ann": 1}
