@@ -149,8 +149,17 @@ class ReplayStats:
 
 
 class _Channel:
-    __slots__ = ("errors", "last_offset", "limits", "messages", "partition", "states", "stored")
-    __slots__ += ("offsets", "records")
+    __slots__ = (
+        "errors",
+        "last_offset",
+        "limits",
+        "messages",
+        "offsets",
+        "partition",
+        "records",
+        "states",
+        "stored",
+    )
 
     def __init__(self, partition: int, states: list[Any], limits: list[int | None]) -> None:
         self.partition = partition
@@ -203,7 +212,7 @@ class Replayer:
         self.stats = ReplayStats(errors={name: 0 for name in self.names})
         self.channels: dict[str, _Channel] = {}
         self.dirty: set[str] = set()
-        self._closed: set[bytes] = set()
+        self._closed: set[bytes | None] = set()
 
     def _open(self, name: str, partition: int) -> _Channel:
         limits: list[int | None] = (
@@ -268,7 +277,7 @@ class Replayer:
                 stats.invalid += 1
                 continue
             if cutoff and self._after_cutoff(message, record.timestamp):
-                closed.add(key)  # type: ignore[arg-type]  # a valid record's key is not None
+                closed.add(key)
                 stats.after_cutoff += 1
                 continue
             name = message.channel
