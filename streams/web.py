@@ -6,6 +6,7 @@ Per-channel views are routed by Faust to the worker that owns the channel's part
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from faust.web import Request, Response, View
@@ -61,63 +62,46 @@ def install(chorus: Chorus, summariser: Summariser, recapper: Recapper) -> None:
             return None
         return view.json({"error": "missing or wrong bearer token"}, status=401)
 
-    @app.page("/channels")
-    class Channels(View):
-        async def get(self, request: Request) -> Response:
-            return denied(self, request) or self.json({"channels": local_channels(chorus)})
+    def page(path: str, answer: Callable[[View], Response]) -> None:
+        @app.page(path)
+        class Page(View):
+            async def get(self, request: Request) -> Response:
+                refusal = denied(self, request)
+                return refusal if refusal is not None else answer(self)
 
-    @app.page("/channels/{channel:.+}/state")
-    class ChannelState(View):
-        @app.topic_route(topic=chorus.messages, match_info="channel")
-        async def get(self, request: Request, channel: str) -> Response:
-            refusal = denied(self, request)
-            if refusal:
-                return refusal
-            state = channel_state(chorus, channel)
-            if state is None:
-                missing = {"error": f"no messages folded for channel {channel!r}"}
-                return self.json(missing, status=404)
-            return self.json(state)
+    def channel_page(suffix: str, answer: Callable[[View, str], Response]) -> None:
+        """A per-channel view, served by the worker that owns the channel's partition."""
 
-    @app.page("/channels/{channel:.+}/summary")
-    class ChannelSummary(View):
-        @app.topic_route(topic=chorus.messages, match_info="channel")
-        async def get(self, request: Request, channel: str) -> Response:
-            refusal = denied(self, request)
-            if refusal:
-                return refusal
-            return self.json(summary_view(channel, summariser.latest.get(channel)))
+        @app.page(f"/channels/{{channel:.+}}/{suffix}")
+        class ChannelPage(View):
+            @app.topic_route(topic=chorus.messages, match_info="channel")
+            async def get(self, request: Request, channel: str) -> Response:
+                refusal = denied(self, request)
+                return refusal if refusal is not None else answer(self, channel)
 
-    @app.page("/channels/{channel:.+}/recap")
-    class ChannelRecap(View):
-        @app.topic_route(topic=chorus.messages, match_info="channel")
-        async def get(self, request: Request, channel: str) -> Response:
-            refusal = denied(self, request)
-            if refusal:
-                return refusal
-            return self.json(recapper.view(channel, utc_now()))
+    def state(view: View, channel: str) -> Response:
+        found = channel_state(chorus, channel)
+        if found is None:
+            return view.json({"error": f"no messages folded for channel {channel!r}"}, status=404)
+        return view.json(found)
 
-    @app.page("/recaps")
-    class Recaps(View):
-        async def get(self, request: Request) -> Response:
-            refusal = denied(self, request)
-            if refusal:
-                return refusal
-            now = utc_now()
-            views = [recapper.view(str(channel), now) for channel in recapper.table]
-            return self.json({"recaps": sorted(views, key=lambda v: v["channel"])})
+    def recaps(view: View) -> Response:
+        now = utc_now()
+        views = [recapper.view(str(channel), now) for channel in recapper.table]
+        return view.json({"recaps": sorted(views, key=lambda v: v["channel"])})
 
-    @app.page("/costs")
-    class Costs(View):
-        async def get(self, request: Request) -> Response:
-            return denied(self, request) or self.json({"llm": chorus.meter.as_json()})
+    def metrics(view: View) -> Response:
+        body = generate_latest(chorus.meter.registry)
+        # aiohttp wants the charset out of content_type
+        return view.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
 
-    @app.page("/metrics")
-    class Metrics(View):
-        async def get(self, request: Request) -> Response:
-            refusal = denied(self, request)
-            if refusal:
-                return refusal
-            body = generate_latest(chorus.meter.registry)
-            # aiohttp wants the charset out of content_type
-            return self.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
+    page("/channels", lambda view: view.json({"channels": local_channels(chorus)}))
+    channel_page("state", state)
+    channel_page(
+        "summary",
+        lambda view, channel: view.json(summary_view(channel, summariser.latest.get(channel))),
+    )
+    channel_page("recap", lambda view, channel: view.json(recapper.view(channel, utc_now())))
+    page("/recaps", recaps)
+    page("/costs", lambda view: view.json({"llm": chorus.meter.as_json()}))
+    page("/metrics", metrics)

@@ -80,6 +80,8 @@ class WorkerProcess:
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = f"http://127.0.0.1:{env['CHORUS_WEB_PORT']}"
+        token = env.get("CHORUS_API_TOKEN")
+        self.auth = {"Authorization": f"Bearer {token}"} if token else {}
 
     def start(self, timeout: float = 90.0) -> WorkerProcess:
         log = self.log_path.open("ab")
@@ -103,7 +105,7 @@ class WorkerProcess:
             try:
                 # a routed view answers only once the worker has its partitions
                 probe = f"{self.base_url}/channels/readiness-probe/summary"
-                if httpx.get(probe, timeout=2).status_code == 200:
+                if httpx.get(probe, headers=self.auth, timeout=2).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -115,7 +117,7 @@ class WorkerProcess:
         return "\n".join(text.splitlines()[-lines:])
 
     def get(self, path: str) -> httpx.Response:
-        return httpx.get(f"{self.base_url}{path}", timeout=10)
+        return httpx.get(f"{self.base_url}{path}", headers=self.auth, timeout=10)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.process and self.process.poll() is None:
