@@ -121,9 +121,16 @@ class Chorus:
     def install(self) -> Chorus:
         """Register the agents, timers and web views of every stage."""
         from streams import channel_config, folding, recaps, summaries, web
+        from streams.replay import install_shadow_check
 
         channel_config.install(self)
-        folding.install(self)
+        folder = folding.install(self)
+        install_shadow_check(
+            self,
+            every_seconds=self.settings.shadow_check_seconds,
+            sample=self.settings.shadow_check_sample,
+            report=folder.report_divergence,
+        )
         summariser = summaries.install(self)
         recapper = recaps.install(self, summariser)
         web.install(self, summariser, recapper)

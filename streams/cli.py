@@ -14,6 +14,7 @@ import orjson
 from projections.model import ActorType, MessageError, MessageType
 from streams.kafka import MissingTopicError, NoBrokerError, local_run_dir
 from streams.records import RECORDS_BY_TOPIC
+from streams.replay import replay_command
 from streams.settings import get_settings
 from streams.worker_api import WorkerApi, WorkerUnavailable
 
@@ -411,6 +412,9 @@ def mcp() -> None:
     from streams.mcp_server import build_server
 
     build_server(get_settings()).run("stdio")
+
+
+main.add_command(replay_command)
 
 
 if __name__ == "__main__":

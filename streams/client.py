@@ -1,7 +1,7 @@
 """A Python client for driver events: wake on every fold of a channel, with its state.
 
-    async for event in driver_events(settings, channel="team/plan", until=decided):
-        ...
+async for event in driver_events(settings, channel="team/plan", until=decided):
+    ...
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from streams.records import ChannelConfig, DeadLetter, DriverEvent
 
 if TYPE_CHECKING:
     from streams.app import Chorus
+    from streams.replay import Difference
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +207,31 @@ class Folder:
         # Forget commitments that were expired by the fold, so the set stays bounded.
         self._expiry_sent = (self._expiry_sent | sent) & still_overdue
         return len(sent)
+
+    async def report_divergence(self, difference: Difference) -> None:
+        """A shadow check found live state that differs from a re-fold of the log."""
+        self.chorus.meter.divergences.labels(difference.projection, difference.kind).inc()
+        from streams.replay import render_diff
+
+        log.error("shadow check: %s\n%s", difference.describe(), render_diff(difference))
+        folded = difference.live or difference.replay
+        partition = self.chorus.messages_partition(difference.channel)
+        event = DriverEvent(
+            source=f"shadow-divergence:{difference.channel}",
+            channel=difference.channel,
+            message_id="",
+            partition=-1 if partition is None else partition,
+            offset=folded.offset if folded else -1,
+            projection=difference.projection,
+            version=folded.version if folded else 0,
+            state=difference.replay.state if difference.replay else None,
+            decision={},
+            applied=False,
+            error=difference.describe(),
+        )
+        await self.chorus.driver_events.send(
+            key=difference.channel.encode(), value=event.to_bytes(), partition=partition
+        )
 
 
 def install(chorus: Chorus) -> Folder:

@@ -47,6 +47,12 @@ class CostMeter:
         self.tokens = Counter(
             "chorus_llm_tokens", "LLM tokens", [*labels, "kind"], registry=self.registry
         )
+        self.divergences = Counter(
+            "chorus_shadow_divergences",
+            "Channels whose live state differs from a re-fold of the log",
+            ["projection", "kind"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
             "chorus_llm_latency_seconds",
             "LLM call latency",

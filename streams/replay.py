@@ -45,6 +45,47 @@ worker's own `step` per message instead, for projections whose states do not rou
 
 Records are decoded and validated by `streams.folding.validate_record`, the worker's own
 gate, so exactly the records the worker dead-letters are skipped here.
+
+Verify
+------
+First the worker group's committed offsets, then the live folds over HTTP, then the log:
+each channel's projection is folded up to exactly its live fold's offset. A projection with
+no live fold is folded as far as the worker is known to have gone for the channel (its other
+folds, and the committed offset), so a fold the worker lost shows up; so does a channel it
+does not know although the log has folded messages for it before the committed offset.
+States are compared by `canonical_hash`; differences get a unified diff of sorted JSON.
+
+Blue-green rebuilds
+-------------------
+Tables are versioned (`fold-<name>-v<version>`, changelog `<app_id>-fold-<name>-v<version>-
+changelog`), so a new version never touches the old one's data.
+
+1. With the new code installed where the CLI runs, `chorus replay --rebuild` folds the log
+   up to its end offsets into the new version's changelog (key: the channel as a JSON
+   string, value: the `Folded` JSON, in the record's own partition, as Faust writes it),
+   and records a marker (`through`: source offsets folded; `changelog_end`) on the compacted
+   `<prefix>rebuilds` topic. Old-version workers keep folding and serving meanwhile.
+2. Switch: stop the old workers, run `chorus replay --rebuild` again (incremental: it folds
+   only what arrived since, from the folds it wrote), start workers with the new code. They
+   recover the new table from its changelog and resume at the group's committed offsets; the
+   records already folded are skipped by the fold's offset guard. Readers switch with the
+   workers: a worker serves the versions it folds, and the new table is current from its
+   first read. `catch_up_rebuilds` does step 2's middle command automatically when a worker
+   starts (wired in `streams.worker`), and also builds a projection (or version) deployed
+   into a running system without a rebuild, which would otherwise start mid-log from its
+   identity.
+3. `chorus replay --drop-old` deletes older versions' changelogs, only once the worker serves
+   the new version.
+
+A table is never written while a worker writes it: a changelog that moved past the marker,
+or has data without a marker, belongs to a worker and is left alone.
+
+Limits: reads pause during the restart of step 2 (a worker folds one version of a projection;
+serving two versions at once needs the registry to load both). In a rolling upgrade, old
+workers still folding after the catch-up leave a gap in the new table; stop them first (or
+run `--verify` afterwards: it shows any gap as a difference). Summaries are recomputed with
+the non-LLM tiers over batches of `summary_after_messages`, so they match the live ones only
+where the count threshold (not the time threshold or an LLM) made the batches.
 """
 
 from __future__ import annotations
@@ -64,7 +105,7 @@ import click
 import orjson
 from aiokafka import TopicPartition
 from aiokafka.admin import NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.partitioner import DefaultPartitioner
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
@@ -96,6 +137,7 @@ FETCH_OPTIONS: dict[str, Any] = {
     "fetch_max_wait_ms": 100,
 }
 MAX_RECORDS = 50_000
+CHUNK = 5_000
 IDLE_TIMEOUT_SECONDS = 60.0
 REBUILDS = "rebuilds"
 
@@ -708,11 +750,12 @@ async def read_spans(
             finished = records[-1].offset >= stop - 1
             if records[-1].offset >= stop:
                 records = [r for r in records if r.offset < stop]
-            if records:
-                on_batch(tp.partition, records)
-                total += len(records)
+            for start in range(0, len(records), CHUNK):  # chunks keep the progress live
+                chunk = records[start : start + CHUNK]
+                on_batch(tp.partition, chunk)
+                total += len(chunk)
                 if on_progress is not None:
-                    on_progress(tp.partition, len(records))
+                    on_progress(tp.partition, len(chunk))
             if finished:
                 del remaining[tp]
                 kafka.pause(tp)
@@ -743,9 +786,13 @@ class _Progress:
         from rich.text import Text
 
         class Rate(ProgressColumn):
+            """Messages/s since the start (partitions are read side by side)."""
+
             def render(self, task: Task) -> Text:
-                speed = task.finished_speed or task.speed
-                return Text(f"{speed:>9,.0f} msg/s" if speed else "    … msg/s")
+                elapsed = task.finished_time if task.finished else task.elapsed
+                if not elapsed or not task.completed:
+                    return Text("        … msg/s")
+                return Text(f"{task.completed / elapsed:>9,.0f} msg/s")
 
         console = Console(stderr=True)
         self.progress = Progress(
@@ -920,9 +967,13 @@ async def verify(
     # Channels the log has but the worker did not list (another worker's, or missing).
     unlisted = [c for c in replayer.channels if c not in live and replayer.folds(c)]
     later = await _fetch_states(fetch_state, unlisted)
-    missing = {c: None for c, folds in later.items() if folds is None}
+    snapshots: dict[str, tuple[dict[str, Folded], dict[str, Folded]]] = {
+        channel: (folds or {}, replayer.folds(channel))
+        for channel, folds in [*live.items(), *later.items()]
+        if channel in live or folds is None  # None: unknown to the worker, yet in the log
+    }
     present = {c: folds for c, folds in later.items() if folds is not None}
-    if present:
+    if present:  # listed by another worker: fold again up to the offsets just fetched
         again = await replay(
             settings,
             projections,
@@ -932,30 +983,34 @@ async def verify(
             progress=progress,
         )
         report.records += again.records
-    snapshots: dict[str, tuple[dict[str, Folded], dict[str, Folded]]] = {}
-    for channel, folds in {**live, **missing}.items():
-        snapshots[channel] = (folds or {}, replayer.folds(channel))
-    for channel, folds in present.items():
-        snapshots[channel] = (folds, again.replayer.folds(channel))
+        for channel, folds in present.items():
+            snapshots[channel] = (folds, again.replayer.folds(channel))
 
     served = {name for theirs, _ in snapshots.values() for name in theirs}
-    compared_names = [n for n in names if n in served or not any(s[0] for s in snapshots.values())]
-    for name in names:
-        if name not in compared_names:
-            report.notes.append(f"the worker serves no fold of {name!r}; not compared")
+    if served:
+        for name in names:
+            if name not in served:
+                report.notes.append(f"the worker serves no fold of {name!r}; not compared")
+    versions = {p.name: p.version for p in projections}
+    mismatched: dict[tuple[str, int], int] = {}
     for channel, (theirs, ours) in sorted(snapshots.items()):
         comparable = []
-        for name in compared_names:
-            live_fold, ours_fold = theirs.get(name), ours.get(name)
-            if live_fold and ours_fold and live_fold.version != ours_fold.version:
-                report.notes.append(
-                    f"{channel} [{name}]: the worker serves v{live_fold.version}, this code "
-                    f"folds v{ours_fold.version}; not compared (rebuild, then switch workers)"
-                )
+        for name in names:
+            if served and name not in served:
+                continue
+            live_fold = theirs.get(name)
+            if live_fold is not None and live_fold.version != versions[name]:
+                key = (name, live_fold.version)
+                mismatched[key] = mismatched.get(key, 0) + 1
                 continue
             comparable.append(name)
         report.compared += len(comparable)
         report.differences.extend(compare_channel(channel, theirs, ours, comparable))
+    for (name, version), count in sorted(mismatched.items()):
+        report.notes.append(
+            f"{name}: the worker serves v{version} on {count} channels, this code folds "
+            f"v{versions[name]}; not compared there (rebuild, then switch the workers)"
+        )
     report.channels = len(snapshots)
     report.seconds = time.perf_counter() - started
     if replayer.stats.cross_partition:
@@ -1005,14 +1060,65 @@ async def shadow_check(
         comparable = [
             n for n in names if n not in folds or folds[n].version == _version(projections, n)
         ]
-        differences.extend(
-            compare_channel(channel, folds, run.replayer.folds(channel), comparable)
-        )
+        differences.extend(compare_channel(channel, folds, run.replayer.folds(channel), comparable))
     return differences
 
 
 def _version(projections: Sequence[ChannelProjection[Any]], name: str) -> int:
     return next(p.version for p in projections if p.name == name)
+
+
+class ShadowHost(Protocol):
+    """What the shadow check needs from the worker (`streams.app.Chorus` has it)."""
+
+    settings: Settings
+    projections: list[ChannelProjection[Any]]
+    folds: dict[str, Any]
+
+    def messages_partition(self, channel: str) -> int | None: ...
+
+
+async def run_shadow_check(
+    host: ShadowHost,
+    sample: int,
+    rng: random.Random,
+    report: Callable[[Difference], Awaitable[object]],
+) -> list[Difference]:
+    """One round: sample channels this worker actively owns, snapshot their folds, re-fold
+    them from the log and `report` every difference. Returns the differences."""
+    tables = host.folds
+    first = next(iter(tables.values()), None)
+    if first is None:
+        return []
+    owned = [str(c) for c in list(first) if host.messages_partition(str(c)) is not None]
+    snapshot = snapshot_folds(tables, sample_channels(owned, sample, rng))
+    differences = await shadow_check(host.settings, host.projections, snapshot)
+    for difference in differences:
+        await report(difference)
+    return differences
+
+
+def install_shadow_check(
+    host: Any,
+    *,
+    every_seconds: float,
+    sample: int,
+    report: Callable[[Difference], Awaitable[object]],
+) -> None:
+    """Register the shadow-check timer on the worker's Faust app (off when every_seconds
+    <= 0). `host` is the `Chorus`; `report` turns a difference into a metric and an event."""
+    if every_seconds <= 0:
+        return
+    rng = random.Random()
+
+    @host.app.timer(every_seconds, name="shadow-check")
+    async def shadow() -> None:
+        try:
+            await run_shadow_check(host, sample, rng, report)
+        except Exception:  # a failed check must never stop the worker
+            import logging
+
+            logging.getLogger(__name__).exception("shadow check failed")
 
 
 # --- rebuild ----------------------------------------------------------------------------------
@@ -1031,15 +1137,21 @@ class RebuildOutcome:
     through: dict[int, int] = field(default_factory=dict)
 
 
-async def _end_offsets(settings: Settings, topic: str) -> dict[int, int] | None:
+async def end_offsets(settings: Settings, *topics: str) -> dict[str, dict[int, int] | None]:
+    """Each topic's end offsets per partition (None: no such topic), with one consumer."""
     kafka = consumer(settings, group_id=None, enable_auto_commit=False)
     await kafka.start()
     try:
-        known = (await kafka._client.fetch_all_metadata()).partitions_for_topic(topic)
-        if not known:
-            return None
-        ends = await kafka.end_offsets([TopicPartition(topic, p) for p in sorted(known)])
-        return {tp.partition: offset for tp, offset in ends.items()}
+        metadata = await kafka._client.fetch_all_metadata()
+        result: dict[str, dict[int, int] | None] = {}
+        for topic in topics:
+            known = metadata.partitions_for_topic(topic)
+            if not known:
+                result[topic] = None
+                continue
+            ends = await kafka.end_offsets([TopicPartition(topic, p) for p in sorted(known)])
+            result[topic] = {tp.partition: offset for tp, offset in ends.items()}
+        return result
     finally:
         await kafka.stop()
 
@@ -1161,17 +1273,23 @@ async def rebuild(
     worker folds, never a table a worker already writes.
     """
     messages = settings.topic(MESSAGES)
-    source_ends = await _end_offsets(settings, messages)
+    changelogs = [changelog_topic(settings, p) for p in projections]
+    ends = await end_offsets(settings, messages, *changelogs)
+    source_ends = ends[messages]
     if source_ends is None:
         raise ReplayError(f"topic {messages!r} does not exist")
     committed = await committed_offsets(settings)
     deployed = any(offset > 0 for offset in committed.values()) or not automatic
     markers = await read_markers(settings)
-    plans = []
-    for projection in projections:
-        ends = await _end_offsets(settings, changelog_topic(settings, projection))
-        marker = markers.get(marker_key(settings, projection))
-        plans.append(plan_rebuild(projection, ends, marker, deployed=deployed))
+    plans = [
+        plan_rebuild(
+            projection,
+            ends[topic],
+            markers.get(marker_key(settings, projection)),
+            deployed=deployed,
+        )
+        for projection, topic in zip(projections, changelogs, strict=True)
+    ]
 
     outcomes = []
     full = [plan for plan in plans if plan.mode == "full"]
@@ -1230,7 +1348,8 @@ async def rebuild(
                 through=dict(source_ends),
             )
             outcomes.append(outcome)
-            if not dry_run:
+            unchanged = plan.marker is not None and plan.marker.through == source_ends
+            if not dry_run and not (starts and unchanged and not written):
                 await _write_marker(
                     settings,
                     RebuildMarker(
@@ -1241,7 +1360,7 @@ async def rebuild(
                         changelog=topic,
                         status="built",
                         through=dict(source_ends),
-                        changelog_end=await _end_offsets(settings, topic) or {},
+                        changelog_end=(await end_offsets(settings, topic))[topic] or {},
                         channels=outcome.channels,
                         written=(plan.marker.written if starts and plan.marker else 0) + written,
                     ),
@@ -1295,10 +1414,11 @@ async def drop_old_versions(
     served: Mapping[str, int],
     dry_run: bool = False,
 ) -> list[str]:
-    """Delete the changelogs of older versions of `projections` (and their markers).
+    """Delete the changelogs of older versions of `projections`.
 
     Refuses for a projection whose current version is not what the workers serve
-    (`served`: name → version seen on the worker's API): the old table may still be in use.
+    (`served`: name → the lowest version seen on the worker's API): the old table may still
+    be in use. Workers' local stores of old tables (under their data dir) are not touched.
     """
     client = admin(settings)
     await client.start()
@@ -1356,8 +1476,12 @@ async def recompute_summary(
 
 @dataclass(frozen=True)
 class Benchmark:
+    """Messages/s of a raw read, of replay's decode and validation alone (no projection),
+    and of the full replay, over the same topic in one run."""
+
     messages: int
     raw_rate: float
+    decode_rate: float
     replay_rate: float
 
     @property
@@ -1368,6 +1492,7 @@ class Benchmark:
         return {
             "messages": self.messages,
             "raw_messages_per_s": round(self.raw_rate),
+            "decode_only_messages_per_s": round(self.decode_rate),
             "replay_messages_per_s": round(self.replay_rate),
             "replay_vs_raw": round(self.ratio, 3),
         }
@@ -1394,13 +1519,17 @@ async def measure_replay_vs_raw(
     """Replay messages/s next to a raw read of the same topic in the same run.
 
     The raw read goes first and again last (the better one counts), so the broker's page
-    cache is equally warm for both.
+    cache is equally warm for both. The decode-only run is the replay's own cost (reading,
+    decoding and validating every record as the worker does); the rest is the projections'.
     """
-    chosen = projections if projections is not None else registered_projections(settings.projections)
+    chosen = projections
+    if chosen is None:
+        chosen = registered_projections(settings.projections)
     count, first = await raw_read_rate(settings)
+    decode = await replay(settings, [])
     run = await replay(settings, chosen)
     _, second = await raw_read_rate(settings)
-    return Benchmark(count, max(first, second), run.rate)
+    return Benchmark(count, max(first, second), decode.rate, run.rate)
 
 
 # --- the command ------------------------------------------------------------------------------
@@ -1414,23 +1543,21 @@ def parse_time(text: str) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def select_projections(
-    settings: Settings, names: Sequence[str]
-) -> tuple[list[ChannelProjection[Any]], list[ChannelProjection[Any]]]:
-    """(the registered projections, the chosen ones)."""
+def select_projections(settings: Settings, names: Sequence[str]) -> list[ChannelProjection[Any]]:
+    """The registered projections named in `names` (all of them when none is named)."""
     try:
         every = registered_projections(settings.projections)
     except ProjectionImportError as error:
         raise click.UsageError(str(error)) from None
     if not names:
-        return every, every
+        return every
     known = {p.name: p for p in every}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise click.UsageError(
             f"unknown projection(s) {', '.join(unknown)}; registered: {', '.join(known)}"
         )
-    return every, [known[n] for n in dict.fromkeys(names)]
+    return [known[n] for n in dict.fromkeys(names)]
 
 
 def _run(coroutine: Awaitable[Any]) -> Any:
@@ -1439,8 +1566,8 @@ def _run(coroutine: Awaitable[Any]) -> Any:
 
     try:
         return asyncio.run(main())
-    except NoBrokerError as error:
-        raise ReplayError(str(error)) from None
+    except (NoBrokerError, KafkaError) as error:
+        raise ReplayError(f"{type(error).__name__}: {error}") from None
 
 
 def _echo(text: str, err: bool = False) -> None:
@@ -1484,7 +1611,9 @@ def _print_summary(run: ReplayRun, out_err: bool) -> None:
     show_default=True,
     help="--as-of compares the message's created_at or the Kafka record timestamp.",
 )
-@click.option("--verify", is_flag=True, help="Compare with the live worker; exit 1 on a difference.")
+@click.option(
+    "--verify", is_flag=True, help="Compare with the live worker; exit 1 on a difference."
+)
 @click.option("--rebuild", is_flag=True, help="Build the projections' current versions' tables.")
 @click.option("--drop-old", is_flag=True, help="Delete older versions' changelogs (after switch).")
 @click.option("--dry-run", is_flag=True, help="With --rebuild/--drop-old: change nothing.")
@@ -1515,11 +1644,15 @@ def replay_command(
     lines (the shape of `chorus state`). See streams/replay.py for the exact semantics.
     """
     settings = get_settings()
-    every, chosen = select_projections(settings, names)
+    chosen = select_projections(settings, names)
     moment = parse_time(as_of) if as_of else None
     if to_offset is not None and moment is not None:
         raise click.UsageError("give --to-offset or --as-of, not both")
-    modes = [m for m, on in (("--verify", verify), ("--rebuild", rebuild), ("--benchmark", benchmark)) if on]
+    modes = [
+        m
+        for m, on in (("--verify", verify), ("--rebuild", rebuild), ("--benchmark", benchmark))
+        if on
+    ]
     if len(modes) > 1:
         raise click.UsageError(f"{' and '.join(modes)} cannot be combined")
     if modes and (to_offset is not None or moment is not None):
@@ -1542,7 +1675,9 @@ def replay_command(
         return
 
     states = (
-        show_states if show_states is not None else bool(channels or to_offset is not None or moment)
+        show_states
+        if show_states is not None
+        else bool(channels or to_offset is not None or moment)
     )
     run: ReplayRun = _run(
         replay(
@@ -1563,15 +1698,20 @@ def replay_command(
         for channel in selected:
             click.echo(orjson.dumps(state_view(channel, replayer.folds(channel))).decode())
     if summaries:
-        for channel in selected:
-            summary = _run(
-                recompute_summary(
+
+        async def summarise_all() -> list[dict[str, Any] | None]:
+            return [
+                await recompute_summary(
                     replayer.messages_of(channel),
                     settings.summary_after_messages,
                     settings.summary_small_threshold,
                     settings.summary_medium_threshold,
                 )
-            )
+                for channel in selected
+            ]
+
+        recomputed = _run(summarise_all())
+        for channel, summary in zip(selected, recomputed, strict=True):
             click.echo(orjson.dumps({"channel": channel, "summary": summary}).decode())
     _print_summary(run, out_err=states or summaries)
 
@@ -1645,7 +1785,7 @@ def _drop_old_command(
             versions: dict[str, int] = {}
             for channel in (await api.channels())[:20]:
                 for name, folded in live_folds(await api.state(channel)).items():
-                    versions[name] = max(versions.get(name, 0), folded.version)
+                    versions[name] = min(versions.get(name, folded.version), folded.version)
             return versions
 
     try:

@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     # How long a silent worker keeps its partitions before the group moves them.
     session_timeout_seconds: float = 30.0
     expiry_check_seconds: float = 1.0
+    # Before starting, fold projections (or versions) that have no table yet from the log.
+    rebuild_on_start: bool = True
+    # Re-fold a sample of channels from the log and compare with live state; 0 = off.
+    shadow_check_seconds: float = 0.0
+    shadow_check_sample: int = 3
 
     # Summaries.
     summary_after_messages: int = 20

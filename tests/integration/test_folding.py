@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 
 import orjson
@@ -43,7 +44,7 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
     chorus_settings: Settings, start_worker: object
 ) -> None:
     await create_topics(chorus_settings)
-    worker = start_worker()  # type: ignore[operator]
+    worker = start_worker(CHORUS_SHADOW_CHECK_SECONDS="1")  # type: ignore[operator]
     messages = conversation(CHANNELS, 200)
     await send_messages(chorus_settings, messages)
 
@@ -64,6 +65,12 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
             assert event["state"]["message_count"] == count  # type: ignore[index]
         assert overview_events[-1]["state"] == expected_state(messages, channel)["overview"]
         assert live_state(worker, channel) == expected_state(messages, channel)
+
+    # the worker's shadow check re-folds sampled channels from the log: nothing diverges
+    await asyncio.sleep(3)
+    later = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 400, 30)
+    assert not [r for r in later if r.value["source"].startswith("shadow-divergence")]
+    assert "shadow check failed" not in worker.log_tail(400)
 
 
 async def test_bad_records_go_to_dead_letters_and_good_ones_still_fold(
@@ -189,8 +196,6 @@ async def test_driver_events_client_stops_at_the_termination_decision(
             chorus_settings, channel="term/room", until=decided, from_beginning=True
         ):
             received.append(event)
-
-    import asyncio
 
     follower = asyncio.ensure_future(follow())
     await asyncio.sleep(3)  # config first: it is folded by its own agent
