@@ -16,7 +16,7 @@ from projections.overview import ChannelOverview, ChannelOverviewProjection
 from projections.projection import (
     ChannelProjection,
     Folded,
-    fold_at,
+    advance,
     initial_folded,
     load_state,
 )
@@ -29,6 +29,7 @@ class ProjectionStep:
 
     projection: ChannelProjection[Any]
     folded: Folded
+    state: Any  # folded.state loaded: what the projection's apply returned
     applied: bool
     error: str | None = None
 
@@ -38,24 +39,30 @@ def step(
     stored: Mapping[str, Folded | None],
     message: Message,
     offset: int,
+    loaded: Mapping[str, Any] | None = None,
 ) -> list[ProjectionStep]:
-    """Fold `message` into each projection; a projection that raises keeps its old fold."""
+    """Fold `message` into each projection; a projection that raises keeps its old fold.
+
+    `loaded` may hold states already in memory for `stored` (same fold, not re-parsed).
+    """
     steps = []
     for projection in projections:
         previous = stored.get(projection.name)
+        state = loaded.get(projection.name) if loaded and previous is not None else None
         try:
-            folded, applied = fold_at(projection, previous, message, offset)
-            steps.append(ProjectionStep(projection, folded, applied))
+            folded, new_state, applied = advance(projection, previous, message, offset, state)
+            steps.append(ProjectionStep(projection, folded, new_state, applied))
         except Exception as error:  # a user projection's bug must not stop the channel
             kept = previous if previous is not None else initial_folded(projection)
             reason = f"{type(error).__name__}: {error}"
-            steps.append(ProjectionStep(projection, kept, False, reason))
+            kept_state = state if state is not None else load_state(projection, kept.state)
+            steps.append(ProjectionStep(projection, kept, kept_state, False, reason))
     return steps
 
 
 def decide(condition: TerminationCondition, steps: Sequence[ProjectionStep]) -> Decision:
     """The channel's termination decision over the states after this step."""
-    states = {s.projection.name: load_state(s.projection, s.folded.state) for s in steps}
+    states = {s.projection.name: s.state for s in steps}
     overview = states.get(ChannelOverviewProjection.name)
     if not isinstance(overview, ChannelOverview):
         return condition.evaluate(TerminationContext(state=states))

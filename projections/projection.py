@@ -90,6 +90,15 @@ class Folded(BaseModel):
     offset: int = -1
     state: Any
 
+    def as_record(self) -> dict[str, Any]:
+        """The table value; `state` is already JSON-ready, so nothing is walked again."""
+        return {
+            "projection": self.projection,
+            "version": self.version,
+            "offset": self.offset,
+            "state": self.state,
+        }
+
 
 def initial_folded(projection: ChannelProjection[Any]) -> Folded:
     return Folded(
@@ -107,15 +116,28 @@ def fold_at(
     Exceptions from `apply` propagate so the caller can keep the old fold and dead-letter
     the message.
     """
+    new, _, applied = advance(projection, folded, message, offset)
+    return new, applied
+
+
+def advance(
+    projection: ChannelProjection[S],
+    folded: Folded | None,
+    message: Message,
+    offset: int,
+    state: S | None = None,
+) -> tuple[Folded, S, bool]:
+    """`fold_at` for callers that keep states in memory: `state`, when given, must be
+    `folded`'s state already loaded; the state after the fold is returned with it."""
     current = initial_folded(projection) if folded is None else folded
     if current.projection != projection.name or current.version != projection.version:
         raise StaleFoldError(
             f"stored fold is {current.projection} v{current.version}, projection is "
             f"{projection.name} v{projection.version}; rebuild it from the log"
         )
+    loaded = load_state(projection, current.state) if state is None else state
     if offset <= current.offset:
-        return current, False
-    state = load_state(projection, current.state)
-    new_state = projection.apply(state, message)
-    dumped = current.state if new_state is state else dump_state(new_state)
-    return current.model_copy(update={"offset": offset, "state": dumped}), True
+        return current, loaded, False
+    new_state = projection.apply(loaded, message)
+    dumped = current.state if new_state is loaded else dump_state(new_state)
+    return current.model_copy(update={"offset": offset, "state": dumped}), new_state, True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections import OrderedDict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEAD_LETTER_COPY_LIMIT = 64 * 1024
+LOADED_STATES_LIMIT = 20_000
 
 
 def dead_letter_for(
@@ -84,6 +86,28 @@ class Folder:
         self.chorus = chorus
         self.settings = chorus.settings
         self._expiry_sent: set[tuple[str, str]] = set()
+        # Loaded states of recently folded channels: parsing a long channel's state from
+        # its table value costs more than folding a message into it.
+        self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any]] = OrderedDict()
+
+    def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
+        """States in memory that still match the table (same version and offset)."""
+        found = {}
+        for name, folded in stored.items():
+            cached = self._loaded.get((channel, name))
+            if folded is not None and cached is not None:
+                version, offset, state = cached
+                if (version, offset) == (folded.version, folded.offset):
+                    found[name] = state
+        return found
+
+    def remember(self, channel: str, steps: list[ProjectionStep]) -> None:
+        for done in steps:
+            key = (channel, done.projection.name)
+            self._loaded[key] = (done.folded.version, done.folded.offset, done.state)
+            self._loaded.move_to_end(key)
+        while len(self._loaded) > LOADED_STATES_LIMIT:
+            self._loaded.popitem(last=False)
 
     async def on_record(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int
@@ -116,15 +140,16 @@ class Folder:
             for name, table in self.chorus.folds.items()
             for raw in [table.get(channel)]
         }
-        steps = step(self.chorus.projections, stored, message, offset)
+        steps = step(
+            self.chorus.projections, stored, message, offset, self.loaded_states(channel, stored)
+        )
         decision = decision_to_json(
             decide(conditions_for(self.chorus.channel_config.get(channel)), steps)
         )
         for done in steps:
             if done.applied:
-                self.chorus.folds[done.projection.name][channel] = done.folded.model_dump(
-                    mode="json"
-                )
+                self.chorus.folds[done.projection.name][channel] = done.folded.as_record()
+        self.remember(channel, steps)
         events = [self.driver_event(message, partition, offset, done, decision) for done in steps]
         for event in events:
             await self.chorus.driver_events.send(
