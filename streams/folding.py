@@ -14,6 +14,8 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from projections.channel import ProjectionStep, decide, step
 from projections.commitments import CommitmentsState, expiry_event, overdue
 from projections.model import Message, MessageError, decode_message, encode_message, utc_now
@@ -103,6 +105,10 @@ class Folder:
 
     def remember(self, channel: str, steps: list[ProjectionStep]) -> None:
         for done in steps:
+            # Only immutable pydantic states: a plain-data state must be folded from its
+            # table form (JSON types), as it would be after a restart.
+            if not isinstance(done.state, BaseModel):
+                continue
             key = (channel, done.projection.name)
             self._loaded[key] = (done.folded.version, done.folded.offset, done.state)
             self._loaded.move_to_end(key)

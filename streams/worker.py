@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import faust
+from aiokafka.errors import KafkaError
 
 from streams.app import Chorus
 from streams.registry import registered_projections
@@ -15,6 +18,24 @@ from streams.topics import create_topics
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]], attempts: int = 10, delay: float = 2.0
+) -> T:
+    """Retry Kafka's transient start-up errors, e.g. a group coordinator that a fresh
+    cluster has not elected yet."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return await call()
+        except KafkaError as error:
+            if not error.retriable or attempt == attempts:
+                raise
+            log.warning("%s; retrying in %.0fs (%d/%d)", error, delay, attempt, attempts)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
 
 def run_worker(settings: Settings, loglevel: str = "info") -> None:
     asyncio.run(create_topics(settings))
@@ -22,7 +43,7 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
         # A projection or version added to a running system must not start mid-log from
         # an empty state: fold what it missed into its changelog before Faust recovers it.
         projections = registered_projections(settings.projections)
-        for outcome in asyncio.run(catch_up_rebuilds(settings, projections)):
+        for outcome in asyncio.run(with_retries(lambda: catch_up_rebuilds(settings, projections))):
             if outcome.mode in ("full", "incremental"):
                 log.warning(
                     "caught up %s v%s (%s): %d folds from %d records",

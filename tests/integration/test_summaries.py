@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -47,8 +48,6 @@ async def wait_for_config(settings: Settings, worker: WorkerProcess) -> None:
         response = worker.get(f"/channels/{CHANNEL}/state")
         if response.status_code == 200 and response.json()["config"]:
             return
-        import asyncio
-
         await asyncio.sleep(0.5)
     pytest.fail("channel config never reached the worker")
 
@@ -76,7 +75,11 @@ async def test_threshold_of_20_gives_three_summaries_readable_everywhere(
     assert summaries[2]["annotations"]["participants"] == "warmup,alice,bob,carol,dave"
     assert summaries[2]["text"].startswith(summaries[1]["text"])
 
-    over_http = worker.get(f"/channels/{CHANNEL}/summary").json()
+    for _ in range(40):  # the worker records the summary when it reads it back
+        over_http = worker.get(f"/channels/{CHANNEL}/summary").json()
+        if over_http["total_messages"] == 60:
+            break
+        await asyncio.sleep(0.25)
     assert over_http["content"] == summaries[-1]["text"]
     assert over_http["annotations"] == summaries[-1]["annotations"]
 
@@ -125,8 +128,6 @@ async def test_manual_summary_keeps_annotations_and_time_threshold_fires(
     for _ in range(40):
         if worker.get(f"/channels/{CHANNEL}/summary").json()["content"] == manual["text"]:
             break
-        import asyncio
-
         await asyncio.sleep(0.25)
     else:
         pytest.fail("manual summary not served over HTTP")
