@@ -1,10 +1,12 @@
 """The Faust application: topics, tables and the agents wired onto them.
 
 Data flow (one file per stage):
-  chorus.messages ─► folding.py ─► fold tables ─► chorus.driver-events
-        │                 └──────────────────────► chorus.dead-letters
-        ├──────────────► summaries.py ─► chorus.summaries (compacted)
-        └──────────────► recaps.py ────► chorus.recaps (compacted)
+  chorus.messages ─► folding.py: validate once, fold ─► fold tables ─► chorus.driver-events
+        │                 └──────────────────────────────────────────► chorus.dead-letters
+        │           then, in the same stream iteration, its followers:
+        ├──────────► summaries.py: pending batch ─► task ─► chorus.summaries (compacted)
+        └──────────► recaps.py: phase + deadline ─► timer ─► chorus.recaps (compacted)
+  chorus.summaries / chorus.recaps ─► their stage's table (tables change only from the log)
   chorus.channel-config ─► channel_config table (read by all of the above)
 """
 
@@ -124,14 +126,14 @@ class Chorus:
         from streams.replay import install_shadow_check
 
         channel_config.install(self)
-        folder = folding.install(self)
+        summariser = summaries.install(self)
+        recapper = recaps.install(self, summariser)
+        folder = folding.install(self, followers=[summariser.on_message, recapper.on_message])
         install_shadow_check(
             self,
             every_seconds=self.settings.shadow_check_seconds,
             sample=self.settings.shadow_check_sample,
             report=folder.report_divergence,
         )
-        summariser = summaries.install(self)
-        recapper = recaps.install(self, summariser)
         web.install(self, summariser, recapper)
         return self

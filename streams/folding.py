@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 
 DEAD_LETTER_COPY_LIMIT = 64 * 1024
 LOADED_STATES_LIMIT = 20_000
+
+# A later stage that sees every valid message after it is folded: (message, partition, offset).
+Follower = Callable[[Message, int, int], Awaitable[None]]
 
 
 def dead_letter_for(
@@ -84,8 +88,9 @@ def conditions_for(config: dict[str, Any] | None) -> TerminationCondition:
 class Folder:
     """The fold agent's body, separate from Faust's decorators so tests can drive it."""
 
-    def __init__(self, chorus: Chorus) -> None:
+    def __init__(self, chorus: Chorus, followers: Sequence[Follower] = ()) -> None:
         self.chorus = chorus
+        self.followers = followers
         self.settings = chorus.settings
         self._expiry_sent: set[tuple[str, str]] = set()
         # Loaded states of recently folded channels: parsing a long channel's state from
@@ -124,18 +129,21 @@ class Folder:
             await self.send_dead_letter(error.reason, "validate", key, value, partition, offset)
             return []
         try:
-            return await self.fold(message, key, value, partition, offset)
+            events = await self.fold(message, key, value, partition, offset)
         except Exception as error:  # never crash the worker on one record
             log.exception("fold failed for %s@%s", partition, offset)
-            await self.send_dead_letter(
-                f"fold failed: {type(error).__name__}: {error}",
-                "fold",
-                key,
-                value,
-                partition,
-                offset,
-            )
+            reason = f"fold failed: {type(error).__name__}: {error}"
+            await self.send_dead_letter(reason, "fold", key, value, partition, offset)
             return []
+        for follower in self.followers:
+            try:
+                await follower(message, partition, offset)
+            except Exception as error:
+                stage = getattr(follower, "__qualname__", "follower")
+                log.exception("%s failed for %s@%s", stage, partition, offset)
+                reason = f"{stage} failed: {type(error).__name__}: {error}"
+                await self.send_dead_letter(reason, stage, key, value, partition, offset)
+        return events
 
     async def fold(
         self, message: Message, key: bytes | None, value: bytes | None, partition: int, offset: int
@@ -265,8 +273,10 @@ class Folder:
         )
 
 
-def install(chorus: Chorus) -> Folder:
-    folder = Folder(chorus)
+def install(chorus: Chorus, followers: Sequence[Follower] = ()) -> Folder:
+    """The one agent on `chorus.messages`: decode and validate once, fold, then hand the
+    message to the later stages (summaries, recaps) in the same stream iteration."""
+    folder = Folder(chorus, followers)
 
     @chorus.app.agent(chorus.messages, name="fold-messages")
     async def fold_messages(stream: Any) -> None:

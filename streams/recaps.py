@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from projections.commitments import CommitmentsState
-from projections.model import Message, MessageError, decode_message, utc_now
+from projections.model import Message, utc_now
 from projections.projection import Folded
 from projections.recap import (
     RecapPhase,
@@ -42,7 +42,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RECAP_WINDOW = 40
+RECAP_WINDOW = 20
+# The transcript shows at most 280 characters of a message; the window keeps a little more
+# so that truncation still says "…", and only what the transcript reads of a payload.
+WINDOW_CONTENT_CHARS = 300
+WINDOW_PAYLOAD_KEYS = ("tool", "name")
 RECAP_MAX_TOKENS = 160
 RETRY_BACKOFF_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 300.0
@@ -78,7 +82,7 @@ def with_message(
         return recap
     if not is_conversation_change(message):
         return recap.model_copy(update={"status": status})
-    window = [*recap.window, message.model_dump(mode="json")][-RECAP_WINDOW:]
+    window = [*recap.window, windowed(message)][-RECAP_WINDOW:]
     tools = recap.tools
     if message.actor_type.value == "TOOL" and message.sender not in tools:
         tools = [*tools, message.sender]
@@ -92,6 +96,19 @@ def with_message(
             "last_message_at": now,
         }
     )
+
+
+def windowed(message: Message) -> dict[str, Any]:
+    """The part of a message the recap transcript uses: the table rewrites the whole window
+    on every message, so it must stay small."""
+    payload = message.payload or {}
+    kept = {key: payload[key] for key in WINDOW_PAYLOAD_KEYS if key in payload}
+    return message.model_copy(
+        update={
+            "content": message.content[:WINDOW_CONTENT_CHARS] if message.content else None,
+            "payload": kept or None,
+        }
+    ).model_dump(mode="json")
 
 
 def _title(message: Message) -> str | None:
@@ -151,11 +168,7 @@ class Recapper:
         configured = ChannelConfig.model_validate(raw).recap_debounce_seconds if raw else None
         return configured or self.settings.recap_debounce_seconds
 
-    async def on_message(self, value: bytes | None, offset: int) -> None:
-        try:
-            message = decode_message(value, self.settings.max_message_bytes)
-        except MessageError:
-            return  # the fold stage dead-letters it
+    async def on_message(self, message: Message, partition: int, offset: int) -> None:
         channel = message.channel
         before = self.recap_of(channel)
         after = with_message(before, message, offset, self.debounce(channel), utc_now())
@@ -277,7 +290,6 @@ class Recapper:
 
 
 def install(chorus: Chorus, summaries: Any) -> Recapper:
-    from streams.app import RAW
     from streams.llm import client_from_settings
     from streams.metering import MeteredChatClient
 
@@ -285,16 +297,11 @@ def install(chorus: Chorus, summaries: Any) -> Recapper:
     recapper = Recapper(
         chorus, MeteredChatClient(client, chorus.meter, "recap") if client else None, summaries
     )
-    messages_topic = chorus.messages.get_topic_name()
-    inputs = chorus.app.topic(messages_topic, chorus.recaps.get_topic_name(), **RAW)
 
-    @chorus.app.agent(inputs, name="recap")
-    async def recap(stream: Any) -> None:
+    @chorus.app.agent(chorus.recaps, name="record-recaps")
+    async def record_recaps(stream: Any) -> None:
         async for event in stream.events():
-            if event.message.topic == messages_topic:
-                await recapper.on_message(event.value, event.message.offset)
-            else:
-                await recapper.on_recap(event.value)
+            await recapper.on_recap(event.value)
 
     @chorus.app.timer(chorus.settings.recap_check_seconds, name="recap-deadlines")
     async def deadlines() -> None:

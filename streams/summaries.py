@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from projections.model import Message, MessageError, decode_message, utc_now
+from projections.model import Message, utc_now
 from projections.summarise import ContentSummariser, SummaryResult, default_summariser
 from projections.summarise.pending import (
     PendingBatch,
@@ -79,11 +79,7 @@ class Summariser:
     def store(self, channel: str, batch: PendingBatch) -> None:
         self.pending[channel] = batch.model_dump(mode="json")
 
-    async def on_message(self, value: bytes | None, partition: int, offset: int) -> None:
-        try:
-            message = decode_message(value, self.settings.max_message_bytes)
-        except MessageError:
-            return  # the fold stage dead-letters it
+    async def on_message(self, message: Message, partition: int, offset: int) -> None:
         if not summarisable(message):
             return
         channel = message.channel
@@ -187,7 +183,6 @@ class Summariser:
 
 
 def install(chorus: Chorus) -> Summariser:
-    from streams.app import RAW
     from streams.llm import client_from_settings
     from streams.metering import MeteredChatClient
 
@@ -202,17 +197,11 @@ def install(chorus: Chorus) -> Summariser:
             max_tokens=chorus.settings.llm_max_tokens,
         ),
     )
-    messages_topic = chorus.messages.get_topic_name()
-    inputs = chorus.app.topic(messages_topic, chorus.summaries.get_topic_name(), **RAW)
 
-    @chorus.app.agent(inputs, name="summarise")
-    async def summarise(stream: Any) -> None:
+    @chorus.app.agent(chorus.summaries, name="record-summaries")
+    async def record_summaries(stream: Any) -> None:
         async for event in stream.events():
-            record = event.message
-            if record.topic == messages_topic:
-                await summariser.on_message(event.value, record.partition, record.offset)
-            else:
-                await summariser.on_summary(event.value, record.partition)
+            await summariser.on_summary(event.value, event.message.partition)
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")
     async def time_thresholds() -> None:
