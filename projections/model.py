@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -17,6 +18,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024
+# JSON parsers read deeper than encoders write (orjson: 1,024 in, ~255 out); a payload
+# must survive being encoded again by every stage.
+MAX_PAYLOAD_DEPTH = 64
 
 CHANNEL_MAX_LENGTH = 200
 CHANNEL_SEGMENT_MAX_LENGTH = 80
@@ -193,8 +197,46 @@ def message_from_record(record: Any) -> Message:
         raise MessageError(describe_validation_error(error)) from None
 
 
-def decode_message(raw: bytes | None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Message:
-    """Bytes from the log to a Message; every failure is a `MessageError` naming the rule."""
+@dataclass(frozen=True)
+class LogPosition:
+    """Where a record sits in the log: the source of an id and a time for records that
+    carry none, so every read of the record decodes to the same message."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+    def defaults(self) -> dict[str, Any]:
+        return {
+            "id": f"p{self.partition}-o{self.offset}",
+            "created_at": datetime.fromtimestamp(self.timestamp_ms / 1000, UTC),
+        }
+
+
+def nesting_depth(value: Any, limit: int) -> int:
+    """Depth of nested lists and dicts, counting stops once past `limit`."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def decode_message(
+    raw: bytes | None,
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    position: LogPosition | None = None,
+) -> Message:
+    """Bytes from the log to a Message; every failure is a `MessageError` naming the rule.
+
+    A record without `id` or `created_at` takes them from its `position`; with no position
+    it is refused, since generated defaults would differ at every read and break replay.
+    """
     if raw is None:
         raise MessageError("record value is null (tombstones are not messages)")
     if len(raw) > max_bytes:
@@ -203,6 +245,14 @@ def decode_message(raw: bytes | None, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise MessageError(f"record is not valid UTF-8 JSON: {error}") from None
+    if isinstance(record, dict):
+        if nesting_depth(record.get("payload"), MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
+            raise MessageError(f"payload: nested deeper than {MAX_PAYLOAD_DEPTH} levels")
+        missing = [field for field in ("id", "created_at") if record.get(field) is None]
+        if missing and position is None:
+            raise MessageError(f"{', '.join(missing)}: required on the log")
+        if missing and position is not None:
+            record = {**position.defaults(), **{k: v for k, v in record.items() if v is not None}}
     return message_from_record(record)
 
 

@@ -83,6 +83,8 @@ class Chorus:
             web_bind=settings.web_host,
             web_host=settings.web_host,
             web_port=settings.web_port,
+            # Faust's own /table views would serve table data without the bearer token.
+            web_tables_enabled=False,
             producer_acks=-1,
             producer_max_request_size=settings.max_message_bytes + 64 * 1024,
             consumer_auto_offset_reset="earliest",

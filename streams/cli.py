@@ -10,6 +10,7 @@ from typing import Any, TextIO, TypeVar
 
 import click
 import orjson
+from aiokafka.errors import KafkaError
 
 from projections.model import ActorType, MessageError, MessageType
 from streams.kafka import MissingTopicError, NoBrokerError, local_run_dir
@@ -26,6 +27,20 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coroutine)
     except (NoBrokerError, MissingTopicError) as error:
         raise click.ClickException(str(error)) from None
+    except KafkaError as error:
+        raise click.ClickException(kafka_failure(error)) from None
+
+
+def kafka_failure(error: KafkaError) -> str:
+    """One line naming where and how chorus connected; never the password."""
+    settings = get_settings()
+    how = settings.security_protocol + (
+        f" with SASL {settings.sasl_mechanism} as {settings.sasl_username}"
+        if settings.sasl_mechanism
+        else ""
+    )
+    where = settings.bootstrap_servers or "the local broker"
+    return f"Kafka error ({type(error).__name__}) talking to {where} over {how}: {error}"
 
 
 def print_json(value: Any, out: TextIO = sys.stdout) -> None:

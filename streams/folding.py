@@ -19,7 +19,14 @@ from pydantic import BaseModel
 
 from projections.channel import ProjectionStep, decide, step
 from projections.commitments import CommitmentsState, expiry_event, overdue
-from projections.model import Message, MessageError, decode_message, encode_message, utc_now
+from projections.model import (
+    LogPosition,
+    Message,
+    MessageError,
+    decode_message,
+    encode_message,
+    utc_now,
+)
 from projections.projection import Folded
 from projections.termination import TerminationCondition, decision_to_json, parse_conditions
 from streams.records import ChannelConfig, DeadLetter, DriverEvent
@@ -30,7 +37,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEAD_LETTER_COPY_LIMIT = 64 * 1024
+# The encoded letter stays under 60 KiB: below the dead-letter topic's max.message.bytes
+# and the producer's request limit, which are at least 64 KiB.
+DEAD_LETTER_MAX_BYTES = 60 * 1024
+DEAD_LETTER_COPY_LIMIT = 48 * 1024
+DEAD_LETTER_REASON_LIMIT = 2_000
 LOADED_STATES_LIMIT = 20_000
 
 # A later stage that sees every valid message after it is folded: (message, partition, offset).
@@ -47,29 +58,37 @@ def dead_letter_for(
     key: bytes | None,
     value: bytes | None,
 ) -> DeadLetter:
-    """Keep the original bytes (text when it is text), capped so the record always fits."""
-    original = value or b""
-    truncated = len(original) > DEAD_LETTER_COPY_LIMIT
-    original = original[:DEAD_LETTER_COPY_LIMIT]
-    try:
-        text, encoded = original.decode(), None
-    except UnicodeDecodeError:
-        text, encoded = None, base64.b64encode(original).decode()
-    return DeadLetter(
-        reason=reason,
-        stage=stage,
-        source_topic=topic,
-        partition=partition,
-        offset=offset,
-        key=key.decode(errors="replace") if key is not None else None,
-        original=text if value is not None else None,
-        original_base64=encoded,
-        original_truncated=truncated,
-    )
+    """Keep the original bytes (text when it is text) and the reason, both capped so the
+    encoded letter always fits the dead-letter topic: escaping can grow text sixfold."""
+    if len(reason) > DEAD_LETTER_REASON_LIMIT:
+        reason = reason[: DEAD_LETTER_REASON_LIMIT - 1] + "…"
+    limit = DEAD_LETTER_COPY_LIMIT
+    while True:
+        original = (value or b"")[:limit]
+        try:
+            text, encoded = original.decode(), None
+        except UnicodeDecodeError:
+            text, encoded = None, base64.b64encode(original).decode()
+        letter = DeadLetter(
+            reason=reason,
+            stage=stage,
+            source_topic=topic,
+            partition=partition,
+            offset=offset,
+            key=key.decode(errors="replace")[:DEAD_LETTER_REASON_LIMIT] if key else None,
+            original=text if value is not None else None,
+            original_base64=encoded,
+            original_truncated=len(value or b"") > limit,
+        )
+        if limit == 0 or len(letter.to_bytes()) <= DEAD_LETTER_MAX_BYTES:
+            return letter
+        limit //= 2
 
 
-def validate_record(key: bytes | None, value: bytes | None, max_bytes: int) -> Message:
-    message = decode_message(value, max_bytes)
+def validate_record(
+    key: bytes | None, value: bytes | None, max_bytes: int, position: LogPosition | None = None
+) -> Message:
+    message = decode_message(value, max_bytes, position)
     if key is None:
         raise MessageError("record key is null; the key must be the channel name")
     if key != message.channel.encode():
@@ -121,10 +140,16 @@ class Folder:
             self._loaded.popitem(last=False)
 
     async def on_record(
-        self, key: bytes | None, value: bytes | None, partition: int, offset: int
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        offset: int,
+        timestamp_ms: int = 0,
     ) -> list[DriverEvent]:
+        position = LogPosition(partition, offset, timestamp_ms)
         try:
-            message = validate_record(key, value, self.settings.max_message_bytes)
+            message = validate_record(key, value, self.settings.max_message_bytes, position)
         except MessageError as error:
             await self.send_dead_letter(error.reason, "validate", key, value, partition, offset)
             return []
@@ -218,7 +243,12 @@ class Folder:
             key=key,
             value=value,
         )
-        await self.chorus.dead_letters.send(key=key, value=letter.to_bytes(), partition=partition)
+        try:
+            await self.chorus.dead_letters.send(
+                key=key, value=letter.to_bytes(), partition=partition
+            )
+        except Exception:  # the agent must go on; the reason is at least in the log
+            log.exception("could not send the dead letter for %s@%s", partition, offset)
 
     async def expire_overdue(self, now: datetime) -> int:
         """Write an expiry EVENT for each overdue commitment this worker owns.
@@ -282,7 +312,10 @@ def install(chorus: Chorus, followers: Sequence[Follower] = ()) -> Folder:
     async def fold_messages(stream: Any) -> None:
         async for event in stream.events():
             record = event.message
-            await folder.on_record(event.key, event.value, record.partition, record.offset)
+            timestamp_ms = int(record.timestamp * 1000)  # Faust gives seconds
+            await folder.on_record(
+                event.key, event.value, record.partition, record.offset, timestamp_ms
+            )
 
     @chorus.app.timer(chorus.settings.expiry_check_seconds, name="expire-commitments")
     async def expire_commitments() -> None:

@@ -111,7 +111,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from projections.channel import step
-from projections.model import Message, MessageError
+from projections.model import LogPosition, Message, MessageError
 from projections.projection import (
     ChannelProjection,
     Folded,
@@ -314,7 +314,8 @@ class Replayer:
                 stats.after_cutoff += 1
                 continue
             try:
-                message = validate_record(key, record.value, max_bytes)
+                position = LogPosition(partition, offset, record.timestamp)
+                message = validate_record(key, record.value, max_bytes, position)
             except MessageError:
                 stats.invalid += 1
                 continue

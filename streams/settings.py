@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.model import DEFAULT_MAX_MESSAGE_BYTES
@@ -73,6 +73,11 @@ class Settings(BaseSettings):
     llm_concurrency: int = 4
     secondary_llm_base_url: str | None = None
     secondary_llm_model: str | None = None
+
+    @field_validator("ssl_cafile", mode="before")
+    @classmethod
+    def _empty_path_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

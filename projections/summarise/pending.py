@@ -79,9 +79,7 @@ def trim(pending: PendingBatch, covered_offset: int) -> PendingBatch:
     )
 
 
-def due(
-    pending: PendingBatch, *, after_messages: int, after_seconds: float, now: datetime
-) -> bool:
+def due(pending: PendingBatch, *, after_messages: int, after_seconds: float, now: datetime) -> bool:
     """Enough messages, or the oldest pending one has waited long enough."""
     if not pending.items:
         return False

@@ -12,7 +12,8 @@ import orjson
 import pytest
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from projections.model import decode_message
+from projections.model import LogPosition, decode_message
+from streams.folding import validate_record
 from streams.kafka import admin
 from streams.settings import Settings
 from streams.topics import create_topics, topic_specs
@@ -180,6 +181,13 @@ async def test_message_from_a_foreign_client_is_consumed_and_validated(
         timeout=60,
     )
     records = await read_until(chorus_settings, "messages", lambda rs: len(rs) >= 1)
-    message = decode_message(orjson.dumps(records[0].value))
+    record = records[0]
+    position = LogPosition(record.partition, record.offset, record.timestamp_ms)
+    message = validate_record(
+        record.key.encode() if record.key else None,
+        orjson.dumps(record.value),
+        chorus_settings.max_message_bytes,
+        position,
+    )
     assert message.id == message_id and message.sender == "kcat"
-    assert records[0].key == "kcat/room"
+    assert message.created_at == position.defaults()["created_at"]  # no created_at sent

@@ -7,20 +7,27 @@ import pytest
 
 from projections.channel import decide, step
 from projections.commitments import CommitmentProjection
-from projections.model import Message, MessageError
+from projections.model import LogPosition, Message, MessageError
 from projections.overview import ChannelOverviewProjection
 from projections.termination import Complete, Continue, MaxMessages, TerminationContext
-from streams.folding import conditions_for, dead_letter_for, validate_record
+from streams.folding import (
+    DEAD_LETTER_COPY_LIMIT,
+    DEAD_LETTER_MAX_BYTES,
+    conditions_for,
+    dead_letter_for,
+    validate_record,
+)
 from streams.registry import ProjectionImportError, load_projection, registered_projections
 
 
 def test_validate_record_checks_key_against_channel() -> None:
     value = orjson.dumps({"channel": "a/b", "sender": "s", "type": "STATUS"})
-    assert validate_record(b"a/b", value, 1000).channel == "a/b"
+    at = LogPosition(0, 7, 0)
+    assert validate_record(b"a/b", value, 1000, at).channel == "a/b"
     with pytest.raises(MessageError, match="key is null"):
-        validate_record(None, value, 1000)
+        validate_record(None, value, 1000, at)
     with pytest.raises(MessageError, match="does not match channel 'a/b'"):
-        validate_record(b"x", value, 1000)
+        validate_record(b"x", value, 1000, at)
 
 
 def test_dead_letter_keeps_text_or_bytes_and_caps_size() -> None:
@@ -33,7 +40,11 @@ def test_dead_letter_keeps_text_or_bytes_and_caps_size() -> None:
     huge = dead_letter_for(
         "r", "v", topic="t", partition=0, offset=0, key=None, value=b"x" * 70_000
     )
-    assert huge.original_truncated and len(huge.original or "") == 64 * 1024
+    assert huge.original_truncated and len(huge.original or "") == DEAD_LETTER_COPY_LIMIT
+    escaped = dead_letter_for(
+        "r" * 9000, "v", topic="t", partition=0, offset=0, key=None, value=b"\x01" * 70_000
+    )  # each byte escapes to six
+    assert len(escaped.to_bytes()) <= DEAD_LETTER_MAX_BYTES and len(escaped.reason) == 2000
     null = dead_letter_for("r", "v", topic="t", partition=0, offset=0, key=None, value=None)
     assert null.original is None and null.original_base64 is None
 

@@ -6,12 +6,14 @@ import pytest
 from projections.model import (
     DEFAULT_MAX_MESSAGE_BYTES,
     ActorType,
+    LogPosition,
     Message,
     MessageError,
     MessageType,
     decode_message,
     encode_message,
     message_from_record,
+    nesting_depth,
     with_generated_correlation_id,
 )
 
@@ -159,7 +161,12 @@ def test_producer_generates_missing_correlation_id_for_requests_only() -> None:
         (b"not json", "not valid UTF-8 JSON"),
         (b"\xff\xfe{}", "not valid UTF-8 JSON"),
         (b"[1, 2]", "must be a JSON object, got list"),
-        (b'{"channel": 5, "sender": "a", "type": "STATUS"}', "channel: Input should be"),
+        (
+            b'{"id": "x", "created_at": "2026-01-01T00:00:00Z", "channel": 5, "sender": "a", '
+            b'"type": "STATUS"}',
+            "channel: Input should be",
+        ),
+        (b'{"channel": "a", "sender": "a", "type": "STATUS"}', "id, created_at: required"),
     ],
 )
 def test_decode_failures_have_reasons(raw: bytes | None, expected: str) -> None:
@@ -182,3 +189,37 @@ def test_messages_are_immutable() -> None:
     message = message_from_record(record())
     with pytest.raises(Exception):  # noqa: B017 - pydantic raises ValidationError on frozen
         message.sender = "mallory"  # type: ignore[misc]
+
+
+def test_a_record_without_id_or_time_takes_them_from_its_log_position() -> None:
+    raw = b'{"channel": "a", "sender": "s", "type": "STATUS"}'
+    position = LogPosition(partition=2, offset=41, timestamp_ms=1_767_225_600_000)
+    first = decode_message(raw, position=position)
+    assert first == decode_message(raw, position=position)  # every read, the same message
+    assert first.id == "p2-o41"
+    assert first.created_at == datetime(2026, 1, 1, tzinfo=UTC)
+    given = decode_message(
+        b'{"id": "m1", "created_at": "2025-05-05T00:00:00Z", "channel": "a", "sender": "s",'
+        b' "type": "STATUS"}',
+        position=position,
+    )
+    assert given.id == "m1" and given.created_at.year == 2025
+
+
+def test_deep_payloads_are_refused() -> None:
+    deep: object = "leaf"
+    for _ in range(65):
+        deep = {"k": deep}
+    raw = orjson.dumps(
+        {
+            "id": "x",
+            "created_at": "2026-01-01T00:00:00Z",
+            "channel": "a",
+            "sender": "s",
+            "type": "EVENT",
+            "payload": deep,
+        }
+    )
+    with pytest.raises(MessageError, match="nested deeper than 64 levels"):
+        decode_message(raw)
+    assert nesting_depth({"a": [1, {"b": []}]}, 64) == 4  # dict, list, dict, list
