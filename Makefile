@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-llm broker broker-stop lint bench venv clean
+.PHONY: run test test-faults test-llm broker broker-stop lint bench venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ run: $(STAMP)
 test: $(STAMP)
 	command -v kcat >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq kcat >/dev/null) || echo "kcat could not be installed; its interoperability test will skip"
 	$(BIN)/pytest -q
+
+## test-faults: kill, rebalance, failover, bad-input, LLM-fault and security tests (~13 min)
+test-faults: $(STAMP)
+	$(BIN)/pytest -q -rxX -m faults tests/faults
 
 ## test-llm: opt-in test against a real local model (llama-cpp-python server, Gemma 3 270M from PyPI)
 # llama-cpp-python has no wheel here: pip compiles llama.cpp for the CPU the first time

@@ -1,0 +1,256 @@
+"""Fold throughput: N pre-produced messages through a processor, measured on its output.
+
+Each processor (the whole `chorus worker`, chorus's fold stage alone, the Quix Streams peer)
+reads the same messages topic from the beginning and writes one driver event per message
+per projection. Throughput is N ÷ (last − first driver-event timestamp), the timestamps
+being the CreateTime its producer stamped, so neither the bench's own polling nor the
+processor's start-up is counted. CPU is the processor's own (user + system) over the same
+window, sampled with psutil.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.common import (
+    REPO,
+    Phase,
+    Worker,
+    create_topic,
+    log,
+    timeline,
+    topic_span,
+    wait_for_count,
+)
+
+QUIX_VENV = REPO / "bench" / ".venv-quix"
+QUIX_REQUIREMENTS = REPO / "bench" / "quix_peer" / "requirements.txt"
+
+
+@dataclass
+class CpuSampler:
+    """(wall, output count, process cpu seconds) at each poll."""
+
+    pid: int
+    samples: list[tuple[float, int, float]] = field(default_factory=list)
+
+    def __call__(self, total: int) -> None:
+        try:
+            times = psutil.Process(self.pid).cpu_times()
+            cpu = times.user + times.system + times.children_user + times.children_system
+        except psutil.Error:
+            return
+        self.samples.append((time.time(), total, cpu))
+
+    def cpu_ms_per_message(self, per_message: int) -> float | None:
+        """CPU per input message between the first poll that saw output and the last poll."""
+        seen = [s for s in self.samples if s[1] > 0]
+        if len(seen) < 2:
+            return None
+        (_, c0, cpu0), (_, c1, cpu1) = seen[0], seen[-1]
+        if c1 <= c0:
+            return None
+        return (cpu1 - cpu0) * 1000.0 / ((c1 - c0) / per_message)
+
+    def wall_rate(self, per_message: int) -> float | None:
+        """Messages/s from the bench's own polls (a cross-check on the timestamps)."""
+        seen = [s for s in self.samples if s[1] > 0]
+        if len(seen) < 2 or seen[-1][0] <= seen[0][0]:
+            return None
+        return (seen[-1][1] - seen[0][1]) / per_message / (seen[-1][0] - seen[0][0])
+
+    def utilisation(self) -> float | None:
+        """Average cores used by the process while it produced output."""
+        seen = [s for s in self.samples if s[1] > 0]
+        if len(seen) < 2 or seen[-1][0] <= seen[0][0]:
+            return None
+        return (seen[-1][2] - seen[0][2]) / (seen[-1][0] - seen[0][0])
+
+
+async def measure_output(
+    phase: Phase,
+    topic: str,
+    expected: int,
+    per_message: int,
+    pid: int,
+    alive: Any,
+    timeout: float,
+) -> dict[str, Any]:
+    sampler = CpuSampler(pid)
+    started = time.time()
+    await wait_for_count(
+        phase.broker.bootstrap, topic, expected, timeout, poll=0.25, alive=alive, on_poll=sampler
+    )
+    span = await topic_span(phase.broker.bootstrap, topic)
+    messages = expected // per_message
+    step_ms = max(250, int(span.seconds * 1000 / 40))
+    line = await timeline(phase.broker.bootstrap, topic, span.first_ms, span.last_ms, step_ms)
+    return {
+        "messages": messages,
+        "driver_events": span.count,
+        "seconds": span.seconds,
+        "msgs_per_s": messages / span.seconds,
+        "wall_to_done_s": time.time() - started,
+        "msgs_per_s_polled": sampler.wall_rate(per_message),
+        "cpu_ms_per_msg": sampler.cpu_ms_per_message(per_message),
+        "cores_used": sampler.utilisation(),
+        "timeline": [(round(t, 3), n / per_message) for t, n in line],
+    }
+
+
+async def run_chorus(
+    phase: Phase, messages: int, projections: int, timeout: float, fold_only: bool = False
+) -> tuple[dict[str, Any], Worker]:
+    """The whole worker (`chorus worker`), or its fold stage alone; returns the worker,
+    stopped, for the recovery measurement."""
+    if fold_only:
+        topic = phase.topic("driver-events") + "-fold-only"
+        await create_topic(phase.broker.bootstrap, topic, phase.partitions, {})
+        # Its own consumer group, changelogs and data dir (table names are the same).
+        env = phase.env(
+            CHORUS_APP_ID=phase.app_id.replace("bench-", "bench-foldonly-", 1),
+            CHORUS_DATA_DIR=str(phase.work / f"{phase.name}-{phase.tag}" / "fold-only-data"),
+        )
+        worker = Worker(
+            env,
+            phase.work / f"{phase.name}-fold-only.log",
+            loglevel="info",
+            module=("bench.fold_worker",),
+        )
+    else:
+        topic = phase.topic("driver-events")
+        worker = Worker(phase.env(), phase.work / f"{phase.name}-worker.log", loglevel="info")
+    worker.start(wait=False)
+    try:
+        result = await measure_output(
+            phase,
+            topic,
+            messages * projections,
+            projections,
+            worker.pid,
+            worker.check_alive,
+            timeout,
+        )
+        result["rss_mb"] = worker.rss() / 1e6
+    finally:
+        worker.stop()
+    return result, worker
+
+
+async def run_floor(phase: Phase, messages: int, mode: str, timeout: float) -> dict[str, Any]:
+    """bench.faust_floor in `mode` over the same messages (its own group, tables, data dir)."""
+    topic = phase.topic(f"floor-{mode}")
+    await create_topic(phase.broker.bootstrap, topic, phase.partitions, {})
+    env = phase.env(
+        CHORUS_APP_ID=phase.app_id.replace("bench-", f"bench-floor{mode}-", 1),
+        CHORUS_DATA_DIR=str(phase.work / f"{phase.name}-{phase.tag}" / f"floor-{mode}-data"),
+    )
+    worker = Worker(
+        env,
+        phase.work / f"{phase.name}-floor-{mode}.log",
+        loglevel="info",
+        module=("bench.faust_floor", "--mode", mode, "--output", topic),
+    )
+    per_message = 1 if mode == "read" else 2
+    worker.start(wait=False)
+    try:
+        result = await measure_output(
+            phase,
+            topic,
+            messages * per_message,
+            per_message,
+            worker.pid,
+            worker.check_alive,
+            timeout,
+        )
+    finally:
+        worker.stop()
+    result.pop("timeline", None)
+    return result
+
+
+def ensure_quix_venv() -> Path:
+    """bench/.venv-quix with quixstreams; created (python3 -m venv + pip) when missing."""
+    python = QUIX_VENV / "bin" / "python"
+    probe = [str(python), "-c", "import quixstreams"]
+    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    log(f"creating {QUIX_VENV} (python3 -m venv + pip install quixstreams)")
+    base = os.environ.get("BENCH_QUIX_PYTHON", "python3")
+    subprocess.run([base, "-m", "venv", "--clear", str(QUIX_VENV)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "-r", str(QUIX_REQUIREMENTS)], check=True
+    )
+    return python
+
+
+async def run_quix(phase: Phase, messages: int, projections: int, timeout: float) -> dict[str, Any]:
+    python = ensure_quix_venv()
+    output = phase.topic("quix-driver-events")
+    dead = phase.topic("quix-dead-letters")
+    for topic in (output, dead):
+        await create_topic(phase.broker.bootstrap, topic, phase.partitions, {})
+    state_dir = phase.work / f"{phase.name}-quix-state"
+    log_path = phase.work / f"{phase.name}-quix.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [
+        str(python),
+        "-m",
+        "bench.quix_peer.peer",
+        "--bootstrap",
+        phase.broker.bootstrap,
+        "--input",
+        phase.topic("messages"),
+        "--output",
+        output,
+        "--dead-letters",
+        dead,
+        "--group",
+        f"{phase.app_id}-quix",
+        "--state-dir",
+        str(state_dir),
+    ]
+    with log_path.open("ab") as out:
+        process = subprocess.Popen(
+            command, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def alive() -> None:
+        if process.poll() is not None:
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+            raise RuntimeError(f"quix peer exited early:\n{tail}")
+
+    try:
+        result = await measure_output(
+            phase, output, messages * projections, projections, process.pid, alive, timeout
+        )
+        result["rss_mb"] = psutil.Process(process.pid).memory_info().rss / 1e6
+        import importlib.metadata as md  # noqa: F401
+
+        version = subprocess.run(
+            [str(python), "-c", "import quixstreams; print(quixstreams.__version__)"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        result["version"] = version
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    return result
+
+
+if __name__ == "__main__":  # smoke: python -m bench.fold (needs a broker via env)
+    sys.exit("use python -m bench.run")
