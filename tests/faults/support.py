@@ -161,11 +161,10 @@ async def prepare_topics(settings: Settings, timeout: float = 60.0) -> None:
     """chorus's topics plus the worker's changelog topics, then wait until fresh metadata
     lists every partition of each.
 
-    Faust creates changelog topics itself at start, but its clients can keep metadata that
-    predates them for up to metadata.max.age.ms (5 min): the table agents then crash-loop
-    on PartitionsMismatch and routed views answer 500 (see
-    test_broker_failover.test_worker_on_brand_new_topics_starts_cleanly). The fault tests
-    create them up front so each test exercises its own fault, not that start-up race.
+    Faust creates changelog topics itself at start; when its consumer's metadata snapshot
+    predates them, the table agents crash-loop on PartitionsMismatch (bug 5 in
+    docs/reliability.md, test_broker_failover.test_worker_on_brand_new_topics_starts_cleanly).
+    The fault tests create them up front so each test exercises its own fault, not that race.
     """
     from aiokafka.admin import NewTopic
     from aiokafka.errors import TopicAlreadyExistsError

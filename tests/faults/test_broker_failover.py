@@ -83,9 +83,9 @@ def cluster_env(cluster: ClusterInfo, tmp_path: Path) -> dict[str, str]:
 @pytest.mark.timeout(300)
 @pytest.mark.xfail(
     strict=False,
-    reason="bug (intermittent): Faust's clients can keep metadata from before the worker's "
-    "topics existed: table agents crash-loop on PartitionsMismatch and routed views answer "
-    "500 'NoneType' for up to metadata.max.age.ms (fix in docs/reliability.md)",
+    reason="bug 5 (intermittent): Faust's clients look up partitions of topics missing from "
+    "their metadata: table agents crash-loop on PartitionsMismatch for a changelog, routed "
+    "views answer 500 'NoneType' for chorus.messages (fix in docs/reliability.md)",
 )
 async def test_worker_on_brand_new_topics_starts_cleanly(
     cluster: ClusterInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
