@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,8 +233,6 @@ async def run_quix(phase: Phase, messages: int, projections: int, timeout: float
             phase, output, messages * projections, projections, process.pid, alive, timeout
         )
         result["rss_mb"] = psutil.Process(process.pid).memory_info().rss / 1e6
-        import importlib.metadata as md  # noqa: F401
-
         version = subprocess.run(
             [str(python), "-c", "import quixstreams; print(quixstreams.__version__)"],
             capture_output=True,
@@ -250,7 +247,3 @@ async def run_quix(phase: Phase, messages: int, projections: int, timeout: float
             except subprocess.TimeoutExpired:
                 process.kill()
     return result
-
-
-if __name__ == "__main__":  # smoke: python -m bench.fold (needs a broker via env)
-    sys.exit("use python -m bench.run")

@@ -13,8 +13,6 @@ changelog records and bytes it had to read: keys/s and MB/s.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import shutil
 import time
 from pathlib import Path
@@ -178,9 +176,4 @@ async def measure(
         f"  cold restore: {totals['records']:,} changelog records ({mb:,.0f} MB) in "
         f"{restore:.1f}s = {keys_per_s or 0:,.0f} keys/s; resumed in {cold['resume_s']:.1f}s"
     )
-    _ = os
     return result
-
-
-async def _main() -> None:  # pragma: no cover - manual use
-    await asyncio.sleep(0)

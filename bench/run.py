@@ -12,7 +12,7 @@ stopped at the end) unless CHORUS_BOOTSTRAP_SERVERS names one, then measures, si
      from (2); 7. summarisers in process; 8. worker RSS per 10,000 channels.
 
 Writes bench/results/<date>.json, <date>.md (printed) and <date>-*.png. `--quick` is a
-smoke run of a few minutes; the default finishes in about 25 minutes on 2 cores.
+smoke run of a few minutes; the default takes about 10 minutes on 2 cores (limit 25).
 """
 
 from __future__ import annotations

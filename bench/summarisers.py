@@ -18,13 +18,11 @@ import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from bench.data import SHARED_DATA, Conversation, load_conversations
 from projections.model import Message
 from projections.summarise import (
-    ChatClient,
     Completion,
     HeuristicMessageSummariser,
     LlmContentSummariser,
@@ -234,4 +232,3 @@ if __name__ == "__main__":
     import json
 
     print(json.dumps(asyncio.run(measure(2.0)), indent=1, default=str))
-    _ = Path, ChatClient

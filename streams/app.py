@@ -106,6 +106,8 @@ class Chorus:
             for p in self.projections
         }
         self.channel_config = self.app.Table("channel-config", partitions=settings.partitions)
+        # Next offset to fold per messages partition: the fold never applies past a gap.
+        self.positions = self.app.Table("fold-positions", partitions=settings.partitions)
         self.meter = CostMeter()
 
     def messages_partition(self, channel: str) -> int | None:
@@ -128,6 +130,14 @@ class Chorus:
         from streams.replay import install_shadow_check
 
         channel_config.install(self)
+
+        @self.app.task
+        async def track_messages_metadata() -> None:
+            # Routed views hash channels with the producer's metadata, and the producer never
+            # sends to chorus.messages: make it track that topic so it stays in its metadata.
+            producer = self.app.producer._ensure_producer()
+            await producer.partitions_for(self.messages.get_topic_name())
+
         summariser = summaries.install(self)
         recapper = recaps.install(self, summariser)
         folder = folding.install(self, followers=[summariser.on_message, recapper.on_message])

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from faust.types import TP as TopicPartition
 from pydantic import BaseModel
 
 from projections.channel import ProjectionStep, decide, step
@@ -147,6 +148,17 @@ class Folder:
         offset: int,
         timestamp_ms: int = 0,
     ) -> list[DriverEvent]:
+        expected = self.chorus.positions.get(str(partition))
+        if expected is not None and offset > expected:
+            # chorus.messages is never compacted and never transactional, so its offsets are
+            # contiguous: a jump means the consumer skipped records (seen after restarts).
+            # Folding this one would make the offset guard drop the skipped ones for good.
+            log.error("partition %s jumped from %s to %s; seek back", partition, expected, offset)
+            topic = self.chorus.messages.get_topic_name()
+            await self.chorus.app.consumer.seek(TopicPartition(topic, partition), expected)
+            return []
+        if expected is None or offset == expected:
+            self.chorus.positions[str(partition)] = offset + 1
         position = LogPosition(partition, offset, timestamp_ms)
         try:
             message = validate_record(key, value, self.settings.max_message_bytes, position)

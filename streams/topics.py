@@ -6,12 +6,15 @@ created here, by `chorus topics create` and by the worker on start.
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from streams.kafka import admin
+from streams.kafka import admin, consumer
 from streams.settings import Settings
 
 MESSAGES = "messages"
@@ -69,13 +72,49 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
     ]
 
 
-async def create_topics(settings: Settings) -> list[str]:
-    """Create any missing chorus topic; returns the names created (existing ones are kept)."""
+def changelog_specs(settings: Settings, names: Sequence[str]) -> list[TopicSpec]:
+    """The worker's table changelogs, as Faust would create them (compacted, co-partitioned)."""
+    return [
+        TopicSpec(
+            name, settings.partitions, settings.replication_factor, {"cleanup.policy": "compact"}
+        )
+        for name in names
+    ]
+
+
+async def wait_until_visible(
+    settings: Settings, names: Sequence[str], timeout: float = 60.0
+) -> None:
+    """Until fresh metadata lists every partition of `names`.
+
+    A client that fetches metadata before a new topic shows up keeps that view for up to
+    metadata.max.age.ms (5 min): Faust's tables then raise PartitionsMismatch and routed
+    views fail, so the worker waits here before its clients start.
+    """
+    kafka = consumer(settings, group_id=None)
+    await kafka.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            cluster = await kafka._client.fetch_all_metadata()
+            if all(len(cluster.partitions_for_topic(n) or ()) >= 1 for n in names):
+                return
+            if time.monotonic() > deadline:
+                raise TopicCreationError(f"topics not visible after {timeout:g}s: {list(names)}")
+            await asyncio.sleep(0.5)
+    finally:
+        await kafka.stop()
+
+
+async def create_topics(settings: Settings, changelogs: Sequence[str] = ()) -> list[str]:
+    """Create any missing chorus topic (and the given changelogs); returns the names created
+    (existing ones are kept). Returns once every one of them is visible in metadata."""
+    specs = topic_specs(settings) + changelog_specs(settings, changelogs)
     client = admin(settings)
     await client.start()
     try:
         existing = set(await client.list_topics())
-        missing = [spec for spec in topic_specs(settings) if spec.name not in existing]
+        missing = [spec for spec in specs if spec.name not in existing]
         if missing:
             response = await client.create_topics(
                 [
@@ -96,6 +135,7 @@ async def create_topics(settings: Settings) -> list[str]:
             ]
             if failures:
                 raise TopicCreationError("could not create topics: " + "; ".join(failures))
-        return [spec.name for spec in missing]
     finally:
         await client.close()
+    await wait_until_visible(settings, [spec.name for spec in specs])
+    return [spec.name for spec in missing]

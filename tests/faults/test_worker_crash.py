@@ -122,12 +122,6 @@ class _Topic:
         return "t.messages"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug 6: after a restart or a rebalance the consumer can skip a run of offsets; "
-    "the fold applies the next one and its offset guard then drops the skipped ones for good "
-    "(seen in the kill and rebalance tests; fix in docs/reliability.md)",
-)
 async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
     """The consumer delivers 0, 1, 3 (2 went missing), then 2 and 3 again after a seek.
 
