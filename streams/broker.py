@@ -611,8 +611,8 @@ def _format_storage(
             f"{lib}/*",
             "kafka.tools.StorageTool",
             "format",
-            "-t",
-            cluster_id,
+            # One random id in 64 starts with "-", which "-t <id>" would read as an option.
+            f"--cluster-id={cluster_id}",
             "-c",
             node["config"],
         ]

@@ -61,4 +61,5 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
     chorus = Chorus(settings).install()
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     worker = faust.Worker(chorus.app, loglevel=loglevel, quiet=True)
+    worker.spinner = None  # else Faust sets the root logger to DEBUG at WARNING and above
     worker.execute_from_commandline()

@@ -166,3 +166,15 @@ def test_three_nodes_survive_one_kill(run_dir: Path) -> None:
     assert stop_cluster(run_dir) is True
     assert all(n.pid is not None and _gone(n.pid) for n in restarted.nodes)
     print(f"3-node test total {time.monotonic() - started:.1f}s")
+
+
+def test_a_cluster_id_starting_with_a_dash_formats(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streams.broker as broker
+
+    # base64url ids start with "-" one time in 64; "-t <id>" would take it for an option
+    monkeypatch.setattr(broker, "_new_cluster_id", lambda: "-" + "A" * 21)
+    info = _start(run_dir)
+    assert asyncio.run(_topics_and_brokers(info.bootstrap_servers))[1] == 1
+    assert stop_cluster(run_dir)
