@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 from projections.model import Message
 
@@ -50,10 +51,12 @@ def fold(
 
 
 def dump_state(state: Any) -> Any:
-    """JSON-ready form of a state, for tables and for hashing."""
+    """JSON-ready form of a state, for tables and for hashing: plain data comes out as JSON
+    types (tuples become lists), exactly as it reads back from a table, so the next fold sees
+    the same state whether it was kept in memory or read from the changelog."""
     if isinstance(state, BaseModel):
         return state.model_dump(mode="json")
-    return state
+    return to_jsonable_python(state)
 
 
 def load_state(projection: ChannelProjection[S], data: Any) -> S:

@@ -23,6 +23,7 @@ from streams.kafka import bootstrap_servers
 from streams.metering import CostMeter
 from streams.registry import registered_projections
 from streams.settings import Settings
+from streams.staging import Staging
 from streams.topics import (
     CHANNEL_CONFIG,
     DEAD_LETTERS,
@@ -109,6 +110,8 @@ class Chorus:
         # Next offset to fold per messages partition: the fold never applies past a gap.
         self.positions = self.app.Table("fold-positions", partitions=settings.partitions)
         self.meter = CostMeter()
+        # Table writes of the stages, applied once per key per fold batch.
+        self.staging = Staging()
 
     def messages_partition(self, channel: str) -> int | None:
         """The channel's partition when this worker actively owns it, else None.

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from faust.types import TP as TopicPartition
+from faust.types import EventT
 from pydantic import BaseModel
 
 from projections.channel import ProjectionStep, decide, step
@@ -31,6 +33,7 @@ from projections.model import (
 from projections.projection import Folded
 from projections.termination import TerminationCondition, decision_to_json, parse_conditions
 from streams.records import ChannelConfig, DeadLetter, DriverEvent
+from streams.staging import processing
 
 if TYPE_CHECKING:
     from streams.app import Chorus
@@ -44,9 +47,16 @@ DEAD_LETTER_MAX_BYTES = 60 * 1024
 DEAD_LETTER_COPY_LIMIT = 48 * 1024
 DEAD_LETTER_REASON_LIMIT = 2_000
 LOADED_STATES_LIMIT = 20_000
+EXPIRY_RESCAN_SECONDS = 30.0
 
 # A later stage that sees every valid message after it is folded: (message, partition, offset).
 Follower = Callable[[Message, int, int], Awaitable[None]]
+# A driver event ready to send: (key, value, partition).
+Signal = tuple[bytes, bytes, int]
+
+
+def signal_of(event: DriverEvent) -> Signal:
+    return event.channel.encode(), event.to_bytes(), event.partition
 
 
 def dead_letter_for(
@@ -113,9 +123,16 @@ class Folder:
         self.followers = followers
         self.settings = chorus.settings
         self._expiry_sent: set[tuple[str, str]] = set()
+        # channel -> the earliest deadline among its active commitments (none: not listed),
+        # so the expiry timer visits only channels that can be overdue. The table is scanned
+        # in full every EXPIRY_RESCAN_SECONDS (rebalance, recovery, replay rebuilds).
+        self._deadlines: dict[str, datetime] = {}
+        self._scanned_at = float("-inf")
         # Loaded states of recently folded channels: parsing a long channel's state from
         # its table value costs more than folding a message into it.
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any]] = OrderedDict()
+        self.folds = {name: chorus.staging.stage(table) for name, table in chorus.folds.items()}
+        self.positions = chorus.staging.stage(chorus.positions)
 
     def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
         """States in memory that still match the table (same version and offset)."""
@@ -148,7 +165,7 @@ class Folder:
         offset: int,
         timestamp_ms: int = 0,
     ) -> list[DriverEvent]:
-        expected = self.chorus.positions.get(str(partition))
+        expected = self.positions.get(str(partition))
         if expected is not None and offset > expected:
             # chorus.messages is never compacted and never transactional, so its offsets are
             # contiguous: a jump means the consumer skipped records (seen after restarts).
@@ -158,7 +175,7 @@ class Folder:
             await self.chorus.app.consumer.seek(TopicPartition(topic, partition), expected)
             return []
         if expected is None or offset == expected:
-            self.chorus.positions[str(partition)] = offset + 1
+            self.positions[str(partition)] = offset + 1
         position = LogPosition(partition, offset, timestamp_ms)
         try:
             message = validate_record(key, value, self.settings.max_message_bytes, position)
@@ -182,13 +199,48 @@ class Folder:
                 await self.send_dead_letter(reason, stage, key, value, partition, offset)
         return events
 
+    async def on_batch(self, batch: Sequence[EventT]) -> None:
+        """Fold a batch taken from the stream, write each table key once, then wake drivers."""
+        signals: list[Signal] = []
+        for event in batch:
+            record = event.message
+            with processing(event):
+                woken = await self.on_record(
+                    event.key,
+                    event.value,
+                    record.partition,
+                    record.offset,
+                    int(record.timestamp * 1000),  # Faust gives seconds
+                )
+            # Encoded now: the states they carry must not change before the batch ends.
+            signals += [signal_of(driver_event) for driver_event in woken]
+        await self.wake(signals)
+
+    async def wake(self, signals: Sequence[Signal]) -> None:
+        """State first, then the signal: flush the staged tables, then send the events."""
+        self.chorus.staging.flush()
+        for key, value, partition in signals:
+            await self.chorus.driver_events.send(key=key, value=value, partition=partition)
+
+    def _index_deadline(self, channel: str, state: Any) -> None:
+        earliest = None
+        for commitment in (state or {}).get("commitments", {}).values():
+            expires = commitment.get("expires_at")
+            if expires and commitment.get("state") in ("OPEN", "ACKNOWLEDGED"):
+                at = datetime.fromisoformat(expires)
+                earliest = at if earliest is None or at < earliest else earliest
+        if earliest is None:
+            self._deadlines.pop(channel, None)
+        else:
+            self._deadlines[channel] = earliest
+
     async def fold(
         self, message: Message, key: bytes | None, value: bytes | None, partition: int, offset: int
     ) -> list[DriverEvent]:
         channel = message.channel
         stored = {
             name: Folded.model_validate(raw) if raw is not None else None
-            for name, table in self.chorus.folds.items()
+            for name, table in self.folds.items()
             for raw in [table.get(channel)]
         }
         steps = step(
@@ -199,13 +251,11 @@ class Folder:
         )
         for done in steps:
             if done.applied:
-                self.chorus.folds[done.projection.name][channel] = done.folded.as_record()
+                self.folds[done.projection.name][channel] = done.folded.as_record()
+                if done.projection.name == "commitments":
+                    self._index_deadline(channel, done.folded.state)
         self.remember(channel, steps)
         events = [self.driver_event(message, partition, offset, done, decision) for done in steps]
-        for event in events:
-            await self.chorus.driver_events.send(
-                key=channel.encode(), value=event.to_bytes(), partition=partition
-            )
         errors = [f"{done.projection.name}: {done.error}" for done in steps if done.error]
         if errors:
             await self.send_dead_letter(
@@ -273,7 +323,16 @@ class Folder:
             return 0
         sent: set[tuple[str, str]] = set()
         still_overdue: set[tuple[str, str]] = set()
-        for channel, raw in list(table.items()):
+        if time.monotonic() - self._scanned_at >= EXPIRY_RESCAN_SECONDS:
+            self._scanned_at = time.monotonic()
+            self._deadlines.clear()
+            for channel, raw in list(table.items()):
+                if raw:
+                    self._index_deadline(str(channel), raw.get("state"))
+        for channel in [c for c, at in self._deadlines.items() if at <= now]:
+            raw = table.get(channel)
+            if raw is None:
+                continue
             partition = self.chorus.messages_partition(channel)
             if partition is None:
                 continue
@@ -322,12 +381,10 @@ def install(chorus: Chorus, followers: Sequence[Follower] = ()) -> Folder:
 
     @chorus.app.agent(chorus.messages, name="fold-messages")
     async def fold_messages(stream: Any) -> None:
-        async for event in stream.events():
-            record = event.message
-            timestamp_ms = int(record.timestamp * 1000)  # Faust gives seconds
-            await folder.on_record(
-                event.key, event.value, record.partition, record.offset, timestamp_ms
-            )
+        settings = chorus.settings
+        batches = stream.take_events(settings.fold_batch_max, settings.fold_batch_wait_ms / 1000)
+        async for batch in batches:
+            await folder.on_batch(batch)
 
     @chorus.app.timer(chorus.settings.expiry_check_seconds, name="expire-commitments")
     async def expire_commitments() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,9 @@ WINDOW_PAYLOAD_KEYS = ("tool", "name")
 RECAP_MAX_TOKENS = 160
 RETRY_BACKOFF_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 300.0
+# The deadline timer reads statuses from an in-memory index kept by every table write; the
+# table is scanned in full only this often (rebalance, recovery).
+INDEX_RESCAN_SECONDS = 30.0
 
 
 class ChannelRecap(BaseModel):
@@ -155,9 +159,39 @@ class Recapper:
         self.settings = chorus.settings
         self.client = client
         self.summaries = summaries
-        self.table = chorus.app.Table("recap-status", partitions=self.settings.partitions)
+        # The recap window lives in a ring of RECAP_WINDOW slots per channel (one key each),
+        # so a message writes its slot and the small status record, not the whole window.
+        # Both are staged: the fold agent flushes them once per batch (see streams.staging).
+        self.table = chorus.staging.stage(
+            chorus.app.Table("recap-status", partitions=self.settings.partitions)
+        )
+        self.window = chorus.staging.stage(
+            chorus.app.Table("recap-window", partitions=self.settings.partitions)
+        )
         self.generating: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        # channel -> its recap status, for the deadline timer (see INDEX_RESCAN_SECONDS).
+        self.statuses: dict[str, RecapStatus] = {}
+        self.scanned_at = float("-inf")
+
+    def store(self, channel: str, recap: ChannelRecap, before: ChannelRecap | None = None) -> None:
+        if before is not None and recap.message_count > before.message_count:
+            # Normally just the new message; all of an old-format record's inline window.
+            count = recap.message_count
+            for i, raw in enumerate(recap.window):
+                slot = (count - len(recap.window) + i) % RECAP_WINDOW
+                self.window[f"{channel}\x00{slot}"] = raw
+        self.table[channel] = recap.model_dump(mode="json", exclude={"window"})
+        self.statuses[channel] = recap.status
+
+    def with_window(self, channel: str, recap: ChannelRecap) -> ChannelRecap:
+        """The recap with its window read back from the ring, oldest first."""
+        if recap.window:  # an old-format record that still holds its window inline
+            return recap
+        count = recap.message_count
+        slots = [i % RECAP_WINDOW for i in range(max(0, count - RECAP_WINDOW), count)]
+        window = [self.window.get(f"{channel}\x00{slot}") for slot in slots]
+        return recap.model_copy(update={"window": [w for w in window if w is not None]})
 
     def recap_of(self, channel: str) -> ChannelRecap:
         raw = self.table.get(channel)
@@ -173,7 +207,7 @@ class Recapper:
         before = self.recap_of(channel)
         after = with_message(before, message, offset, self.debounce(channel), utc_now())
         if after is not before:
-            self.table[channel] = after.model_dump(mode="json")
+            self.store(channel, after, before)
 
     async def on_recap(self, value: bytes | None) -> None:
         try:
@@ -201,20 +235,25 @@ class Recapper:
             )
             self.generating.pop(channel, None)
         latest = recap.latest if record.phase == RecapPhase.GENERATING else record
-        self.table[channel] = recap.model_copy(
-            update={"status": status, "latest": latest}
-        ).model_dump(mode="json")
+        self.store(channel, recap.model_copy(update={"status": status, "latest": latest}))
 
     async def check_deadlines(self) -> None:
         now = utc_now()
-        for channel, raw in list(self.table.items()):
-            recap = ChannelRecap.model_validate(raw)
+        if time.monotonic() - self.scanned_at >= INDEX_RESCAN_SECONDS:
+            self.scanned_at = time.monotonic()
+            self.statuses = {
+                str(channel): RecapStatus.model_validate(raw["status"])
+                for channel, raw in list(self.table.items())
+                if raw
+            }
+        for channel, status in list(self.statuses.items()):
             if channel in self.generating:
                 continue
             # GENERATING with no task here: the worker that started it died or moved on.
-            orphaned = recap.status.phase is RecapPhase.GENERATING
-            if not (orphaned or due(recap.status, now)):
+            orphaned = status.phase is RecapPhase.GENERATING
+            if not (orphaned or due(status, now)):
                 continue
+            recap = self.recap_of(channel)
             partition = self.chorus.messages_partition(channel)
             if partition is None:
                 continue
@@ -245,7 +284,8 @@ class Recapper:
                 if raw_fold
                 else []
             )
-            text, cost = await write_recap(self.client, recap.messages(), summary, lines)
+            window = self.with_window(channel, recap).messages()
+            text, cost = await write_recap(self.client, window, summary, lines)
             done = base.model_copy(
                 update={
                     "text": text,
@@ -302,6 +342,7 @@ def install(chorus: Chorus, summaries: Any) -> Recapper:
     async def record_recaps(stream: Any) -> None:
         async for event in stream.events():
             await recapper.on_recap(event.value)
+            chorus.staging.flush()
 
     @chorus.app.timer(chorus.settings.recap_check_seconds, name="recap-deadlines")
     async def deadlines() -> None:

@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     # How long a silent worker keeps its partitions before the group moves them.
     session_timeout_seconds: float = 30.0
     expiry_check_seconds: float = 1.0
+    # The fold agent takes up to this many records at a time, waiting at most
+    # fold_batch_wait_ms for more; each table key is written once per batch.
+    fold_batch_max: int = Field(default=500, ge=1)
+    fold_batch_wait_ms: float = Field(default=5.0, gt=0)
     # Before starting, fold projections (or versions) that have no table yet from the log.
     rebuild_on_start: bool = True
     # Re-fold a sample of channels from the log and compare with live state; 0 = off.

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
+import time
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -21,6 +22,7 @@ from projections.model import Message, utc_now
 from projections.summarise import ContentSummariser, SummaryResult, default_summariser
 from projections.summarise.pending import (
     PendingBatch,
+    PendingItem,
     add,
     due,
     next_batch,
@@ -33,6 +35,11 @@ if TYPE_CHECKING:
     from streams.app import Chorus
 
 log = logging.getLogger(__name__)
+
+# The time-threshold timer works from an in-memory index of the channels with pending items;
+# the table is scanned in full only this often, to pick up batches written elsewhere (another
+# worker before a rebalance, or the changelog on recovery).
+INDEX_RESCAN_SECONDS = 30.0
 
 
 def summary_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:
@@ -47,17 +54,48 @@ def summary_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def item_key(channel: str, offset: int) -> str:
+    return f"{channel}\x00{offset}"
+
+
+def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
+    """A stored header as a PendingBatch whose items carry no message (`{}`); a batch in the
+    old format (messages inline) is read as it is, and its messages move out on the next
+    store."""
+    if not raw:
+        return PendingBatch()
+    if "items" in raw:
+        return PendingBatch.model_validate(raw)
+    return PendingBatch(
+        items=[PendingItem(offset=offset, message={}) for offset in raw["offsets"]],
+        pending_since=raw.get("pending_since"),
+        dropped=raw.get("dropped", 0),
+    )
+
+
 class Summariser:
     def __init__(self, chorus: Chorus, summariser: ContentSummariser[Message]) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.summariser = summariser
-        self.pending = chorus.app.Table("summary-pending", partitions=self.settings.partitions)
+        # Per channel, the pending batch's header (offsets, pending_since, dropped); the
+        # messages themselves are in `items`, one key each, so adding a message writes one
+        # message and a small header instead of rewriting the whole batch.
+        # Both are staged: the fold agent flushes them once per batch (see streams.staging).
+        self.pending = chorus.staging.stage(
+            chorus.app.Table("summary-pending", partitions=self.settings.partitions)
+        )
+        self.items = chorus.staging.stage(
+            chorus.app.Table("summary-items", partitions=self.settings.partitions)
+        )
         self.latest = chorus.app.Table("summary-latest", partitions=self.settings.partitions)
         # Last offset handed to a summariser and not yet seen back on the summaries topic:
         # the next batch waits for it, so it builds on the summary it follows.
         self.launched: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        # channel -> when its pending batch falls due (count threshold reached: at once).
+        self.due_at: dict[str, datetime] = {}
+        self.scanned_at = float("-inf")
 
     def thresholds(self, channel: str) -> tuple[int, float]:
         raw = self.chorus.channel_config.get(channel)
@@ -73,11 +111,44 @@ class Summariser:
         return last if last is not None else -1
 
     def batch_of(self, channel: str) -> PendingBatch:
-        raw = self.pending.get(channel)
-        return PendingBatch.model_validate(raw) if raw else PendingBatch()
+        """The pending batch with its items' offsets only (messages: `with_messages`)."""
+        return header_batch(self.pending.get(channel))
 
-    def store(self, channel: str, batch: PendingBatch) -> None:
-        self.pending[channel] = batch.model_dump(mode="json")
+    def with_messages(self, channel: str, batch: PendingBatch) -> PendingBatch:
+        items = []
+        for item in batch.items:
+            message = item.message or self.items.get(item_key(channel, item.offset))
+            if message is None:
+                log.warning("pending message %s@%s is missing; skipped", channel, item.offset)
+                continue
+            items.append(item if item.message else item.model_copy(update={"message": message}))
+        return batch.model_copy(update={"items": items})
+
+    def store(self, channel: str, before: PendingBatch, batch: PendingBatch) -> None:
+        kept = {item.offset for item in batch.items}
+        for item in batch.items:
+            if item.message:  # added by `add` (or read from an old-format batch)
+                self.items[item_key(channel, item.offset)] = item.message
+        for item in before.items:
+            if item.offset not in kept:  # summarised (trim) or dropped (overflow)
+                self.items.discard(item_key(channel, item.offset))
+        self.pending[channel] = {
+            "offsets": sorted(kept),
+            "pending_since": batch.pending_since.isoformat() if batch.pending_since else None,
+            "dropped": batch.dropped,
+        }
+        self.index(channel, batch)
+
+    def index(self, channel: str, batch: PendingBatch) -> None:
+        if not batch.items:
+            self.due_at.pop(channel, None)
+            return
+        after_messages, after_seconds = self.thresholds(channel)
+        since = batch.pending_since or utc_now()
+        if len(batch.items) >= after_messages:
+            self.due_at[channel] = since
+        else:
+            self.due_at[channel] = since + timedelta(seconds=after_seconds)
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
         if not summarisable(message):
@@ -93,7 +164,7 @@ class Summariser:
             now=utc_now(),
         )
         if batch is not before:
-            self.store(channel, batch)
+            self.store(channel, before, batch)
         self.maybe_launch(channel, batch, partition, utc_now())
 
     async def on_summary(self, value: bytes | None, partition: int) -> None:
@@ -110,7 +181,7 @@ class Summariser:
             before = self.batch_of(channel)
             batch = trim(before, record.last_offset)
             if batch is not before:
-                self.store(channel, batch)
+                self.store(channel, before, batch)
             self.maybe_launch(channel, batch, partition, utc_now())
 
     def maybe_launch(
@@ -121,7 +192,7 @@ class Summariser:
         after_messages, after_seconds = self.thresholds(channel)
         if not due(batch, after_messages=after_messages, after_seconds=after_seconds, now=now):
             return False
-        chosen = next_batch(batch, after_messages)
+        chosen = self.with_messages(channel, next_batch(batch, after_messages))
         self.launched[channel] = chosen.last_offset
         task = asyncio.ensure_future(
             self.summarise(channel, chosen, self.latest.get(channel), partition)
@@ -172,14 +243,22 @@ class Summariser:
         )
 
     async def check_time_thresholds(self) -> None:
-        """Launch batches whose time threshold passed (the message threshold fires inline)."""
+        """Launch batches whose time threshold passed (the message threshold fires inline).
+
+        Only channels the index says are due are loaded; a full scan refreshes the index
+        every INDEX_RESCAN_SECONDS.
+        """
         now = utc_now()
-        for channel, raw in list(self.pending.items()):
-            batch = PendingBatch.model_validate(raw)
-            if batch.items:
-                partition = self.chorus.messages_partition(channel)
-                if partition is not None:
-                    self.maybe_launch(channel, batch, partition, now)
+        if time.monotonic() - self.scanned_at >= INDEX_RESCAN_SECONDS:
+            self.scanned_at = time.monotonic()
+            self.due_at.clear()
+            for channel, raw in list(self.pending.items()):
+                if raw and (raw.get("offsets") or raw.get("items")):
+                    self.index(channel, header_batch(raw))
+        for channel in [c for c, at in self.due_at.items() if at <= now]:
+            partition = self.chorus.messages_partition(channel)
+            if partition is not None:
+                self.maybe_launch(channel, self.batch_of(channel), partition, now)
 
 
 def install(chorus: Chorus) -> Summariser:
@@ -202,6 +281,7 @@ def install(chorus: Chorus) -> Summariser:
     async def record_summaries(stream: Any) -> None:
         async for event in stream.events():
             await summariser.on_summary(event.value, event.message.partition)
+            chorus.staging.flush()
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")
     async def time_thresholds() -> None:

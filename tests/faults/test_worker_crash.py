@@ -131,7 +131,8 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
     from projections.commitments import CommitmentProjection
     from projections.model import encode_message
     from projections.overview import ChannelOverviewProjection
-    from streams.folding import Folder
+    from streams.folding import Folder, signal_of
+    from streams.staging import Staging
     from tests.faults.support import expected_state
 
     seeks: list[tuple[object, int]] = []
@@ -148,11 +149,13 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
         dead_letters=_Topic(),
         messages=_Topic(),
         app=SimpleNamespace(consumer=SimpleNamespace(seek=seek)),
+        staging=Staging(),
     )
     folder = Folder(chorus)  # type: ignore[arg-type]
     messages = traffic(["gap/room"], 4, seed=5)
     for offset in (0, 1, 3, 2, 3):
         message = messages[offset]
-        await folder.on_record(message.channel.encode(), encode_message(message), 0, offset)
+        woken = await folder.on_record(message.channel.encode(), encode_message(message), 0, offset)
+        await folder.wake([signal_of(event) for event in woken])
     live = {name: chorus.folds[name]["gap/room"]["state"] for name in ("commitments", "overview")}
     assert live == expected_state(messages)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TypeVar
 
+import orjson
 import pytest
 from pydantic import BaseModel
 
@@ -94,10 +95,12 @@ def test_fold_accepts_any_iterable() -> None:
     assert fold(Counter(), (status(n) for n in range(3))) == {"alice": 3}
 
 
-def test_dump_state_dumps_models_to_json_and_leaves_plain_data() -> None:
+def test_dump_state_gives_json_types_as_a_table_would_return_them() -> None:
     assert dump_state(Tally(seen=["a"])) == {"seen": ["a"]}
-    plain = {"alice": 1}
-    assert dump_state(plain) is plain
+    plain = {"pairs": (("alice", "QUERY"),), "last": ("bob", 2)}
+    dumped = dump_state(plain)
+    assert dumped == {"pairs": [["alice", "QUERY"]], "last": ["bob", 2]}
+    assert dumped == orjson.loads(orjson.dumps(plain)) and dumped is not plain
     assert dump_state(None) is None
     assert dump_state(3) == 3
 

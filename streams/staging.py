@@ -1,0 +1,91 @@
+"""Table writes staged in memory and applied once per key per batch.
+
+Faust writes RocksDB and produces a changelog record on every table set, so a batch that
+folds five messages of one channel paid for five values when only the last one matters.
+A `StagedTable` keeps the latest value per key until `flush`; reads see staged values
+first, so code in the batch reads its own writes. `flush` applies each key under the event
+that staged it: Faust picks the store's partition DB and the changelog partition from the
+current event, and a key always belongs to its source event's partition.
+
+Readers outside the batch (web views, timers) see the flushed values, which is what the
+driver events carry too: the fold agent flushes before it wakes drivers.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from faust.streams import _current_event, current_event
+from faust.types import EventT
+
+_DELETED = object()
+
+
+@contextmanager
+def processing(event: EventT | None) -> Iterator[None]:
+    """Make `event` Faust's current event, as stream iteration does for a single event;
+    `Stream.take_events` hands over a batch without it."""
+    token = _current_event.set(weakref.ref(event) if event is not None else None)
+    try:
+        yield
+    finally:
+        _current_event.reset(token)
+
+
+class StagedTable:
+    def __init__(self, table: MutableMapping[Any, Any]) -> None:
+        self.table = table
+        self._staged: dict[Any, tuple[EventT | None, Any]] = {}
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        staged = self._staged.get(key)
+        if staged is None:
+            return self.table.get(key, default)
+        value = staged[1]
+        return default if value is _DELETED else value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._staged[key] = (current_event(), value)
+
+    def discard(self, key: Any) -> None:
+        """Delete the key (a changelog tombstone on flush) if it exists."""
+        self._staged[key] = (current_event(), _DELETED)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.table)
+
+    def items(self) -> Any:
+        return self.table.items()
+
+    @property
+    def staged(self) -> int:
+        return len(self._staged)
+
+    def flush(self) -> int:
+        """Apply every staged key once; returns how many keys were written."""
+        staged, self._staged = self._staged, {}
+        for key, (event, value) in staged.items():
+            with processing(event):
+                if value is _DELETED:
+                    self.table.pop(key, None)
+                else:
+                    self.table[key] = value
+        return len(staged)
+
+
+class Staging:
+    """Every staged table of a worker, flushed together at the end of a unit of work."""
+
+    def __init__(self) -> None:
+        self.tables: list[StagedTable] = []
+
+    def stage(self, table: MutableMapping[Any, Any]) -> StagedTable:
+        staged = StagedTable(table)
+        self.tables.append(staged)
+        return staged
+
+    def flush(self) -> int:
+        return sum(table.flush() for table in self.tables)

@@ -1,0 +1,75 @@
+"""How the summary and recap stages store messages: one key per message, small headers, and
+in-memory indexes for the timers. Through Faust's test harness: no Kafka, sends captured."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import patch
+
+import orjson
+
+from streams import folding, recaps, summaries
+from streams.app import Chorus
+from streams.recaps import RECAP_WINDOW
+from streams.settings import Settings
+from streams.summaries import header_batch, item_key
+
+CHANNEL = "store/age"
+
+
+async def fold_messages(count: int, **settings: Any) -> tuple[Chorus, Any, Any]:
+    chorus = Chorus(
+        Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1", **settings),
+        broker="127.0.0.1:1",
+    )
+    summariser = summaries.install(chorus)
+    recapper = recaps.install(chorus, summariser)
+    folding.install(chorus, followers=[summariser.on_message, recapper.on_message])
+
+    async def discard(*_: Any, **__: Any) -> None:
+        return None
+
+    with patch("faust.topics.Topic.send", discard):
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            for n in range(count):
+                message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS"}
+                message["content"] = f"m{n}"
+                await agent.put(orjson.dumps(message), key=CHANNEL.encode())
+    return chorus, summariser, recapper
+
+
+async def test_pending_batch_is_a_header_and_each_message_is_stored_once() -> None:
+    _, summariser, _ = await fold_messages(5, summary_after_messages=50)
+
+    header = summariser.pending.get(CHANNEL)
+    assert header["offsets"] == [0, 1, 2, 3, 4] and "items" not in header
+    stored = [summariser.items.get(item_key(CHANNEL, offset)) for offset in range(5)]
+    assert [m["content"] for m in stored] == ["m0", "m1", "m2", "m3", "m4"]
+
+    batch = summariser.with_messages(CHANNEL, summariser.batch_of(CHANNEL))
+    assert [m.content for m in batch.messages()] == ["m0", "m1", "m2", "m3", "m4"]
+    # Not due yet (5 of 50 messages): the timer index holds the time threshold.
+    assert summariser.due_at[CHANNEL] > batch.pending_since
+
+
+async def test_recap_window_is_a_ring_read_back_oldest_first() -> None:
+    count = RECAP_WINDOW + 7
+    _, _, recapper = await fold_messages(count)
+
+    status = recapper.table.get(CHANNEL)
+    assert "window" not in status and status["message_count"] == count
+    recap = recapper.with_window(CHANNEL, recapper.recap_of(CHANNEL))
+    assert [m.content for m in recap.messages()] == [f"m{n}" for n in range(7, count)]
+    assert recapper.statuses[CHANNEL] == recap.status
+
+
+def test_an_old_format_batch_with_inline_messages_is_read_as_it_is() -> None:
+    message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS", "content": "old"}
+    old = {"items": [{"offset": 3, "message": message}], "pending_since": None, "dropped": 2}
+
+    batch = header_batch(old)
+
+    assert [(i.offset, i.message["content"]) for i in batch.items] == [(3, "old")]
+    assert batch.dropped == 2
+    assert header_batch({"offsets": [4, 5], "pending_since": None}).last_offset == 5
+    assert header_batch(None).items == []
