@@ -1,0 +1,80 @@
+"""Staged table writes: read-your-writes, one write per key, under the event that staged it."""
+
+from __future__ import annotations
+
+from collections import UserDict
+from typing import Any
+
+from faust.streams import current_event
+
+from streams.staging import Staging, processing
+
+
+class Event:
+    """Stands in for a Faust event: Faust only needs a weak reference to it."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+
+
+class RecordingTable(UserDict[str, Any]):
+    """Records each write with the partition of the event current at the time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[tuple[str, Any, int | None]] = []
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        event = current_event()
+        self.writes.append((key, value, getattr(event, "partition", None)))
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        event = current_event()
+        self.writes.append((key, None, getattr(event, "partition", None)))
+        super().__delitem__(key)
+
+
+def test_reads_see_staged_values_and_each_key_is_written_once_on_flush() -> None:
+    table = RecordingTable()
+    table.data["old"] = "kept"
+    staging = Staging()
+    staged = staging.stage(table)
+    first, second = Event(partition=1), Event(partition=3)
+
+    with processing(first):
+        staged["a"] = 1
+        staged["b"] = 1
+    with processing(second):
+        staged["a"] = 2
+        staged.discard("old")
+
+    assert (staged.get("a"), staged.get("b"), staged.get("old", "gone")) == (2, 1, "gone")
+    assert table.writes == [] and staged.staged == 3
+    assert staging.flush() == 3
+    # Each key once, under the event that staged its last value.
+    assert sorted(table.writes, key=lambda w: w[0]) == [("a", 2, 3), ("b", 1, 1), ("old", None, 3)]
+    assert dict(table) == {"a": 2, "b": 1} and staged.staged == 0
+    assert staging.flush() == 0
+
+
+def test_flush_restores_the_current_event() -> None:
+    staged = Staging().stage(RecordingTable())
+    outer = Event(partition=0)
+    with processing(outer):
+        staged["k"] = "v"
+    with processing(Event(partition=2)):
+        staged["k2"] = "v"
+    with processing(outer):
+        staged.flush()
+        assert current_event() is outer
+    assert current_event() is None
+
+
+def test_discarding_a_missing_key_writes_nothing() -> None:
+    table = RecordingTable()
+    staging = Staging()
+    staging.stage(table).discard("never-there")
+
+    assert staging.flush() == 1
+    assert table.writes == [] and dict(table) == {}
