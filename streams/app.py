@@ -19,6 +19,7 @@ import faust
 from faust.types import TP as TopicPartition
 
 from projections.projection import ChannelProjection
+from streams.channel_config import ChannelConfigs
 from streams.kafka import bootstrap_servers
 from streams.metering import CostMeter
 from streams.registry import registered_projections
@@ -107,11 +108,25 @@ class Chorus:
             for p in self.projections
         }
         self.channel_config = self.app.Table("channel-config", partitions=settings.partitions)
+        self.configs = ChannelConfigs(self.channel_config)
         # Next offset to fold per messages partition: the fold never applies past a gap.
         self.positions = self.app.Table("fold-positions", partitions=settings.partitions)
         self.meter = CostMeter()
         # Table writes of the stages, applied once per key per fold batch.
         self.staging = Staging()
+
+        @self.app.on_partitions_revoked.connect
+        async def forget_on_revoke(app: Any, revoked: Any, **_: Any) -> None:
+            self.forget_cached()
+
+        @self.app.on_partitions_assigned.connect
+        async def forget_on_assign(app: Any, assigned: Any, **_: Any) -> None:
+            self.forget_cached()
+
+    def forget_cached(self) -> None:
+        """Partitions moved: recovery and standbys write the tables behind the caches."""
+        self.staging.forget()
+        self.configs.forget()
 
     def messages_partition(self, channel: str) -> int | None:
         """The channel's partition when this worker actively owns it, else None.

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from projections.model import describe_validation_error
-from projections.termination import parse_conditions
+from projections.termination import TerminationCondition, parse_conditions
 from streams.folding import dead_letter_for
 from streams.records import ChannelConfig
 
@@ -25,6 +26,38 @@ def parse_config(value: bytes | None) -> ChannelConfig:
         raise ValueError(describe_validation_error(error)) from None
     parse_conditions(config.termination)
     return config
+
+
+class ChannelConfigs:
+    """Each channel's config, parsed once: the fold and its followers read it on every
+    message. The agent below is the only writer here; partition moves (`forget`) drop the
+    parsed values, since recovery rewrites the table."""
+
+    def __init__(self, table: MutableMapping[str, Any]) -> None:
+        self.table = table
+        self._parsed: dict[str, tuple[ChannelConfig | None, TerminationCondition]] = {}
+
+    def _entry(self, channel: str) -> tuple[ChannelConfig | None, TerminationCondition]:
+        entry = self._parsed.get(channel)
+        if entry is None:
+            raw = self.table.get(channel)
+            config = ChannelConfig.model_validate(raw) if raw else None
+            entry = (config, parse_conditions(config.termination if config else []))
+            self._parsed[channel] = entry
+        return entry
+
+    def get(self, channel: str) -> ChannelConfig | None:
+        return self._entry(channel)[0]
+
+    def conditions(self, channel: str) -> TerminationCondition:
+        return self._entry(channel)[1]
+
+    def put(self, config: ChannelConfig) -> None:
+        self.table[config.channel] = config.model_dump(mode="json")
+        self._parsed.pop(config.channel, None)
+
+    def forget(self) -> None:
+        self._parsed.clear()
 
 
 def install(chorus: Chorus) -> None:
@@ -45,4 +78,4 @@ def install(chorus: Chorus) -> None:
                 )
                 await chorus.dead_letters.send(key=event.key, value=letter.to_bytes())
                 continue
-            chorus.channel_config[config.channel] = config.model_dump(mode="json")
+            chorus.configs.put(config)

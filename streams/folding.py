@@ -31,9 +31,9 @@ from projections.model import (
     utc_now,
 )
 from projections.projection import Folded
-from projections.termination import TerminationCondition, decision_to_json, parse_conditions
-from streams.records import ChannelConfig, DeadLetter, DriverEvent
-from streams.staging import processing
+from projections.termination import decision_to_json
+from streams.records import DeadLetter, DriverEvent
+from streams.staging import CACHED_KEYS, processing
 
 if TYPE_CHECKING:
     from streams.app import Chorus
@@ -110,11 +110,6 @@ def validate_record(
     return message
 
 
-def conditions_for(config: dict[str, Any] | None) -> TerminationCondition:
-    specs = ChannelConfig.model_validate(config).termination if config else []
-    return parse_conditions(specs)
-
-
 class Folder:
     """The fold agent's body, separate from Faust's decorators so tests can drive it."""
 
@@ -131,8 +126,11 @@ class Folder:
         # Loaded states of recently folded channels: parsing a long channel's state from
         # its table value costs more than folding a message into it.
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any]] = OrderedDict()
-        self.folds = {name: chorus.staging.stage(table) for name, table in chorus.folds.items()}
-        self.positions = chorus.staging.stage(chorus.positions)
+        self.folds = {
+            name: chorus.staging.stage(table, cache=CACHED_KEYS)
+            for name, table in chorus.folds.items()
+        }
+        self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
 
     def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
         """States in memory that still match the table (same version and offset)."""
@@ -246,9 +244,7 @@ class Folder:
         steps = step(
             self.chorus.projections, stored, message, offset, self.loaded_states(channel, stored)
         )
-        decision = decision_to_json(
-            decide(conditions_for(self.chorus.channel_config.get(channel)), steps)
-        )
+        decision = decision_to_json(decide(self.chorus.configs.conditions(channel), steps))
         for done in steps:
             if done.applied:
                 self.folds[done.projection.name][channel] = done.folded.as_record()

@@ -36,7 +36,8 @@ from projections.recap import (
     presentation_transcript,
 )
 from projections.summarise.llm import ChatClient, LlmError
-from streams.records import ChannelConfig, RecapRecord
+from streams.records import RecapRecord
+from streams.staging import CACHED_KEYS
 
 if TYPE_CHECKING:
     from streams.app import Chorus
@@ -163,7 +164,8 @@ class Recapper:
         # so a message writes its slot and the small status record, not the whole window.
         # Both are staged: the fold agent flushes them once per batch (see streams.staging).
         self.table = chorus.staging.stage(
-            chorus.app.Table("recap-status", partitions=self.settings.partitions)
+            chorus.app.Table("recap-status", partitions=self.settings.partitions),
+            cache=CACHED_KEYS,
         )
         self.window = chorus.staging.stage(
             chorus.app.Table("recap-window", partitions=self.settings.partitions)
@@ -198,8 +200,8 @@ class Recapper:
         return ChannelRecap.model_validate(raw) if raw else ChannelRecap()
 
     def debounce(self, channel: str) -> float:
-        raw = self.chorus.channel_config.get(channel)
-        configured = ChannelConfig.model_validate(raw).recap_debounce_seconds if raw else None
+        config = self.chorus.configs.get(channel)
+        configured = config.recap_debounce_seconds if config else None
         return configured or self.settings.recap_debounce_seconds
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:

@@ -9,11 +9,16 @@ current event, and a key always belongs to its source event's partition.
 
 Readers outside the batch (web views, timers) see the flushed values, which is what the
 driver events carry too: the fold agent flushes before it wakes drivers.
+
+A table staged with `cache` also keeps the values it flushed (an LRU), so the next batch
+reads them without RocksDB and JSON. Only flushes fill it; it is dropped whenever partitions
+are assigned or revoked, because recovery writes the store behind its back.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
@@ -22,6 +27,8 @@ from faust.streams import _current_event, current_event
 from faust.types import EventT
 
 _DELETED = object()
+# Flushed values kept per cached table: the channels a worker folds at once, with room.
+CACHED_KEYS = 20_000
 
 
 @contextmanager
@@ -36,16 +43,22 @@ def processing(event: EventT | None) -> Iterator[None]:
 
 
 class StagedTable:
-    def __init__(self, table: MutableMapping[Any, Any]) -> None:
+    def __init__(self, table: MutableMapping[Any, Any], cache: int = 0) -> None:
         self.table = table
         self._staged: dict[Any, tuple[EventT | None, Any]] = {}
+        self._cache_limit = cache
+        self._flushed: OrderedDict[Any, Any] = OrderedDict()
 
     def get(self, key: Any, default: Any = None) -> Any:
         staged = self._staged.get(key)
-        if staged is None:
-            return self.table.get(key, default)
-        value = staged[1]
-        return default if value is _DELETED else value
+        if staged is not None:
+            value = staged[1]
+            return default if value is _DELETED else value
+        if key in self._flushed:
+            self._flushed.move_to_end(key)
+            value = self._flushed[key]
+            return default if value is _DELETED else value
+        return self.table.get(key, default)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._staged[key] = (current_event(), value)
@@ -73,7 +86,16 @@ class StagedTable:
                     self.table.pop(key, None)
                 else:
                     self.table[key] = value
+            if self._cache_limit:
+                self._flushed[key] = value
+                self._flushed.move_to_end(key)
+        while len(self._flushed) > self._cache_limit:
+            self._flushed.popitem(last=False)
         return len(staged)
+
+    def forget(self) -> None:
+        """Drop the flushed values (the store may change under them: recovery, standbys)."""
+        self._flushed.clear()
 
 
 class Staging:
@@ -82,10 +104,14 @@ class Staging:
     def __init__(self) -> None:
         self.tables: list[StagedTable] = []
 
-    def stage(self, table: MutableMapping[Any, Any]) -> StagedTable:
-        staged = StagedTable(table)
+    def stage(self, table: MutableMapping[Any, Any], cache: int = 0) -> StagedTable:
+        staged = StagedTable(table, cache)
         self.tables.append(staged)
         return staged
 
     def flush(self) -> int:
         return sum(table.flush() for table in self.tables)
+
+    def forget(self) -> None:
+        for table in self.tables:
+            table.forget()

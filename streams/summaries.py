@@ -29,7 +29,8 @@ from projections.summarise.pending import (
     summarisable,
     trim,
 )
-from streams.records import ChannelConfig, SummaryRecord
+from streams.records import SummaryRecord
+from streams.staging import CACHED_KEYS
 
 if TYPE_CHECKING:
     from streams.app import Chorus
@@ -83,12 +84,16 @@ class Summariser:
         # message and a small header instead of rewriting the whole batch.
         # Both are staged: the fold agent flushes them once per batch (see streams.staging).
         self.pending = chorus.staging.stage(
-            chorus.app.Table("summary-pending", partitions=self.settings.partitions)
+            chorus.app.Table("summary-pending", partitions=self.settings.partitions),
+            cache=CACHED_KEYS,
         )
         self.items = chorus.staging.stage(
             chorus.app.Table("summary-items", partitions=self.settings.partitions)
         )
-        self.latest = chorus.app.Table("summary-latest", partitions=self.settings.partitions)
+        self.latest = chorus.staging.stage(
+            chorus.app.Table("summary-latest", partitions=self.settings.partitions),
+            cache=CACHED_KEYS,
+        )
         # Last offset handed to a summariser and not yet seen back on the summaries topic:
         # the next batch waits for it, so it builds on the summary it follows.
         self.launched: dict[str, int] = {}
@@ -98,8 +103,7 @@ class Summariser:
         self.scanned_at = float("-inf")
 
     def thresholds(self, channel: str) -> tuple[int, float]:
-        raw = self.chorus.channel_config.get(channel)
-        config = ChannelConfig.model_validate(raw) if raw else None
+        config = self.chorus.configs.get(channel)
         return (
             (config and config.summary_after_messages) or self.settings.summary_after_messages,
             (config and config.summary_after_seconds) or self.settings.summary_after_seconds,

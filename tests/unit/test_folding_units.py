@@ -10,13 +10,14 @@ from projections.commitments import CommitmentProjection
 from projections.model import LogPosition, Message, MessageError
 from projections.overview import ChannelOverviewProjection
 from projections.termination import Complete, Continue, MaxMessages, TerminationContext
+from streams.channel_config import ChannelConfigs
 from streams.folding import (
     DEAD_LETTER_COPY_LIMIT,
     DEAD_LETTER_MAX_BYTES,
-    conditions_for,
     dead_letter_for,
     validate_record,
 )
+from streams.records import ChannelConfig
 from streams.registry import ProjectionImportError, load_projection, registered_projections
 
 
@@ -49,12 +50,38 @@ def test_dead_letter_keeps_text_or_bytes_and_caps_size() -> None:
     assert null.original is None and null.original_base64 is None
 
 
-def test_conditions_from_channel_config() -> None:
-    assert isinstance(conditions_for(None).evaluate(TerminationContext(message_count=9)), Continue)
-    configured = conditions_for({"channel": "c", "termination": ["max-messages:2"]})
-    assert isinstance(configured.evaluate(TerminationContext(message_count=2)), Complete)
-    with pytest.raises(ValueError, match="unknown termination condition"):
-        conditions_for({"channel": "c", "termination": ["sometimes"]})
+class CountingTable(dict[str, object]):
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.reads = 0
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.reads += 1
+        return super().get(key, default)
+
+
+def test_channel_configs_parse_once_until_written_or_forgotten() -> None:
+    table = CountingTable({"c": {"channel": "c", "termination": ["max-messages:2"]}})
+    configs = ChannelConfigs(table)
+
+    assert isinstance(
+        configs.conditions("c").evaluate(TerminationContext(message_count=2)), Complete
+    )
+    assert configs.get("c") is not None and configs.get("other") is None
+    assert isinstance(
+        configs.conditions("other").evaluate(TerminationContext(message_count=9)), Continue
+    )
+    assert table.reads == 2  # once per channel, a miss included
+
+    configs.put(ChannelConfig(channel="c", termination=["max-messages:5"]))
+    assert not isinstance(
+        configs.conditions("c").evaluate(TerminationContext(message_count=2)), Complete
+    )
+    table["other"] = {"channel": "other", "summary_after_messages": 3}  # e.g. recovery
+    assert configs.get("other") is None  # still the cached miss
+    configs.forget()
+    config = configs.get("other")
+    assert config is not None and config.summary_after_messages == 3
 
 
 def test_step_keeps_state_when_a_projection_raises_and_decides_on_the_rest() -> None:

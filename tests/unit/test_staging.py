@@ -78,3 +78,18 @@ def test_discarding_a_missing_key_writes_nothing() -> None:
 
     assert staging.flush() == 1
     assert table.writes == [] and dict(table) == {}
+
+
+def test_a_cached_table_reads_flushed_values_back_until_it_forgets_them() -> None:
+    table = RecordingTable()
+    staged = Staging().stage(table, cache=2)
+    with processing(Event(partition=0)):
+        for key in ("a", "b", "c"):
+            staged[key] = key.upper()
+    staged.flush()
+    table.data.update({"a": "recovered", "b": "recovered", "c": "recovered"})
+
+    # The two most recent flushes come from memory; "a" fell out of the LRU.
+    assert [staged.get(key) for key in ("a", "b", "c")] == ["recovered", "B", "C"]
+    staged.forget()
+    assert [staged.get(key) for key in ("b", "c")] == ["recovered", "recovered"]
