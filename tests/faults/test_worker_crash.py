@@ -131,6 +131,7 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
     from projections.commitments import CommitmentProjection
     from projections.model import encode_message
     from projections.overview import ChannelOverviewProjection
+    from streams.channel_config import ChannelConfigs
     from streams.folding import Folder, signal_of
     from streams.staging import Staging
     from tests.faults.support import expected_state
@@ -144,7 +145,7 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
         settings=Settings(),
         projections=[CommitmentProjection(), ChannelOverviewProjection()],
         folds={"commitments": {}, "overview": {}},
-        channel_config={},
+        configs=ChannelConfigs({}),
         driver_events=_Topic(),
         dead_letters=_Topic(),
         messages=_Topic(),
