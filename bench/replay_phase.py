@@ -32,7 +32,7 @@ async def _minimal(settings: Settings, messages: int) -> dict[str, Any]:
     from projections.channel import step
     from projections.model import MessageError
     from projections.projection import Folded
-    from streams.folding import validate_record
+    from streams.records import validate_record
     from streams.registry import registered_projections
 
     bootstrap = settings.bootstrap_servers or ""

@@ -26,13 +26,12 @@ from projections.model import (
     LogPosition,
     Message,
     MessageError,
-    decode_message,
     encode_message,
     utc_now,
 )
 from projections.projection import Folded
 from projections.termination import decision_to_json
-from streams.records import DeadLetter, DriverEvent
+from streams.records import DeadLetter, DriverEvent, driver_event, validate_record
 from streams.staging import CACHED_KEYS, processing
 
 if TYPE_CHECKING:
@@ -94,20 +93,6 @@ def dead_letter_for(
         if limit == 0 or len(letter.to_bytes()) <= DEAD_LETTER_MAX_BYTES:
             return letter
         limit //= 2
-
-
-def validate_record(
-    key: bytes | None, value: bytes | None, max_bytes: int, position: LogPosition | None = None
-) -> Message:
-    message = decode_message(value, max_bytes, position)
-    if key is None:
-        raise MessageError("record key is null; the key must be the channel name")
-    if key != message.channel.encode():
-        raise MessageError(
-            f"record key {key.decode(errors='replace')[:200]!r} does not match "
-            f"channel {message.channel!r}"
-        )
-    return message
 
 
 class Folder:
@@ -251,36 +236,13 @@ class Folder:
                 if done.projection.name == "commitments":
                     self._index_deadline(channel, done.folded.state)
         self.remember(channel, steps)
-        events = [self.driver_event(message, partition, offset, done, decision) for done in steps]
+        events = [driver_event(message, partition, offset, done, decision) for done in steps]
         errors = [f"{done.projection.name}: {done.error}" for done in steps if done.error]
         if errors:
             await self.send_dead_letter(
                 "projection raised: " + "; ".join(errors), "project", key, value, partition, offset
             )
         return events
-
-    @staticmethod
-    def driver_event(
-        message: Message,
-        partition: int,
-        offset: int,
-        done: ProjectionStep,
-        decision: dict[str, Any],
-    ) -> DriverEvent:
-        kind = "projection-error" if done.error else "channel"
-        return DriverEvent(
-            source=f"{kind}:{message.channel}",
-            channel=message.channel,
-            message_id=message.id,
-            partition=partition,
-            offset=offset,
-            projection=done.projection.name,
-            version=done.projection.version,
-            state=done.folded.state,
-            decision=decision,
-            applied=done.applied,
-            error=done.error,
-        )
 
     async def send_dead_letter(
         self,

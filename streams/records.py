@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from projections.model import Message, utc_now
+from projections.channel import ProjectionStep
+from projections.model import LogPosition, Message, MessageError, decode_message, utc_now
 
 
 class WireRecord(BaseModel):
@@ -114,3 +115,43 @@ RECORDS_BY_TOPIC: dict[str, type[BaseModel]] = {
     "summaries": SummaryRecord,
     "recaps": RecapRecord,
 }
+
+
+def validate_record(
+    key: bytes | None, value: bytes | None, max_bytes: int, position: LogPosition | None = None
+) -> Message:
+    """The gate every reader of chorus.messages uses (worker, replay, peers): a valid message
+    whose channel is the record's key, or MessageError with the reason."""
+    message = decode_message(value, max_bytes, position)
+    if key is None:
+        raise MessageError("record key is null; the key must be the channel name")
+    if key != message.channel.encode():
+        raise MessageError(
+            f"record key {key.decode(errors='replace')[:200]!r} does not match "
+            f"channel {message.channel!r}"
+        )
+    return message
+
+
+def driver_event(
+    message: Message,
+    partition: int,
+    offset: int,
+    done: ProjectionStep,
+    decision: dict[str, Any],
+) -> DriverEvent:
+    """The wake signal for one projection's fold of one message."""
+    kind = "projection-error" if done.error else "channel"
+    return DriverEvent(
+        source=f"{kind}:{message.channel}",
+        channel=message.channel,
+        message_id=message.id,
+        partition=partition,
+        offset=offset,
+        projection=done.projection.name,
+        version=done.projection.version,
+        state=done.folded.state,
+        decision=decision,
+        applied=done.applied,
+        error=done.error,
+    )

@@ -43,7 +43,7 @@ states it relies on the round-trip law `load_state(p, dump_state(s)) == s`, whic
 built-in projections (a unit property test checks it against `fold_at`). `--exact` runs the
 worker's own `step` per message instead, for projections whose states do not round-trip.
 
-Records are decoded and validated by `streams.folding.validate_record`, the worker's own
+Records are decoded and validated by `streams.records.validate_record`, the worker's own
 gate, so exactly the records the worker dead-letters are skipped here.
 
 Verify
@@ -121,8 +121,8 @@ from projections.projection import (
 )
 from projections.summarise import batch, default_summariser, summarise_batches
 from projections.summarise.pending import summarisable
-from streams.folding import validate_record
 from streams.kafka import NoBrokerError, admin, consumer, producer
+from streams.records import validate_record
 from streams.registry import ProjectionImportError, registered_projections
 from streams.settings import Settings, get_settings
 from streams.topics import MESSAGES

@@ -2,11 +2,11 @@
 
 Runs in its own virtualenv (bench/.venv-quix; quixstreams caps pydantic below 2.14) with the
 repository root on PYTHONPATH, so it folds with chorus's own pure code: the record is
-validated (`streams.folding.validate_record`), every registered projection steps
+validated (`streams.records.validate_record`), every registered projection steps
 (`projections.channel.step`), the channel's termination decision is taken (`decide`), the
 new folds are stored in Quix's per-key RocksDB state (changelogged, at-least-once) and one
-driver event per projection (`Folder.driver_event`, the same JSON) goes to the output topic,
-keyed by channel. Invalid records go to the dead-letter topic like chorus's.
+driver event per projection (`streams.records.driver_event`, the same JSON) goes to the
+output topic, keyed by channel. Invalid records go to the dead-letter topic like chorus's.
 
     python -m bench.quix_peer.peer --bootstrap HOST:PORT --input T --output T2 --group G
 """
@@ -24,7 +24,7 @@ from projections.channel import decide, step
 from projections.model import MessageError
 from projections.projection import Folded
 from projections.termination import decision_to_json, parse_conditions
-from streams.folding import Folder, validate_record
+from streams.records import driver_event, validate_record
 from streams.registry import registered_projections
 
 MAX_MESSAGE_BYTES = 1024 * 1024
@@ -62,8 +62,7 @@ def build(args: argparse.Namespace) -> tuple[Application, Any]:
             if done.applied:
                 state.set(done.projection.name, done.folded.model_dump(mode="json"))
         return [
-            Folder.driver_event(message, partition, offset, done, decision).to_bytes()
-            for done in steps
+            driver_event(message, partition, offset, done, decision).to_bytes() for done in steps
         ]
 
     sdf = app.dataframe(source)

@@ -13,8 +13,8 @@ import pytest
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from projections.model import LogPosition, decode_message
-from streams.folding import validate_record
 from streams.kafka import admin
+from streams.records import validate_record
 from streams.settings import Settings
 from streams.topics import create_topics, topic_specs
 from tests.conftest import REPO, read_until

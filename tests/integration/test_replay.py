@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from projections.model import Message, MessageError, encode_message
 from projections.projection import Folded, dump_state, fold
-from streams.folding import validate_record
 from streams.kafka import admin, producer
 from streams.produce import send_messages
+from streams.records import validate_record
 from streams.registry import registered_projections
 from streams.replay import (
     catch_up_rebuilds,

@@ -15,9 +15,8 @@ from streams.folding import (
     DEAD_LETTER_COPY_LIMIT,
     DEAD_LETTER_MAX_BYTES,
     dead_letter_for,
-    validate_record,
 )
-from streams.records import ChannelConfig
+from streams.records import ChannelConfig, validate_record
 from streams.registry import ProjectionImportError, load_projection, registered_projections
 
 

@@ -20,7 +20,7 @@ from projections.model import Message, MessageError, MessageType, encode_message
 from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded, dump_state, fold, fold_at
 from projections.summarise import batch, default_summariser, summarise_batches
-from streams.folding import validate_record
+from streams.records import validate_record
 from streams.replay import (
     Difference,
     RebuildMarker,
