@@ -20,7 +20,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from faust.streams import _current_event, current_event
@@ -83,7 +83,11 @@ class StagedTable:
         for key, (event, value) in staged.items():
             with processing(event):
                 if value is _DELETED:
-                    self.table.pop(key, None)
+                    # `del`, not `pop`: pop reads (and parses) the value first. Faust sends
+                    # the tombstone before it touches the store, so a missing key costs a
+                    # harmless tombstone.
+                    with suppress(KeyError):
+                        del self.table[key]
                 else:
                     self.table[key] = value
             if self._cache_limit:

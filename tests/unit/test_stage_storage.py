@@ -3,6 +3,7 @@ in-memory indexes for the timers. Through Faust's test harness: no Kafka, sends 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from unittest.mock import patch
 
@@ -11,13 +12,16 @@ import orjson
 from streams import folding, recaps, summaries
 from streams.app import Chorus
 from streams.recaps import RECAP_WINDOW
+from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.summaries import header_batch, item_key
 
 CHANNEL = "store/age"
 
 
-async def fold_messages(count: int, **settings: Any) -> tuple[Chorus, Any, Any]:
+async def fold_messages(
+    count: int, published: Sequence[SummaryRecord] = (), **settings: Any
+) -> tuple[Chorus, Any, Any]:
     chorus = Chorus(
         Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1", **settings),
         broker="127.0.0.1:1",
@@ -35,6 +39,9 @@ async def fold_messages(count: int, **settings: Any) -> tuple[Chorus, Any, Any]:
                 message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS"}
                 message["content"] = f"m{n}"
                 await agent.put(orjson.dumps(message), key=CHANNEL.encode())
+        async with chorus.app.agents["record-summaries"].test_context() as agent:
+            for record in published:
+                await agent.put(record.to_bytes(), key=CHANNEL.encode())
     return chorus, summariser, recapper
 
 
@@ -61,6 +68,16 @@ async def test_recap_window_is_a_ring_read_back_oldest_first() -> None:
     recap = recapper.with_window(CHANNEL, recapper.recap_of(CHANNEL))
     assert [m.content for m in recap.messages()] == [f"m{n}" for n in range(7, count)]
     assert recapper.statuses[CHANNEL] == recap.status
+
+
+async def test_a_summary_trims_the_header_and_deletes_the_messages_it_covers() -> None:
+    covered = SummaryRecord(channel=CHANNEL, text="so far", first_offset=0, last_offset=2)
+    _, summariser, _ = await fold_messages(5, [covered], summary_after_messages=50)
+
+    assert summariser.pending.get(CHANNEL)["offsets"] == [3, 4]
+    kept = [summariser.items.get(item_key(CHANNEL, offset)) for offset in range(5)]
+    assert [m and m["content"] for m in kept] == [None, None, None, "m3", "m4"]
+    assert summariser.covered_offset(CHANNEL) == 2
 
 
 def test_an_old_format_batch_with_inline_messages_is_read_as_it_is() -> None:
