@@ -88,6 +88,8 @@ class Chorus:
             # Faust's own /table views would serve table data without the bearer token.
             web_tables_enabled=False,
             producer_acks=-1,
+            producer_linger=settings.producer_linger_ms / 1000,
+            producer_max_batch_size=settings.producer_batch_bytes,
             producer_max_request_size=settings.max_message_bytes + 64 * 1024,
             consumer_auto_offset_reset="earliest",
             table_standby_replicas=settings.standby_replicas,

@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     # fold_batch_wait_ms for more; each table key is written once per batch.
     fold_batch_max: int = Field(default=500, ge=1)
     fold_batch_wait_ms: float = Field(default=5.0, gt=0)
+    # Bigger, slightly later produce requests: a driver event carries a whole state, so
+    # Faust's 16 KB default batches held a few records each (+30% msg/s measured).
+    producer_linger_ms: float = Field(default=2.0, ge=0)
+    producer_batch_bytes: int = Field(default=256 * 1024, gt=0)
     # Before starting, fold projections (or versions) that have no table yet from the log.
     rebuild_on_start: bool = True
     # Re-fold a sample of channels from the log and compare with live state; 0 = off.

@@ -42,3 +42,17 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
     assert "not valid UTF-8 JSON" in letter.reason and letter.offset == 1
     overview = chorus.folds["overview"].get("off/line")
     assert overview["offset"] == 0 and overview["state"]["participants"] == {"ann": 1}
+
+
+def test_worker_settings_reach_faust() -> None:
+    settings = Settings(
+        store="memory://",
+        bootstrap_servers="x:1",
+        producer_linger_ms=7,
+        producer_batch_bytes=65_536,
+        standby_replicas=0,
+    )
+    conf = Chorus(settings, broker="127.0.0.1:1").app.conf
+    assert conf.producer_linger == 0.007
+    assert conf.producer_max_batch_size == 65_536
+    assert conf.table_standby_replicas == 0
