@@ -125,6 +125,10 @@ class Chorus:
         async def forget_on_assign(app: Any, assigned: Any, **_: Any) -> None:
             self.forget_cached()
 
+        @self.app.on_rebalance_complete.connect
+        async def forget_after_recovery(app: Any, **_: Any) -> None:
+            self.forget_cached()
+
     def forget_cached(self) -> None:
         """Partitions moved: recovery and standbys write the tables behind the caches."""
         self.staging.forget()

@@ -10,9 +10,10 @@ current event, and a key always belongs to its source event's partition.
 Readers outside the batch (web views, timers) see the flushed values, which is what the
 driver events carry too: the fold agent flushes before it wakes drivers.
 
-A table staged with `cache` also keeps the values it flushed (an LRU), so the next batch
-reads them without RocksDB and JSON. Only flushes fill it; it is dropped whenever partitions
-are assigned or revoked, because recovery writes the store behind its back.
+A table staged with `cache` also remembers what it read and flushed (an LRU, misses
+included: a miss probes every partition's RocksDB), so the next batch reads without RocksDB
+and JSON. Recovery and standby replicas write the store behind its back, so it is dropped
+whenever partitions are assigned or revoked and when recovery completes (`forget`).
 """
 
 from __future__ import annotations
@@ -47,18 +48,26 @@ class StagedTable:
         self.table = table
         self._staged: dict[Any, tuple[EventT | None, Any]] = {}
         self._cache_limit = cache
-        self._flushed: OrderedDict[Any, Any] = OrderedDict()
+        self._known: OrderedDict[Any, Any] = OrderedDict()
 
     def get(self, key: Any, default: Any = None) -> Any:
         staged = self._staged.get(key)
         if staged is not None:
             value = staged[1]
-            return default if value is _DELETED else value
-        if key in self._flushed:
-            self._flushed.move_to_end(key)
-            value = self._flushed[key]
-            return default if value is _DELETED else value
-        return self.table.get(key, default)
+        elif key in self._known:
+            self._known.move_to_end(key)
+            value = self._known[key]
+        else:
+            value = self.table.get(key, _DELETED)
+            self._remember(key, value)
+        return default if value is _DELETED else value
+
+    def _remember(self, key: Any, value: Any) -> None:
+        if self._cache_limit:
+            self._known[key] = value
+            self._known.move_to_end(key)
+            if len(self._known) > self._cache_limit:
+                self._known.popitem(last=False)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._staged[key] = (current_event(), value)
@@ -90,16 +99,12 @@ class StagedTable:
                         del self.table[key]
                 else:
                     self.table[key] = value
-            if self._cache_limit:
-                self._flushed[key] = value
-                self._flushed.move_to_end(key)
-        while len(self._flushed) > self._cache_limit:
-            self._flushed.popitem(last=False)
+            self._remember(key, value)
         return len(staged)
 
     def forget(self) -> None:
-        """Drop the flushed values (the store may change under them: recovery, standbys)."""
-        self._flushed.clear()
+        """Drop the remembered values (the store may change under them: recovery, standbys)."""
+        self._known.clear()
 
 
 class Staging:

@@ -67,9 +67,11 @@ def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
         return PendingBatch()
     if "items" in raw:
         return PendingBatch.model_validate(raw)
-    return PendingBatch(
-        items=[PendingItem(offset=offset, message={}) for offset in raw["offsets"]],
-        pending_since=raw.get("pending_since"),
+    since = raw.get("pending_since")
+    # Read on every message: built without validation from what `store` wrote.
+    return PendingBatch.model_construct(
+        items=[PendingItem.model_construct(offset=offset, message={}) for offset in raw["offsets"]],
+        pending_since=datetime.fromisoformat(since) if since else None,
         dropped=raw.get("dropped", 0),
     )
 

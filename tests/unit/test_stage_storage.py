@@ -4,6 +4,7 @@ in-memory indexes for the timers. Through Faust's test harness: no Kafka, sends 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 from unittest.mock import patch
 
@@ -88,5 +89,6 @@ def test_an_old_format_batch_with_inline_messages_is_read_as_it_is() -> None:
 
     assert [(i.offset, i.message["content"]) for i in batch.items] == [(3, "old")]
     assert batch.dropped == 2
-    assert header_batch({"offsets": [4, 5], "pending_since": None}).last_offset == 5
+    header = header_batch({"offsets": [4, 5], "pending_since": "2026-03-01T12:00:00+00:00"})
+    assert header.last_offset == 5 and header.pending_since == datetime(2026, 3, 1, 12, tzinfo=UTC)
     assert header_batch(None).items == []

@@ -80,16 +80,20 @@ def test_discarding_a_missing_key_is_harmless() -> None:
     assert dict(table) == {}
 
 
-def test_a_cached_table_reads_flushed_values_back_until_it_forgets_them() -> None:
+def test_a_cached_table_remembers_reads_and_flushes_until_it_forgets_them() -> None:
     table = RecordingTable()
-    staged = Staging().stage(table, cache=2)
+    table.data["read"] = "stored"
+    staged = Staging().stage(table, cache=3)
     with processing(Event(partition=0)):
-        for key in ("a", "b", "c"):
+        for key in ("a", "b"):
             staged[key] = key.upper()
     staged.flush()
-    table.data.update({"a": "recovered", "b": "recovered", "c": "recovered"})
+    assert staged.get("read") == "stored" and staged.get("missing") is None
+    # Recovery rewrites the store behind the table's back.
+    table.data.update({"a": "recovered", "b": "recovered", "read": "recovered", "missing": 1})
 
-    # The two most recent flushes come from memory; "a" fell out of the LRU.
-    assert [staged.get(key) for key in ("a", "b", "c")] == ["recovered", "B", "C"]
+    # The three most recent keys come from memory, the miss included; "a" fell out.
+    assert [staged.get(key) for key in ("b", "read", "missing")] == ["B", "stored", None]
+    assert staged.get("a") == "recovered"
     staged.forget()
-    assert [staged.get(key) for key in ("b", "c")] == ["recovered", "recovered"]
+    assert [staged.get(key) for key in ("b", "read", "missing")] == ["recovered", "recovered", 1]
