@@ -92,11 +92,14 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import multiprocessing
+import os
 import random
 import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -854,19 +857,24 @@ async def replay(
     partitions: Iterable[int] | None = None,
     seeds: Mapping[str, tuple[int, Mapping[str, Folded]]] | None = None,
     progress: bool = False,
+    workers: int = 1,
 ) -> ReplayRun:
-    """Fold `chorus.messages` (or the given spans of it) into a `Replayer`."""
-    replayer = Replayer(
-        projections,
-        channels=channels,
-        max_message_bytes=settings.max_message_bytes,
-        to_offset=to_offset,
-        as_of=as_of,
-        time_field=time_field,
-        limit_for=limit_for,
-        keep_messages=keep_messages,
-        exact=exact,
-    )
+    """Fold `chorus.messages` (or the given spans of it) into a `Replayer`.
+
+    `workers` > 1 reads and folds the partitions in that many forked processes (0: one per
+    CPU), each with its own consumer over a share of the partitions; see `replay_parallel`.
+    """
+    options: dict[str, Any] = {
+        "channels": None if channels is None else list(channels),
+        "max_message_bytes": settings.max_message_bytes,
+        "to_offset": to_offset,
+        "as_of": as_of,
+        "time_field": time_field,
+        "limit_for": limit_for,
+        "keep_messages": keep_messages,
+        "exact": exact,
+    }
+    replayer = Replayer(projections, **options)
     for name, (partition, folds) in (seeds or {}).items():
         replayer.seed(name, partition, folds)
     replayer.dirty.clear()
@@ -882,13 +890,169 @@ async def replay(
             stop_offsets=stop_offsets,
             partitions=partitions,
         )
-        started = time.perf_counter()
-        with _Progress(spans, progress) as bar:
-            await read_spans(kafka, topic, spans, replayer.feed, bar.advance)
-        seconds = time.perf_counter() - started
+        shares = share_partitions(spans, resolve_workers(workers))
+        if len(shares) <= 1:
+            started = time.perf_counter()
+            with _Progress(spans, progress) as bar:
+                await read_spans(kafka, topic, spans, replayer.feed, bar.advance)
+            return ReplayRun(replayer, spans, time.perf_counter() - started)
     finally:
         await kafka.stop()
-    return ReplayRun(replayer, spans, seconds)
+    started = time.perf_counter()
+    job = _Job(settings, list(projections), options, shares, dict(seeds or {}))
+    with _Progress(spans, progress) as bar:
+        parts = await _run_job(job, bar)
+    if not merge_parts(replayer, parts):
+        # A channel's records in partitions read by two processes (a foreign partitioner):
+        # only one process can fold them in order, so read everything here instead.
+        return await replay(
+            settings,
+            projections,
+            **{k: v for k, v in options.items() if k != "max_message_bytes"},
+            start_offsets=start_offsets,
+            stop_offsets=stop_offsets,
+            partitions=partitions,
+            seeds=seeds,
+            progress=progress,
+            workers=1,
+        )
+    return ReplayRun(replayer, spans, time.perf_counter() - started)
+
+
+# --- the shell: parallel replay over partitions -----------------------------------------------
+#
+# A channel lives in one partition (key = channel, murmur2), so partitions fold independently.
+# Each worker process reads a share of the partitions with its own consumer, folds them into a
+# Replayer of its own, and returns its channels; the parent merges them. The processes are
+# forked, so the projections, `limit_for` and the seeds reach them without pickling; only the
+# results travel back (pickled channel states). Linux/macOS only (fork); elsewhere one process.
+
+
+def resolve_workers(workers: int) -> int:
+    """`workers`, with 0 meaning one per CPU; 1 where processes cannot be forked."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    if workers <= 0:
+        return max(1, os.cpu_count() or 1)
+    return workers
+
+
+def share_partitions(spans: Sequence[Span], workers: int) -> list[list[Span]]:
+    """Split the non-empty spans into at most `workers` shares of about equal size (largest
+    first, each into the smallest share so far). Deterministic."""
+    todo = sorted((s for s in spans if s.size), key=lambda s: (-s.size, s.partition))
+    shares: list[list[Span]] = [[] for _ in range(max(1, min(workers, len(todo))))]
+    sizes = [0] * len(shares)
+    for span in todo:
+        smallest = sizes.index(min(sizes))
+        shares[smallest].append(span)
+        sizes[smallest] += span.size
+    return [sorted(share, key=lambda s: s.partition) for share in shares if share]
+
+
+@dataclass
+class _Part:
+    """What one worker process hands back: its share's channels and counts."""
+
+    channels: dict[str, _Channel]
+    stats: ReplayStats
+    dirty: set[str]
+
+
+@dataclass
+class _Job:
+    settings: Settings
+    projections: list[ChannelProjection[Any]]
+    options: dict[str, Any]
+    shares: list[list[Span]]
+    seeds: dict[str, tuple[int, Mapping[str, Folded]]]
+    counts: Any = None  # multiprocessing.Array: records read per partition (progress)
+
+
+_JOB: _Job | None = None  # set in the parent just before forking; read by the children
+
+
+async def _run_job(job: _Job, bar: _Progress) -> list[_Part]:
+    global _JOB
+    context = multiprocessing.get_context("fork")
+    job.counts = context.Array("q", max(s.partition for share in job.shares for s in share) + 1)
+    loop = asyncio.get_running_loop()
+    _JOB = job
+    try:
+        with ProcessPoolExecutor(len(job.shares), mp_context=context) as pool:
+            futures = [
+                loop.run_in_executor(pool, _replay_share, index) for index in range(len(job.shares))
+            ]
+            _JOB = None  # the children have it (forked at the first submit)
+            reported: dict[int, int] = {}
+            pending = asyncio.gather(*futures)
+            while not pending.done():
+                await asyncio.wait([pending], timeout=0.2)
+                for share in job.shares:
+                    for span in share:
+                        now = job.counts[span.partition]
+                        if now != reported.get(span.partition, 0):
+                            bar.advance(span.partition, now - reported.get(span.partition, 0))
+                            reported[span.partition] = now
+            return list(await pending)
+    finally:
+        _JOB = None
+
+
+def _replay_share(index: int) -> _Part:
+    """In a worker process: read and fold one share of the partitions."""
+    job = _JOB
+    assert job is not None, "worker processes are forked from replay()"
+    share = job.shares[index]
+    mine = {span.partition for span in share}
+    replayer = Replayer(job.projections, **job.options)
+    for name, (partition, folds) in job.seeds.items():
+        if partition in mine:
+            replayer.seed(name, partition, folds)
+    replayer.dirty.clear()
+    counts = job.counts
+
+    def progress(partition: int, count: int) -> None:
+        counts[partition] += count
+
+    async def read() -> None:
+        topic = job.settings.topic(MESSAGES)
+        kafka = log_consumer(job.settings)
+        await kafka.start()
+        try:
+            await read_spans(kafka, topic, share, replayer.feed, progress)
+        finally:
+            await kafka.stop()
+
+    asyncio.run(read())
+    return _Part(replayer.channels, replayer.stats, replayer.dirty)
+
+
+def merge_parts(replayer: Replayer, parts: Sequence[_Part]) -> bool:
+    """Merge the worker processes' channels into `replayer` (which holds the seeds). False,
+    and `replayer` untouched, when a channel came from two of them."""
+    seen: set[str] = set()
+    for part in parts:
+        if not seen.isdisjoint(part.channels):
+            return False
+        seen.update(part.channels)
+    stats = replayer.stats
+    for part in parts:
+        replayer.channels.update(part.channels)
+        replayer.dirty.update(part.dirty)
+        for name in (
+            "records",
+            "folded",
+            "invalid",
+            "filtered",
+            "beyond",
+            "after_cutoff",
+            "cross_partition",
+        ):
+            setattr(stats, name, getattr(stats, name) + getattr(part.stats, name))
+        for name, count in part.stats.errors.items():
+            stats.errors[name] = stats.errors.get(name, 0) + count
+    return True
 
 
 async def committed_offsets(settings: Settings) -> dict[int, int]:
@@ -941,6 +1105,7 @@ async def verify(
     channels: Sequence[str] = (),
     exact: bool = False,
     progress: bool = False,
+    workers: int = 1,
 ) -> VerifyReport:
     """Compare every channel's live folds with the log folded up to the same offsets.
 
@@ -961,6 +1126,7 @@ async def verify(
         limit_for=verify_limits(projections, live, committed),
         exact=exact,
         progress=progress,
+        workers=workers,
     )
     report.records += run.records
     replayer = run.replayer
@@ -982,6 +1148,7 @@ async def verify(
             limit_for=verify_limits(projections, present, committed),
             exact=exact,
             progress=progress,
+            workers=workers,
         )
         report.records += again.records
         for channel, folds in present.items():
@@ -1266,6 +1433,7 @@ async def rebuild(
     automatic: bool = False,
     exact: bool = False,
     progress: bool = False,
+    workers: int = 1,
 ) -> list[RebuildOutcome]:
     """Fold each projection's current version into its own table's changelog.
 
@@ -1324,6 +1492,7 @@ async def rebuild(
             seeds=seeds,
             exact=exact,
             progress=progress,
+            workers=workers,
         )
         replayer = run.replayer
         changed = replayer.channels if not starts else replayer.dirty
@@ -1478,12 +1647,16 @@ async def recompute_summary(
 @dataclass(frozen=True)
 class Benchmark:
     """Messages/s of a raw read, of replay's decode and validation alone (no projection),
-    and of the full replay, over the same topic in one run."""
+    and of the full replay in one process and with `workers` processes, over the same topic
+    in one run. `replay_rate` is the best of the two replays."""
 
     messages: int
     raw_rate: float
     decode_rate: float
     replay_rate: float
+    single_rate: float = 0.0
+    workers: int = 1
+    parallel_rate: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -1496,6 +1669,9 @@ class Benchmark:
             "decode_only_messages_per_s": round(self.decode_rate),
             "replay_messages_per_s": round(self.replay_rate),
             "replay_vs_raw": round(self.ratio, 3),
+            "replay_one_process_messages_per_s": round(self.single_rate),
+            "workers": self.workers,
+            "replay_workers_messages_per_s": round(self.parallel_rate),
         }
 
 
@@ -1515,22 +1691,36 @@ async def raw_read_rate(settings: Settings) -> tuple[int, float]:
 
 
 async def measure_replay_vs_raw(
-    settings: Settings, projections: Sequence[ChannelProjection[Any]] | None = None
+    settings: Settings,
+    projections: Sequence[ChannelProjection[Any]] | None = None,
+    workers: int = 0,
 ) -> Benchmark:
     """Replay messages/s next to a raw read of the same topic in the same run.
 
     The raw read goes first and again last (the better one counts), so the broker's page
     cache is equally warm for both. The decode-only run is the replay's own cost (reading,
     decoding and validating every record as the worker does); the rest is the projections'.
+    The full replay runs in one process, then with `workers` processes (0: one per CPU; the
+    raw read stays one process); the parallel time includes forking and collecting results.
     """
     chosen = projections
     if chosen is None:
         chosen = registered_projections(settings.projections)
     count, first = await raw_read_rate(settings)
     decode = await replay(settings, [])
-    run = await replay(settings, chosen)
+    single = await replay(settings, chosen)
+    processes = resolve_workers(workers)
+    parallel = await replay(settings, chosen, workers=processes) if processes > 1 else single
     _, second = await raw_read_rate(settings)
-    return Benchmark(count, max(first, second), decode.rate, run.rate)
+    return Benchmark(
+        count,
+        max(first, second),
+        decode.rate,
+        max(single.rate, parallel.rate),
+        single_rate=single.rate,
+        workers=processes,
+        parallel_rate=parallel.rate,
+    )
 
 
 # --- the command ------------------------------------------------------------------------------
@@ -1622,6 +1812,13 @@ def _print_summary(run: ReplayRun, out_err: bool) -> None:
 @click.option("--states/--no-states", "show_states", default=None, help="Print channel states.")
 @click.option("--benchmark", is_flag=True, help="Replay messages/s next to a raw read.")
 @click.option("--exact", is_flag=True, help="Fold with the worker's per-message step (slower).")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Read and fold the partitions in N processes (0: one per CPU).",
+)
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def replay_command(
     names: tuple[str, ...],
@@ -1637,6 +1834,7 @@ def replay_command(
     show_states: bool | None,
     benchmark: bool,
     exact: bool,
+    workers: int,
     progress: bool,
 ) -> None:
     """Fold chorus.messages again from the beginning with the worker's projection code.
@@ -1662,15 +1860,17 @@ def replay_command(
         raise click.UsageError("--rebuild/--drop-old work on whole tables; drop --channel")
 
     if benchmark:
-        result = _run(measure_replay_vs_raw(settings, chosen))
+        result = _run(
+            measure_replay_vs_raw(settings, chosen, workers=workers if workers != 1 else 0)
+        )
         click.echo(orjson.dumps(result.as_json()).decode())
         return
     if verify:
-        _verify_command(settings, chosen, channels, exact, progress)
+        _verify_command(settings, chosen, channels, exact, progress, workers)
         return
     if rebuild or drop_old:
         if rebuild:
-            _rebuild_command(settings, chosen, dry_run, exact, progress)
+            _rebuild_command(settings, chosen, dry_run, exact, progress, workers)
         if drop_old:
             _drop_old_command(settings, chosen, dry_run)
         return
@@ -1691,6 +1891,7 @@ def replay_command(
             keep_messages=summaries,
             exact=exact,
             progress=progress,
+            workers=workers,
         )
     )
     replayer = run.replayer
@@ -1723,6 +1924,7 @@ def _verify_command(
     channels: Sequence[str],
     exact: bool,
     progress: bool,
+    workers: int = 1,
 ) -> None:
     from streams.worker_api import WorkerApi, WorkerUnavailable
 
@@ -1736,6 +1938,7 @@ def _verify_command(
                 channels=channels,
                 exact=exact,
                 progress=progress,
+                workers=workers,
             )
 
     try:
@@ -1763,8 +1966,13 @@ def _rebuild_command(
     dry_run: bool,
     exact: bool,
     progress: bool,
+    workers: int = 1,
 ) -> None:
-    outcomes = _run(rebuild(settings, projections, dry_run=dry_run, exact=exact, progress=progress))
+    outcomes = _run(
+        rebuild(
+            settings, projections, dry_run=dry_run, exact=exact, progress=progress, workers=workers
+        )
+    )
     for o in outcomes:
         where = ", ".join(f"{p}:{n}" for p, n in sorted(o.through.items()))
         detail = (

@@ -601,3 +601,46 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
     result = asyncio.run(replay_module.run_shadow_check(Host(), 5, random.Random(0), report))
     assert checked == [{"mine/a": {"overview": folded(3, {"n": 1})}}]  # only owned channels
     assert result == reported == [found]
+
+
+def test_partitions_are_shared_out_evenly_and_deterministically() -> None:
+    from streams.replay import Span, share_partitions
+
+    spans = [Span(0, 0, 100), Span(1, 0, 10), Span(2, 0, 90), Span(3, 0, 0), Span(4, 5, 25)]
+    shares = share_partitions(spans, 2)
+    # Largest first into the smallest share: 100 | 90, +20 | 110, +10 → 110 | 110.
+    assert shares == [[Span(0, 0, 100), Span(1, 0, 10)], [Span(2, 0, 90), Span(4, 5, 25)]]
+    assert share_partitions(spans, 2) == shares
+    # Never more shares than non-empty spans; an empty span is read by nobody.
+    assert [len(s) for s in share_partitions(spans, 8)] == [1, 1, 1, 1]
+    assert share_partitions([Span(3, 4, 4)], 2) == []
+    assert share_partitions(spans, 1) == [[s for s in spans if s.size]]
+
+
+def test_merged_shares_equal_one_replayer_over_every_partition() -> None:
+    from streams.replay import _Part, merge_parts
+
+    # Three channels, each in its own partition, with invalid records mixed in.
+    by_partition = {
+        p: records_of(conversation([channel], 60, seed=p), junk_every=9)
+        for p, channel in enumerate(CHANNELS)
+    }
+    whole = Replayer(ALL)
+    for partition, records in by_partition.items():
+        whole.feed(partition, records)
+    parts = []
+    for share in ([0, 2], [1]):
+        one = Replayer(ALL)
+        for partition in share:
+            one.feed(partition, by_partition[partition])
+        parts.append(_Part(one.channels, one.stats, one.dirty))
+    merged = Replayer(ALL)
+    assert merge_parts(merged, parts)
+    assert replayed(merged) == replayed(whole)
+    assert merged.stats == whole.stats and merged.stats.invalid > 0
+    assert merged.dirty == set(CHANNELS)
+
+    # A channel folded by two processes (its records in two partitions) cannot be merged.
+    again = Replayer(ALL)
+    assert not merge_parts(again, [*parts, parts[1]])
+    assert again.channels == {} and again.stats.records == 0
