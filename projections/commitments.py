@@ -9,6 +9,8 @@ expiry at the same point.
 from __future__ import annotations
 
 import hashlib
+import weakref
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 
@@ -80,6 +82,9 @@ class CommitmentsState(BaseModel):
     Only the most recent commitment of a correlation id can be active: an opener is
     ignored while one is active, and a handoff closes the parent as it opens the child.
     Lookups rely on that and read only the latest one.
+
+    Lookups go through an index kept outside the model (see `_index`), so they cost O(1)
+    instead of a scan of every commitment; the model, its JSON and its equality are unchanged.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -92,10 +97,8 @@ class CommitmentsState(BaseModel):
         return bool(self.commitments)
 
     def latest(self, correlation_id: str) -> Commitment | None:
-        for commitment in reversed(self.commitments.values()):
-            if commitment.correlation_id == correlation_id:
-                return commitment
-        return None
+        """The commitment of `correlation_id` that comes last in `commitments`."""
+        return _index(self).latest.get(correlation_id)
 
     def active(self, correlation_id: str) -> Commitment | None:
         latest = self.latest(correlation_id)
@@ -107,8 +110,57 @@ class CommitmentsState(BaseModel):
     def open_commitments(self) -> list[Commitment]:
         return [c for c in self.commitments.values() if c.is_active]
 
+    def open_count(self) -> int:
+        """`len(self.open_commitments())`, without building the list."""
+        return _index(self).active
+
     def chain(self, correlation_id: str) -> list[Commitment]:
         return [c for c in self.commitments.values() if c.correlation_id == correlation_id]
+
+
+class _Index:
+    """Derived from one state's `commitments` dict: per correlation id the commitment that
+    comes last in it (what a reverse scan finds first), and how many are active."""
+
+    __slots__ = ("active", "commitments", "latest", "ref")
+
+    def __init__(
+        self,
+        state: CommitmentsState,
+        latest: dict[str, Commitment],
+        active: int,
+    ) -> None:
+        self.ref = weakref.ref(state, _forget(id(state)))
+        self.commitments = state.commitments  # the dict it was derived from
+        self.latest = latest
+        self.active = active
+
+
+# Indexes of live states, by id(state). An entry leaves with its state (weakref callback),
+# and is used only while it belongs to the same object and the same `commitments` dict, so
+# a state built any other way (loaded from a table, copied, unpickled) is indexed afresh.
+_INDEXES: dict[int, _Index] = {}
+
+
+def _forget(key: int) -> Callable[[weakref.ReferenceType[CommitmentsState]], None]:
+    def forget(_: weakref.ReferenceType[CommitmentsState]) -> None:
+        _INDEXES.pop(key, None)
+
+    return forget
+
+
+def _index(state: CommitmentsState) -> _Index:
+    found = _INDEXES.get(id(state))
+    if found is not None and found.ref() is state and found.commitments is state.commitments:
+        return found
+    latest: dict[str, Commitment] = {}
+    active = 0
+    for commitment in state.commitments.values():
+        latest[commitment.correlation_id] = commitment
+        if commitment.state in _ACTIVE:
+            active += 1
+    index = _INDEXES[id(state)] = _Index(state, latest, active)
+    return index
 
 
 def expiry_event(channel: str, correlation_id: str, now: datetime) -> Message:
@@ -188,12 +240,27 @@ class CommitmentProjection:
 
 
 def _replace(state: CommitmentsState, *changed: Commitment, declines: int = 0) -> CommitmentsState:
+    index = _index(state)
     commitments = dict(state.commitments)
+    latest: dict[str, Commitment] | None = dict(index.latest)
+    active = index.active
     for commitment in changed:
-        commitments[commitment.id] = commitment
-    return state.model_copy(
+        before = commitments.get(commitment.id)
+        commitments[commitment.id] = commitment  # a new id goes last, a known one stays put
+        correlation_id = commitment.correlation_id
+        if before is not None:
+            active -= before.state in _ACTIVE
+            if before.correlation_id != correlation_id:
+                latest = None  # never done by the rules above; index it afresh below
+        if latest is not None and (before is None or latest.get(correlation_id) is before):
+            latest[correlation_id] = commitment
+        active += commitment.state in _ACTIVE
+    new = state.model_copy(
         update={"commitments": commitments, "declines": state.declines + declines}
     )
+    if latest is not None:
+        _INDEXES[id(new)] = _Index(new, latest, active)
+    return new
 
 
 def _open(state: CommitmentsState, correlation_id: str, message: Message) -> CommitmentsState:

@@ -56,7 +56,7 @@ class ChannelOverviewProjection:
         }
         if commitments is not state.commitments:
             update["commitments"] = commitments
-            update["open_commitments"] = len(commitments.open_commitments())
+            update["open_commitments"] = commitments.open_count()
         if message.type is not MessageType.EVENT:
             participants = dict(state.participants)
             participants[message.sender] = participants.get(message.sender, 0) + 1
