@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from projections.fastcopy import copy_with
 from projections.model import ActorType, Message, MessageType
 
 EXPIRY_EVENT_KIND = "commitment-expired"
@@ -255,9 +256,7 @@ def _replace(state: CommitmentsState, *changed: Commitment, declines: int = 0) -
         if latest is not None and (before is None or latest.get(correlation_id) is before):
             latest[correlation_id] = commitment
         active += commitment.state in _ACTIVE
-    new = state.model_copy(
-        update={"commitments": commitments, "declines": state.declines + declines}
-    )
+    new = copy_with(state, {"commitments": commitments, "declines": state.declines + declines})
     if latest is not None:
         _INDEXES[id(new)] = _Index(new, latest, active)
     return new
@@ -284,23 +283,25 @@ def _open(state: CommitmentsState, correlation_id: str, message: Message) -> Com
 def _acknowledge(state: CommitmentsState, active: Commitment, message: Message) -> CommitmentsState:
     if active.state is CommitmentState.ACKNOWLEDGED:
         return state
-    acknowledged = active.model_copy(
-        update={
+    acknowledged = copy_with(
+        active,
+        {
             "state": CommitmentState.ACKNOWLEDGED,
             "acknowledged_by": message.id,
             "acknowledged_at": message.created_at,
-        }
+        },
     )
     return _replace(state, acknowledged)
 
 
 def _closed(active: Commitment, resolution: CommitmentState, message: Message) -> Commitment:
-    return active.model_copy(
-        update={
+    return copy_with(
+        active,
+        {
             "state": resolution,
             "resolved_by": message.id,
             "resolved_at": message.created_at,
-        }
+        },
     )
 
 
@@ -314,9 +315,8 @@ def _resolve(
 def _hand_off(state: CommitmentsState, active: Commitment, message: Message) -> CommitmentsState:
     if message.target is None or message.id in state.commitments:
         return state
-    parent = _closed(active, CommitmentState.DELEGATED, message).model_copy(
-        update={"delegated_to": message.target}
-    )
+    parent = _closed(active, CommitmentState.DELEGATED, message)
+    parent = copy_with(parent, {"delegated_to": message.target})
     child = Commitment(
         id=message.id,
         correlation_id=active.correlation_id,

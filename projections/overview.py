@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from projections.commitments import CommitmentProjection, CommitmentsState
+from projections.fastcopy import copy_with
 from projections.model import Message, MessageType
 
 
@@ -63,4 +64,4 @@ class ChannelOverviewProjection:
             update["participants"] = participants
             if message.topic not in state.topics:
                 update["topics"] = [*state.topics, message.topic]
-        return state.model_copy(update=update)
+        return copy_with(state, update)
