@@ -27,6 +27,8 @@ CHANNEL_SEGMENT_MAX_LENGTH = 80
 TOPIC_MAX_LENGTH = 200
 _KEBAB_SEGMENT = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 TARGET_PREFIXES = ("instance:", "capability:", "role:")
+# The end of the reason for a record without `id` or `created_at` decoded with no position.
+MISSING_ON_THE_LOG = ": required on the log"
 # Channel names that passed the channel rules (a pure function of the name); bounded.
 _VALID_CHANNELS: set[str] = set()
 _VALID_CHANNELS_KEPT = 100_000
@@ -263,7 +265,7 @@ def decode_message(
         if record.get("id") is None or record.get("created_at") is None:
             missing = [field for field in ("id", "created_at") if record.get(field) is None]
             if position is None:
-                raise MessageError(f"{', '.join(missing)}: required on the log")
+                raise MessageError(f"{', '.join(missing)}{MISSING_ON_THE_LOG}")
             record = {**position.defaults(), **{k: v for k, v in record.items() if v is not None}}
     return message_from_record(record)
 

@@ -114,7 +114,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from projections.channel import step
-from projections.model import LogPosition, Message, MessageError
+from projections.model import MISSING_ON_THE_LOG, LogPosition, Message, MessageError
 from projections.projection import (
     ChannelProjection,
     Folded,
@@ -317,8 +317,7 @@ class Replayer:
                 stats.after_cutoff += 1
                 continue
             try:
-                position = LogPosition(partition, offset, record.timestamp)
-                message = validate_record(key, record.value, max_bytes, position)
+                message = _validate(key, record.value, max_bytes, partition, offset, record)
             except MessageError:
                 stats.invalid += 1
                 continue
@@ -411,6 +410,25 @@ class Replayer:
     def messages_of(self, name: str) -> list[Message]:
         channel = self.channels.get(name)
         return list(channel.messages or []) if channel is not None else []
+
+
+def _validate(
+    key: bytes | None,
+    value: bytes | None,
+    max_bytes: int,
+    partition: int,
+    offset: int,
+    record: RecordLike,
+) -> Message:
+    """`validate_record(key, value, max_bytes, LogPosition(partition, offset, timestamp))`,
+    building the position only for a record that needs it (one without `id` or
+    `created_at`): without a position, decoding stops at exactly that check."""
+    try:
+        return validate_record(key, value, max_bytes)
+    except MessageError as error:
+        if not error.reason.endswith(MISSING_ON_THE_LOG):
+            raise
+    return validate_record(key, value, max_bytes, LogPosition(partition, offset, record.timestamp))
 
 
 def state_view(channel: str, folds: Mapping[str, Folded]) -> dict[str, Any]:
@@ -1815,9 +1833,8 @@ def _print_summary(run: ReplayRun, out_err: bool) -> None:
 @click.option(
     "--workers",
     type=click.IntRange(min=0),
-    default=1,
-    show_default=True,
-    help="Read and fold the partitions in N processes (0: one per CPU).",
+    help="Read and fold the partitions in N processes (0: one per CPU). Default: 1; with "
+    "--benchmark, one per CPU (it measures one process too).",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def replay_command(
@@ -1834,7 +1851,7 @@ def replay_command(
     show_states: bool | None,
     benchmark: bool,
     exact: bool,
-    workers: int,
+    workers: int | None,
     progress: bool,
 ) -> None:
     """Fold chorus.messages again from the beginning with the worker's projection code.
@@ -1860,11 +1877,10 @@ def replay_command(
         raise click.UsageError("--rebuild/--drop-old work on whole tables; drop --channel")
 
     if benchmark:
-        result = _run(
-            measure_replay_vs_raw(settings, chosen, workers=workers if workers != 1 else 0)
-        )
+        result = _run(measure_replay_vs_raw(settings, chosen, workers=workers or 0))
         click.echo(orjson.dumps(result.as_json()).decode())
         return
+    workers = 1 if workers is None else workers
     if verify:
         _verify_command(settings, chosen, channels, exact, progress, workers)
         return

@@ -644,3 +644,28 @@ def test_merged_shares_equal_one_replayer_over_every_partition() -> None:
     again = Replayer(ALL)
     assert not merge_parts(again, [*parts, parts[1]])
     assert again.channels == {} and again.stats.records == 0
+
+
+def test_records_without_id_or_time_take_them_from_their_position_as_in_the_worker() -> None:
+    from projections.model import LogPosition
+
+    stamp = 1_767_225_600_000
+    bare = orjson.dumps({"channel": "team/alpha", "sender": "ann", "type": "STATUS"})
+    no_time = orjson.dumps({"id": "m9", "channel": "team/alpha", "sender": "bo", "type": "STATUS"})
+    deep = orjson.dumps({"channel": "team/alpha", "sender": "ann", "type": "EVENT", "payload": {}})
+    deep = deep.replace(b"{}", b'{"a":' * 70 + b"1" + b"}" * 70)  # too deep, and no id
+    records = [
+        Rec(0, b"team/alpha", bare, stamp),
+        Rec(1, b"team/alpha", no_time, stamp + 1000),
+        Rec(2, b"team/alpha", deep, stamp),
+        Rec(3, b"team/beta", bare, stamp),  # the key is not its channel
+    ]
+    replayer = Replayer(BUILTINS, keep_messages=True)
+    replayer.feed(2, records)
+    expected = [
+        validate_record(r.key, r.value, MAX, LogPosition(2, r.offset, r.timestamp))
+        for r in records[:2]
+    ]
+    assert replayer.messages_of("team/alpha") == expected
+    assert [m.id for m in expected] == ["p2-o0", "m9"]
+    assert replayer.stats.invalid == 2 and replayer.stats.folded == 2
