@@ -669,3 +669,17 @@ def test_records_without_id_or_time_take_them_from_their_position_as_in_the_work
     assert replayer.messages_of("team/alpha") == expected
     assert [m.id for m in expected] == ["p2-o0", "m9"]
     assert replayer.stats.invalid == 2 and replayer.stats.folded == 2
+
+
+def test_fewer_collections_while_folding_and_the_thresholds_restored_after() -> None:
+    import gc
+
+    from streams.replay import fewer_collections
+
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), fewer_collections(threshold=before[0] + 1234):
+        assert gc.get_threshold() == (before[0] + 1234, *before[1:])
+        raise RuntimeError("a failed replay")
+    assert gc.get_threshold() == before
+    with fewer_collections(threshold=1):  # never more often than before
+        assert gc.get_threshold() == before
