@@ -568,6 +568,7 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
     import asyncio
 
     import streams.replay as replay_module
+    import streams.replay.checks as checks_module
     from streams.settings import Settings
 
     class Host:
@@ -592,7 +593,7 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
         checked.append(snapshot)
         return [found]
 
-    monkeypatch.setattr(replay_module, "shadow_check", fake_check)
+    monkeypatch.setattr(checks_module, "shadow_check", fake_check)  # where the timer finds it
     reported: list[Difference] = []
 
     async def report(difference: Difference) -> None:
