@@ -1,6 +1,6 @@
 """Replay: fold `chorus.messages` again from the log, with the worker's own projection code.
 
-The log is the truth, so folding it again must give the live state. This module reads the
+The log is the truth, so folding it again must give the live state. This package reads the
 topic from the beginning with its own consumer (no group, manual assignment, no offsets
 committed), folds each channel through the registered projections, and then
 
@@ -47,6 +47,15 @@ worker's own `step` per message instead, for projections whose states do not rou
 
 Records are decoded and validated by `streams.folding.validate_record`, the worker's own
 gate, so exactly the records the worker dead-letters are skipped here.
+
+Parallel replay (`--workers N`, `replay(..., workers=N)`; 0: one per CPU)
+------------------------------------------------------------------------
+A channel lives in one partition, so partitions fold independently: N forked processes each
+read a share of the partitions (about equal record counts) with their own consumer and fold
+them into a `Replayer` of their own; the parent merges the channels. The result is the same
+as in one process (an integration test compares them). A channel found in partitions of two
+processes (a producer with a foreign partitioner) cannot be split that way: the replay then
+runs again in one process. Where `fork` is not available, one process is used.
 
 Verify
 ------
