@@ -86,31 +86,58 @@ class _Job:
 _JOB: _Job | None = None  # set in the parent just before forking; read by the children
 
 
-async def _run_job(job: _Job, bar: _Progress) -> list[_Part]:
+async def run_job(job: _Job, kafka: Any, bar: _Progress) -> list[_Part]:
+    """Fold the first share here, with the parent's started consumer `kafka`, while forked
+    worker processes fold the others; their parts, in share order."""
     global _JOB
     context = multiprocessing.get_context("fork")
     job.counts = context.Array("q", max(s.partition for share in job.shares for s in share) + 1)
     loop = asyncio.get_running_loop()
     _JOB = job
     try:
-        with ProcessPoolExecutor(len(job.shares), mp_context=context) as pool:
+        with ProcessPoolExecutor(len(job.shares) - 1, mp_context=context) as pool:
             futures = [
-                loop.run_in_executor(pool, _replay_share, index) for index in range(len(job.shares))
+                loop.run_in_executor(pool, _replay_share, index)
+                for index in range(1, len(job.shares))
             ]
             _JOB = None  # the children have it (forked at the first submit)
+            others = asyncio.gather(*futures)
             reported: dict[int, int] = {}
-            pending = asyncio.gather(*futures)
-            while not pending.done():
-                await asyncio.wait([pending], timeout=0.2)
-                for share in job.shares:
+
+            def report() -> None:
+                for share in job.shares[1:]:
                     for span in share:
                         now = job.counts[span.partition]
                         if now != reported.get(span.partition, 0):
                             bar.advance(span.partition, now - reported.get(span.partition, 0))
                             reported[span.partition] = now
-            return list(await pending)
+
+            own = _share_replayer(job, 0)
+            topic = job.settings.topic(MESSAGES)
+
+            def feed(partition: int, records: list[Any]) -> None:
+                own.feed(partition, records)
+                report()
+
+            with fewer_collections():
+                await read_spans(kafka, topic, job.shares[0], feed, bar.advance)
+            while not others.done():
+                await asyncio.wait([others], timeout=0.2)
+                report()
+            return [_Part(own.channels, own.stats, own.dirty), *await others]
     finally:
         _JOB = None
+
+
+def _share_replayer(job: _Job, index: int) -> Replayer:
+    """A `Replayer` for one share, seeded with the channels of its partitions."""
+    mine = {span.partition for span in job.shares[index]}
+    replayer = Replayer(job.projections, **job.options)
+    for name, (partition, folds) in job.seeds.items():
+        if partition in mine:
+            replayer.seed(name, partition, folds)
+    replayer.dirty.clear()
+    return replayer
 
 
 def _replay_share(index: int) -> _Part:
@@ -118,12 +145,7 @@ def _replay_share(index: int) -> _Part:
     job = _JOB
     assert job is not None, "worker processes are forked from replay()"
     share = job.shares[index]
-    mine = {span.partition for span in share}
-    replayer = Replayer(job.projections, **job.options)
-    for name, (partition, folds) in job.seeds.items():
-        if partition in mine:
-            replayer.seed(name, partition, folds)
-    replayer.dirty.clear()
+    replayer = _share_replayer(job, index)
     counts = job.counts
 
     def progress(partition: int, count: int) -> None:

@@ -16,10 +16,10 @@ from streams.replay.core import LimitFor, Replayer, TimeField
 from streams.replay.log import Span, _Progress, read_spans, reading, topic_spans
 from streams.replay.parallel import (
     _Job,
-    _run_job,
     fewer_collections,
     merge_parts,
     resolve_workers,
+    run_job,
     share_partitions,
 )
 from streams.settings import Settings
@@ -61,8 +61,8 @@ async def replay(
 ) -> ReplayRun:
     """Fold `chorus.messages` (or the given spans of it) into a `Replayer`.
 
-    `workers` > 1 reads and folds the partitions in that many forked processes (0: one per
-    CPU), each with its own consumer over a share of the partitions (`streams.replay.parallel`).
+    `workers` > 1 reads and folds the partitions in that many processes (0: one per CPU):
+    this one and forked ones, each over a share of the partitions (`streams.replay.parallel`).
     """
     options: dict[str, Any] = {
         "channels": None if channels is None else list(channels),
@@ -89,15 +89,14 @@ async def replay(
             partitions=partitions,
         )
         shares = share_partitions(spans, resolve_workers(workers))
+        started = time.perf_counter()
         if len(shares) <= 1:
-            started = time.perf_counter()
             with _Progress(spans, progress) as bar, fewer_collections():
                 await read_spans(kafka, topic, spans, replayer.feed, bar.advance)
             return ReplayRun(replayer, spans, time.perf_counter() - started)
-    started = time.perf_counter()
-    job = _Job(settings, list(projections), options, shares, dict(seeds or {}))
-    with _Progress(spans, progress) as bar:
-        parts = await _run_job(job, bar)
+        job = _Job(settings, list(projections), options, shares, dict(seeds or {}))
+        with _Progress(spans, progress) as bar:
+            parts = await run_job(job, kafka, bar)
     if not merge_parts(replayer, parts):
         # A channel's records in partitions read by two processes (a foreign partitioner):
         # only one process can fold them in order, so read everything here instead.
