@@ -498,6 +498,20 @@ async def test_replay_in_worker_processes_equals_one_process(
     lines = by_two.stdout.splitlines()
     assert len(lines) == len(channels) and lines == by_one.stdout.splitlines()
 
+    # Resuming from stored folds (an incremental rebuild): each process seeds the channels of
+    # its own partitions, and the result equals one pass over the whole log.
+    ends = {span.partition: span.stop for span in one.spans}
+    half = {partition: stop // 2 for partition, stop in ends.items()}
+    first = await replay(chorus_settings, projections, stop_offsets=half)
+    seeds = {
+        channel: (first.replayer.channels[channel].partition, first.replayer.folds(channel))
+        for channel in first.replayer.channels
+    }
+    rest = await replay(chorus_settings, projections, start_offsets=half, seeds=seeds, workers=2)
+    assert rest.records == one.records - first.records and rest.replayer.dirty
+    for channel in channels:
+        assert dumped(rest.replayer.folds(channel)) == dumped(one.replayer.folds(channel))
+
     # A channel whose records sit in every partition (a producer with another partitioner):
     # no process may fold it alone, so the replay falls back to one process, which sees all
     # of its records (the offset guard then skips some, as in the worker).
