@@ -217,34 +217,28 @@ class CommitmentProjection:
     def apply(self, state: CommitmentsState, message: Message) -> CommitmentsState:
         # The overview folds the same commitments again for its open count, right after this
         # projection, with the same message: the second call reuses the first one's result
-        # (apply is pure; equal inputs give an equal result; see `_LastFold`).
-        last = _last_fold
-        result = last.result
+        # (apply is pure; equal inputs give an equal result). Once a change has been shared,
+        # the two folds of a channel hold the very same state objects, so the check is by
+        # identity (and two empty states, whichever objects, are the same input).
+        global _last_fold
+        last_state, last_message, last_result = _last_fold
         if (
-            result is not None
-            and message is last.message
-            and (state is last.state or _both_empty(state, last.state))
+            last_result is not None
+            and message is last_message
+            and (state is last_state or _both_empty(state, last_state))
         ):
-            return state if result is last.state else result
+            return state if last_result is last_state else last_result
         result = _apply(state, message)
-        last.state, last.message, last.result = state, message, result
+        _last_fold = (state, message, result)  # one assignment: a reader sees all or nothing
         return result
 
 
-class _LastFold:
-    """The last `CommitmentProjection.apply` call. Once a change has been shared, the two
-    folds of a channel hold the very same state objects, so the check is by identity (and
-    two empty states, whichever objects, are the same input)."""
-
-    __slots__ = ("message", "result", "state")
-
-    def __init__(self) -> None:
-        self.state: CommitmentsState | None = None
-        self.message: Message | None = None
-        self.result: CommitmentsState | None = None
-
-
-_last_fold = _LastFold()
+# The last `CommitmentProjection.apply` call: (state, message, result).
+_last_fold: tuple[CommitmentsState | None, Message | None, CommitmentsState | None] = (
+    None,
+    None,
+    None,
+)
 
 
 def _both_empty(state: CommitmentsState, other: CommitmentsState | None) -> bool:
