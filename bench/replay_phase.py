@@ -1,7 +1,9 @@
 """Replay: `chorus replay`'s fold of the messages topic against a raw aiokafka read.
 
 Uses `streams.replay.measure_replay_vs_raw` (the replay command's own measurement: raw read
-first and last, the better counting; decode-only; full replay) when it is there. Without it,
+first and last, the better counting; decode-only; full replay in one process, then in one
+process per CPU over shares of the partitions, `replay_messages_per_s` being the better of the
+two) when it is there. Without it,
 a minimal replay loop stands in: the worker's validation (`validate_record`) and the pure
 `step` per record, states kept in memory, next to a raw read of the same topic.
 """

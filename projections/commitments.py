@@ -9,11 +9,14 @@ expiry at the same point.
 from __future__ import annotations
 
 import hashlib
+import weakref
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from projections.fastcopy import copy_with
 from projections.model import ActorType, Message, MessageType
 
 EXPIRY_EVENT_KIND = "commitment-expired"
@@ -80,6 +83,9 @@ class CommitmentsState(BaseModel):
     Only the most recent commitment of a correlation id can be active: an opener is
     ignored while one is active, and a handoff closes the parent as it opens the child.
     Lookups rely on that and read only the latest one.
+
+    Lookups go through an index kept outside the model (see `_index`), so they cost O(1)
+    instead of a scan of every commitment; the model, its JSON and its equality are unchanged.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -92,10 +98,8 @@ class CommitmentsState(BaseModel):
         return bool(self.commitments)
 
     def latest(self, correlation_id: str) -> Commitment | None:
-        for commitment in reversed(self.commitments.values()):
-            if commitment.correlation_id == correlation_id:
-                return commitment
-        return None
+        """The commitment of `correlation_id` that comes last in `commitments`."""
+        return _index(self).latest.get(correlation_id)
 
     def active(self, correlation_id: str) -> Commitment | None:
         latest = self.latest(correlation_id)
@@ -107,8 +111,57 @@ class CommitmentsState(BaseModel):
     def open_commitments(self) -> list[Commitment]:
         return [c for c in self.commitments.values() if c.is_active]
 
+    def open_count(self) -> int:
+        """`len(self.open_commitments())`, without building the list."""
+        return _index(self).active
+
     def chain(self, correlation_id: str) -> list[Commitment]:
         return [c for c in self.commitments.values() if c.correlation_id == correlation_id]
+
+
+class _Index:
+    """Derived from one state's `commitments` dict: per correlation id the commitment that
+    comes last in it (what a reverse scan finds first), and how many are active."""
+
+    __slots__ = ("active", "commitments", "latest", "ref")
+
+    def __init__(
+        self,
+        state: CommitmentsState,
+        latest: dict[str, Commitment],
+        active: int,
+    ) -> None:
+        self.ref = weakref.ref(state, _forget(id(state)))
+        self.commitments = state.commitments  # the dict it was derived from
+        self.latest = latest
+        self.active = active
+
+
+# Indexes of live states, by id(state). An entry leaves with its state (weakref callback),
+# and is used only while it belongs to the same object and the same `commitments` dict, so
+# a state built any other way (loaded from a table, copied, unpickled) is indexed afresh.
+_INDEXES: dict[int, _Index] = {}
+
+
+def _forget(key: int) -> Callable[[weakref.ReferenceType[CommitmentsState]], None]:
+    def forget(_: weakref.ReferenceType[CommitmentsState]) -> None:
+        _INDEXES.pop(key, None)
+
+    return forget
+
+
+def _index(state: CommitmentsState) -> _Index:
+    found = _INDEXES.get(id(state))
+    if found is not None and found.ref() is state and found.commitments is state.commitments:
+        return found
+    latest: dict[str, Commitment] = {}
+    active = 0
+    for commitment in state.commitments.values():
+        latest[commitment.correlation_id] = commitment
+        if commitment.state in _ACTIVE:
+            active += 1
+    index = _INDEXES[id(state)] = _Index(state, latest, active)
+    return index
 
 
 def expiry_event(channel: str, correlation_id: str, now: datetime) -> Message:
@@ -162,38 +215,87 @@ class CommitmentProjection:
         return CommitmentsState()
 
     def apply(self, state: CommitmentsState, message: Message) -> CommitmentsState:
-        expiring = expiry_target(message)
-        if expiring is not None:
-            return _expire(state, expiring, message)
-        correlation_id = message.correlation_id
-        if not correlation_id:
-            return state
-        kind = message.type
-        if kind in OPENING_TYPES:
-            return _open(state, correlation_id, message)
-        active = state.active(correlation_id)
-        if active is None:
-            return state
-        if kind is MessageType.STATUS:
-            return _acknowledge(state, active, message)
-        if kind is MessageType.HANDOFF:
-            return _hand_off(state, active, message)
-        resolution = _RESOLUTIONS.get(kind)
-        if resolution is None:
-            return state
-        # MQ: a RESPONSE answers a proposal without accepting it; only DONE closes it.
-        if kind is MessageType.RESPONSE and active.opened_by_type is MessageType.PROPOSE:
-            return state
-        return _resolve(state, active, resolution, message)
+        # The overview folds the same commitments again for its open count, right after this
+        # projection, with the same message: the second call reuses the first one's result
+        # (apply is pure; equal inputs give an equal result). Once a change has been shared,
+        # the two folds of a channel hold the very same state objects, so the check is by
+        # identity (and two empty states, whichever objects, are the same input).
+        global _last_fold
+        last_state, last_message, last_result = _last_fold
+        if (
+            last_result is not None
+            and message is last_message
+            and (state is last_state or _both_empty(state, last_state))
+        ):
+            return state if last_result is last_state else last_result
+        result = _apply(state, message)
+        _last_fold = (state, message, result)  # one assignment: a reader sees all or nothing
+        return result
+
+
+# The last `CommitmentProjection.apply` call: (state, message, result).
+_last_fold: tuple[CommitmentsState | None, Message | None, CommitmentsState | None] = (
+    None,
+    None,
+    None,
+)
+
+
+def _both_empty(state: CommitmentsState, other: CommitmentsState | None) -> bool:
+    return (
+        other is not None
+        and not state.commitments
+        and not other.commitments
+        and state.declines == other.declines
+    )
+
+
+def _apply(state: CommitmentsState, message: Message) -> CommitmentsState:
+    expiring = expiry_target(message)
+    if expiring is not None:
+        return _expire(state, expiring, message)
+    correlation_id = message.correlation_id
+    if not correlation_id:
+        return state
+    kind = message.type
+    if kind in OPENING_TYPES:
+        return _open(state, correlation_id, message)
+    active = state.active(correlation_id)
+    if active is None:
+        return state
+    if kind is MessageType.STATUS:
+        return _acknowledge(state, active, message)
+    if kind is MessageType.HANDOFF:
+        return _hand_off(state, active, message)
+    resolution = _RESOLUTIONS.get(kind)
+    if resolution is None:
+        return state
+    # MQ: a RESPONSE answers a proposal without accepting it; only DONE closes it.
+    if kind is MessageType.RESPONSE and active.opened_by_type is MessageType.PROPOSE:
+        return state
+    return _resolve(state, active, resolution, message)
 
 
 def _replace(state: CommitmentsState, *changed: Commitment, declines: int = 0) -> CommitmentsState:
+    index = _index(state)
     commitments = dict(state.commitments)
+    latest: dict[str, Commitment] | None = dict(index.latest)
+    active = index.active
     for commitment in changed:
-        commitments[commitment.id] = commitment
-    return state.model_copy(
-        update={"commitments": commitments, "declines": state.declines + declines}
-    )
+        before = commitments.get(commitment.id)
+        commitments[commitment.id] = commitment  # a new id goes last, a known one stays put
+        correlation_id = commitment.correlation_id
+        if before is not None:
+            active -= before.state in _ACTIVE
+            if before.correlation_id != correlation_id:
+                latest = None  # never done by the rules above; index it afresh below
+        if latest is not None and (before is None or latest.get(correlation_id) is before):
+            latest[correlation_id] = commitment
+        active += commitment.state in _ACTIVE
+    new = copy_with(state, {"commitments": commitments, "declines": state.declines + declines})
+    if latest is not None:
+        _INDEXES[id(new)] = _Index(new, latest, active)
+    return new
 
 
 def _open(state: CommitmentsState, correlation_id: str, message: Message) -> CommitmentsState:
@@ -217,23 +319,25 @@ def _open(state: CommitmentsState, correlation_id: str, message: Message) -> Com
 def _acknowledge(state: CommitmentsState, active: Commitment, message: Message) -> CommitmentsState:
     if active.state is CommitmentState.ACKNOWLEDGED:
         return state
-    acknowledged = active.model_copy(
-        update={
+    acknowledged = copy_with(
+        active,
+        {
             "state": CommitmentState.ACKNOWLEDGED,
             "acknowledged_by": message.id,
             "acknowledged_at": message.created_at,
-        }
+        },
     )
     return _replace(state, acknowledged)
 
 
 def _closed(active: Commitment, resolution: CommitmentState, message: Message) -> Commitment:
-    return active.model_copy(
-        update={
+    return copy_with(
+        active,
+        {
             "state": resolution,
             "resolved_by": message.id,
             "resolved_at": message.created_at,
-        }
+        },
     )
 
 
@@ -247,9 +351,8 @@ def _resolve(
 def _hand_off(state: CommitmentsState, active: Commitment, message: Message) -> CommitmentsState:
     if message.target is None or message.id in state.commitments:
         return state
-    parent = _closed(active, CommitmentState.DELEGATED, message).model_copy(
-        update={"delegated_to": message.target}
-    )
+    parent = _closed(active, CommitmentState.DELEGATED, message)
+    parent = copy_with(parent, {"delegated_to": message.target})
     child = Commitment(
         id=message.id,
         correlation_id=active.correlation_id,

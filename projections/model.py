@@ -27,6 +27,11 @@ CHANNEL_SEGMENT_MAX_LENGTH = 80
 TOPIC_MAX_LENGTH = 200
 _KEBAB_SEGMENT = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 TARGET_PREFIXES = ("instance:", "capability:", "role:")
+# The end of the reason for a record without `id` or `created_at` decoded with no position.
+MISSING_ON_THE_LOG = ": required on the log"
+# Channel names that passed the channel rules (a pure function of the name); bounded.
+_VALID_CHANNELS: set[str] = set()
+_VALID_CHANNELS_KEPT = 100_000
 
 
 class MessageType(StrEnum):
@@ -112,6 +117,8 @@ class Message(BaseModel):
     @field_validator("channel")
     @classmethod
     def _channel_is_slug(cls, value: str) -> str:
+        if value in _VALID_CHANNELS:  # checked before: the rules depend on the name alone
+            return value
         if len(value) > CHANNEL_MAX_LENGTH:
             raise ValueError(f"channel must be at most {CHANNEL_MAX_LENGTH} characters")
         for segment in value.split("/"):
@@ -125,6 +132,9 @@ class Message(BaseModel):
                     f"channel segment {segment!r} must be lowercase kebab-case "
                     "(a-z, 0-9, single hyphens), segments separated by '/'"
                 )
+        if len(_VALID_CHANNELS) >= _VALID_CHANNELS_KEPT:
+            _VALID_CHANNELS.clear()
+        _VALID_CHANNELS.add(value)
         return value
 
     @field_validator("topic")
@@ -246,12 +256,16 @@ def decode_message(
     except orjson.JSONDecodeError as error:
         raise MessageError(f"record is not valid UTF-8 JSON: {error}") from None
     if isinstance(record, dict):
-        if nesting_depth(record.get("payload"), MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
+        payload = record.get("payload")
+        if (
+            isinstance(payload, dict | list)  # anything else has depth 0
+            and nesting_depth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH
+        ):
             raise MessageError(f"payload: nested deeper than {MAX_PAYLOAD_DEPTH} levels")
-        missing = [field for field in ("id", "created_at") if record.get(field) is None]
-        if missing and position is None:
-            raise MessageError(f"{', '.join(missing)}: required on the log")
-        if missing and position is not None:
+        if record.get("id") is None or record.get("created_at") is None:
+            missing = [field for field in ("id", "created_at") if record.get(field) is None]
+            if position is None:
+                raise MessageError(f"{', '.join(missing)}{MISSING_ON_THE_LOG}")
             record = {**position.defaults(), **{k: v for k, v in record.items() if v is not None}}
     return message_from_record(record)
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from projections.commitments import CommitmentProjection, CommitmentsState
+from projections.fastcopy import copy_with
 from projections.model import Message, MessageType
 
 
@@ -56,11 +57,11 @@ class ChannelOverviewProjection:
         }
         if commitments is not state.commitments:
             update["commitments"] = commitments
-            update["open_commitments"] = len(commitments.open_commitments())
+            update["open_commitments"] = commitments.open_count()
         if message.type is not MessageType.EVENT:
             participants = dict(state.participants)
             participants[message.sender] = participants.get(message.sender, 0) + 1
             update["participants"] = participants
             if message.topic not in state.topics:
                 update["topics"] = [*state.topics, message.topic]
-        return state.model_copy(update=update)
+        return copy_with(state, update)

@@ -459,3 +459,81 @@ async def test_to_offset_as_of_summaries_and_benchmark(
     bench = await measure_replay_vs_raw(chorus_settings)
     assert bench.messages == len(messages)
     assert bench.raw_rate > 0 and bench.replay_rate > 0 and bench.decode_rate > 0
+
+
+# --- parallel replay over partitions ----------------------------------------------------------
+
+
+async def test_replay_in_worker_processes_equals_one_process(
+    chorus_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streams.replay import replay
+
+    await create_topics(chorus_settings)
+    channels = [f"team/c{i}" for i in range(12)]
+    messages = conversation(channels, 400, seed=41)
+    delivered = await send_messages(chorus_settings, messages)
+    # Invalid records go to the same partitions; both ways must skip exactly these.
+    junk = [(channel.encode(), b"{not json") for channel in channels[:4]]
+    await produce(chorus_settings, junk)
+    assert len({d.partition for d in delivered}) > 1  # more than one process has work
+
+    projections = registered_projections([])
+    one = await replay(chorus_settings, projections)
+    two = await replay(chorus_settings, projections, workers=2)
+    assert one.replayer.stats == two.replayer.stats
+    assert two.records == len(messages) + len(junk) and two.replayer.stats.invalid == len(junk)
+    assert sorted(two.replayer.channels) == sorted(channels)
+    for channel in channels:
+        assert dumped(two.replayer.folds(channel)) == dumped(one.replayer.folds(channel))
+        assert two.replayer.partition_of(channel) == one.replayer.partition_of(channel)
+        expected = [m for m in messages if m.channel == channel]
+        state = two.replayer.folds(channel)["overview"].state
+        assert state == dump_state(fold(projections[1], expected))
+
+    # The command prints the same states either way.
+    by_one = await invoke(monkeypatch, ["--states", "--workers", "1"])
+    by_two = await invoke(monkeypatch, ["--states", "--workers", "2"])
+    assert by_one.exit_code == 0 and by_two.exit_code == 0, by_two.output
+    lines = by_two.stdout.splitlines()
+    assert len(lines) == len(channels) and lines == by_one.stdout.splitlines()
+
+    # Resuming from stored folds (an incremental rebuild): each process seeds the channels of
+    # its own partitions, and the result equals one pass over the whole log.
+    ends = {span.partition: span.stop for span in one.spans}
+    half = {partition: stop // 2 for partition, stop in ends.items()}
+    first = await replay(chorus_settings, projections, stop_offsets=half)
+    seeds = {
+        channel: (first.replayer.channels[channel].partition, first.replayer.folds(channel))
+        for channel in first.replayer.channels
+    }
+    rest = await replay(chorus_settings, projections, start_offsets=half, seeds=seeds, workers=2)
+    assert rest.records == one.records - first.records and rest.replayer.dirty
+    for channel in channels:
+        assert dumped(rest.replayer.folds(channel)) == dumped(one.replayer.folds(channel))
+
+    # A channel whose records sit in every partition (a producer with another partitioner):
+    # no process may fold it alone, so the replay falls back to one process, which sees all
+    # of its records (the offset guard then skips some, as in the worker).
+    split = "team/split"
+    kafka = producer(chorus_settings)
+    await kafka.start()
+    try:
+        for index in range(8):
+            message = Message(
+                id=f"split-{index}", channel=split, sender="ann", type="STATUS", content="x"
+            )
+            await kafka.send_and_wait(
+                chorus_settings.topic("messages"),
+                key=split.encode(),
+                value=encode_message(message),
+                partition=index % 4,
+            )
+    finally:
+        await kafka.stop()
+    mixed = await replay(chorus_settings, projections, workers=2)
+    assert mixed.replayer.stats.cross_partition > 0
+    assert mixed.replayer.channels[split].records == 8
+    assert mixed.replayer.stats.folded == one.replayer.stats.folded + 8
+    for channel in channels:
+        assert dumped(mixed.replayer.folds(channel)) == dumped(one.replayer.folds(channel))

@@ -614,3 +614,30 @@ def test_folding_is_resumable_at_any_point(messages: list[Message]) -> None:
     for cut in range(len(messages) + 1):
         head = load_state(P, dump_state(fold(P, messages[:cut])))
         assert fold(P, messages[cut:], head) == whole
+
+
+def _scanned_latest(state: CommitmentsState, correlation_id: str) -> Commitment | None:
+    """The lookup as a plain reverse scan: what the index must always agree with."""
+    for commitment in reversed(state.commitments.values()):
+        if commitment.correlation_id == correlation_id:
+            return commitment
+    return None
+
+
+@settings(max_examples=300)
+@given(conversations())
+def test_lookups_agree_with_a_scan_on_folded_and_reloaded_states(messages: list[Message]) -> None:
+    state = P.identity()
+    for message in messages:
+        state = P.apply(state, message)
+        reloaded = load_state(P, dump_state(state))  # indexed afresh, as in the worker
+        for current in (state, reloaded):
+            for cid in [*CIDS, "unknown"]:
+                expected = _scanned_latest(current, cid)
+                assert current.latest(cid) is expected
+                assert current.active(cid) is (
+                    expected if expected is not None and expected.is_active else None
+                )
+            assert current.open_count() == len(current.open_commitments())
+        # A further message folds into either the same way.
+        assert P.apply(reloaded, message) == P.apply(state, message)

@@ -223,3 +223,22 @@ def test_deep_payloads_are_refused() -> None:
     with pytest.raises(MessageError, match="nested deeper than 64 levels"):
         decode_message(raw)
     assert nesting_depth({"a": [1, {"b": []}]}, 64) == 4  # dict, list, dict, list
+
+
+def test_channel_rules_hold_with_the_cache_of_checked_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import projections.model as model
+
+    monkeypatch.setattr(model, "_VALID_CHANNELS", set())
+    monkeypatch.setattr(model, "_VALID_CHANNELS_KEPT", 2)
+    base = {"sender": "ann", "type": "STATUS", "id": "m1", "created_at": "2026-01-01T00:00:00Z"}
+    for _ in range(2):  # a refused name is refused every time, never remembered
+        with pytest.raises(MessageError, match="kebab-case"):
+            decode_message(orjson.dumps({**base, "channel": "Team/Alpha"}))
+    assert not model._VALID_CHANNELS
+    for name in ["team/a", "team/a", "team/b", "team/c"]:
+        assert decode_message(orjson.dumps({**base, "channel": name})).channel == name
+    assert sorted(model._VALID_CHANNELS) == ["team/c"]  # full at 2 names: emptied, then refilled
+    with pytest.raises(MessageError, match="at most 200"):
+        decode_message(orjson.dumps({**base, "channel": "a" * 201}))

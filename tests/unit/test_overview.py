@@ -171,3 +171,31 @@ def test_counts_add_up(steps: list[tuple[MessageType, str, str]]) -> None:
     assert list(state.participants) == list(dict.fromkeys(m.sender for m in non_events))
     assert state.topics == list(dict.fromkeys(m.topic for m in non_events))
     assert state.open_commitments == len(state.commitments.open_commitments()) <= 1
+
+
+def test_the_overview_reuses_the_commitments_fold_of_the_same_message() -> None:
+    from tests.factories import conversation
+
+    messages = conversation([CHANNEL], 120, seed=3)
+    commitments = CommitmentProjection()
+    mine, theirs = commitments.identity(), P.identity()
+    for message in messages:  # one message through both, as the worker's step does
+        mine = commitments.apply(mine, message)
+        theirs = P.apply(theirs, message)
+        assert theirs.commitments == mine
+        assert theirs.open_commitments == mine.open_count()
+    # The folds share their commitment states from the first change on, and equal the
+    # folds done apart (where nothing can be shared).
+    assert theirs.commitments is mine and mine.ever_opened
+    assert mine == fold(commitments, messages)
+    assert theirs == fold(P, messages)
+    assert canonical_hash(theirs) == canonical_hash(fold(P, messages))
+
+
+def test_a_message_the_commitments_ignore_returns_the_state_itself() -> None:
+    commitments = CommitmentProjection()
+    status = Message(channel=CHANNEL, sender="ann", type=MessageType.STATUS, content="hi")
+    first, second = commitments.identity(), commitments.identity()
+    assert first is not second
+    assert commitments.apply(first, status) is first
+    assert commitments.apply(second, status) is second  # the same input again: reused

@@ -568,6 +568,7 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
     import asyncio
 
     import streams.replay as replay_module
+    import streams.replay.checks as checks_module
     from streams.settings import Settings
 
     class Host:
@@ -592,7 +593,7 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
         checked.append(snapshot)
         return [found]
 
-    monkeypatch.setattr(replay_module, "shadow_check", fake_check)
+    monkeypatch.setattr(checks_module, "shadow_check", fake_check)  # where the timer finds it
     reported: list[Difference] = []
 
     async def report(difference: Difference) -> None:
@@ -601,3 +602,85 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
     result = asyncio.run(replay_module.run_shadow_check(Host(), 5, random.Random(0), report))
     assert checked == [{"mine/a": {"overview": folded(3, {"n": 1})}}]  # only owned channels
     assert result == reported == [found]
+
+
+def test_partitions_are_shared_out_evenly_and_deterministically() -> None:
+    from streams.replay import Span, share_partitions
+
+    spans = [Span(0, 0, 100), Span(1, 0, 10), Span(2, 0, 90), Span(3, 0, 0), Span(4, 5, 25)]
+    shares = share_partitions(spans, 2)
+    # Largest first into the smallest share: 100 | 90, +20 | 110, +10 → 110 | 110.
+    assert shares == [[Span(0, 0, 100), Span(1, 0, 10)], [Span(2, 0, 90), Span(4, 5, 25)]]
+    assert share_partitions(spans, 2) == shares
+    # Never more shares than non-empty spans; an empty span is read by nobody.
+    assert [len(s) for s in share_partitions(spans, 8)] == [1, 1, 1, 1]
+    assert share_partitions([Span(3, 4, 4)], 2) == []
+    assert share_partitions(spans, 1) == [[s for s in spans if s.size]]
+
+
+def test_merged_shares_equal_one_replayer_over_every_partition() -> None:
+    from streams.replay import _Part, merge_parts
+
+    # Three channels, each in its own partition, with invalid records mixed in.
+    by_partition = {
+        p: records_of(conversation([channel], 60, seed=p), junk_every=9)
+        for p, channel in enumerate(CHANNELS)
+    }
+    whole = Replayer(ALL)
+    for partition, records in by_partition.items():
+        whole.feed(partition, records)
+    parts = []
+    for share in ([0, 2], [1]):
+        one = Replayer(ALL)
+        for partition in share:
+            one.feed(partition, by_partition[partition])
+        parts.append(_Part(one.channels, one.stats, one.dirty))
+    merged = Replayer(ALL)
+    assert merge_parts(merged, parts)
+    assert replayed(merged) == replayed(whole)
+    assert merged.stats == whole.stats and merged.stats.invalid > 0
+    assert merged.dirty == set(CHANNELS)
+
+    # A channel folded by two processes (its records in two partitions) cannot be merged.
+    again = Replayer(ALL)
+    assert not merge_parts(again, [*parts, parts[1]])
+    assert again.channels == {} and again.stats.records == 0
+
+
+def test_records_without_id_or_time_take_them_from_their_position_as_in_the_worker() -> None:
+    from projections.model import LogPosition
+
+    stamp = 1_767_225_600_000
+    bare = orjson.dumps({"channel": "team/alpha", "sender": "ann", "type": "STATUS"})
+    no_time = orjson.dumps({"id": "m9", "channel": "team/alpha", "sender": "bo", "type": "STATUS"})
+    deep = orjson.dumps({"channel": "team/alpha", "sender": "ann", "type": "EVENT", "payload": {}})
+    deep = deep.replace(b"{}", b'{"a":' * 70 + b"1" + b"}" * 70)  # too deep, and no id
+    records = [
+        Rec(0, b"team/alpha", bare, stamp),
+        Rec(1, b"team/alpha", no_time, stamp + 1000),
+        Rec(2, b"team/alpha", deep, stamp),
+        Rec(3, b"team/beta", bare, stamp),  # the key is not its channel
+    ]
+    replayer = Replayer(BUILTINS, keep_messages=True)
+    replayer.feed(2, records)
+    expected = [
+        validate_record(r.key, r.value, MAX, LogPosition(2, r.offset, r.timestamp))
+        for r in records[:2]
+    ]
+    assert replayer.messages_of("team/alpha") == expected
+    assert [m.id for m in expected] == ["p2-o0", "m9"]
+    assert replayer.stats.invalid == 2 and replayer.stats.folded == 2
+
+
+def test_fewer_collections_while_folding_and_the_thresholds_restored_after() -> None:
+    import gc
+
+    from streams.replay import fewer_collections
+
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), fewer_collections(threshold=before[0] + 1234):
+        assert gc.get_threshold() == (before[0] + 1234, *before[1:])
+        raise RuntimeError("a failed replay")
+    assert gc.get_threshold() == before
+    with fewer_collections(threshold=1):  # never more often than before
+        assert gc.get_threshold() == before
