@@ -1007,7 +1007,11 @@ def _restart_locked(run_dir: Path, state: dict[str, Any], node_id: int, timeout:
         if int(n["node_id"]) == node_id:
             n["pid"] = proc.pid
     _save_state(run_dir, state)
-    running = [n for n in state["nodes"] if _live_pid(n) is not None]
+    # The new process may not look like a Kafka node yet (its command line appears after
+    # exec); counting it by pid would wait for too few brokers while the others list it.
+    running = [
+        n for n in state["nodes"] if int(n["node_id"]) == node_id or _live_pid(n) is not None
+    ]
     node["pid"] = proc.pid
     try:
         _wait_ready(

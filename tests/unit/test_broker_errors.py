@@ -237,3 +237,37 @@ def test_free_port_is_bindable() -> None:
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_restarted_node_counts_as_running_before_its_command_line_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in a fault run: right after launch the new process did not yet look like a
+    Kafka node, so readiness waited for 2 brokers while the other nodes listed 3, until the
+    timeout."""
+    nodes = [
+        {"node_id": i, "port": 9000 + i, "log_file": str(tmp_path / f"{i}.log"), "pid": i}
+        for i in (1, 2, 3)
+    ]
+    nodes[0]["pid"] = None
+    state = {"nodes": nodes}
+    live = {2, 3}  # the fresh pid (4242) is not recognisable yet
+    waited: list[tuple[list[int], int]] = []
+
+    class Launched:
+        pid = 4242
+
+    monkeypatch.setattr(broker, "_live_pid", lambda n: n["pid"] if n["pid"] in live else None)
+    monkeypatch.setattr(broker, "_port_free", lambda port: True)
+    monkeypatch.setattr(broker, "_check_java", lambda: None)
+    monkeypatch.setattr(broker, "_launch", lambda node: Launched())
+    monkeypatch.setattr(broker, "_save_state", lambda run_dir, state: None)
+    monkeypatch.setattr(
+        broker,
+        "_wait_ready",
+        lambda starting, ports, expected, timeout: waited.append((sorted(ports), expected)),
+    )
+
+    broker._restart_locked(tmp_path, state, 1, 5.0)
+
+    assert waited == [([9001, 9002, 9003], 3)]
