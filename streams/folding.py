@@ -1,6 +1,10 @@
 """Stage 1: validate each record on `chorus.messages`, fold it into the projection tables,
 then wake drivers with the new state (state first, then the signal).
 
+Records arrive in batches (`Stream.take_events`); every table write of the batch, the later
+stages' included, is staged (`streams.staging`) and each changed key written once before
+the batch's driver events are sent. The batch is acknowledged after that.
+
 Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
 applied; a redelivered record is not applied again, but its driver events are sent again,
 so no driver event is ever lost. Consumers dedupe by (channel, offset, projection).
@@ -334,7 +338,7 @@ class Folder:
 
 def install(chorus: Chorus, followers: Sequence[Follower] = ()) -> Folder:
     """The one agent on `chorus.messages`: decode and validate once, fold, then hand the
-    message to the later stages (summaries, recaps) in the same stream iteration."""
+    message to the later stages (summaries, recaps) in the same batch."""
     folder = Folder(chorus, followers)
 
     @chorus.app.agent(chorus.messages, name="fold-messages")
