@@ -89,7 +89,10 @@ class Chorus:
             web_tables_enabled=False,
             producer_acks=-1,
             producer_linger=settings.producer_linger_ms / 1000,
-            producer_max_batch_size=settings.producer_batch_bytes,
+            # The broker checks a whole record batch against the topic's max.message.bytes
+            # (max_message_bytes + 64 KiB on chorus's topics): two large dead letters in one
+            # batch were refused when the batch could outgrow it.
+            producer_max_batch_size=min(settings.producer_batch_bytes, settings.max_message_bytes),
             producer_max_request_size=settings.max_message_bytes + 64 * 1024,
             consumer_auto_offset_reset="earliest",
             table_standby_replicas=settings.standby_replicas,

@@ -56,3 +56,7 @@ def test_worker_settings_reach_faust() -> None:
     assert conf.producer_linger == 0.007
     assert conf.producer_max_batch_size == 65_536
     assert conf.table_standby_replicas == 0
+
+    # A produce batch must fit the smallest topic limit (max_message_bytes + 64 KiB).
+    small = Settings(store="memory://", bootstrap_servers="x:1", max_message_bytes=25_000)
+    assert Chorus(small, broker="127.0.0.1:1").app.conf.producer_max_batch_size == 25_000
