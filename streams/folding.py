@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -50,7 +49,6 @@ DEAD_LETTER_MAX_BYTES = 60 * 1024
 DEAD_LETTER_COPY_LIMIT = 48 * 1024
 DEAD_LETTER_REASON_LIMIT = 2_000
 LOADED_STATES_LIMIT = 20_000
-EXPIRY_RESCAN_SECONDS = 30.0
 
 # A later stage that sees every valid message after it is folded: (message, partition, offset).
 Follower = Callable[[Message, int, int], Awaitable[None]]
@@ -109,9 +107,9 @@ class Folder:
         self._expiry_sent: set[tuple[str, str]] = set()
         # channel -> the earliest deadline among its active commitments (none: not listed),
         # so the expiry timer visits only channels that can be overdue. The table is scanned
-        # in full every EXPIRY_RESCAN_SECONDS (rebalance, recovery, replay rebuilds).
+        # in full from time to time (`Rescan`: rebalance, recovery, replay rebuilds).
         self._deadlines: dict[str, datetime] = {}
-        self._scanned_at = float("-inf")
+        self._rescan = chorus.staging.rescan()
         # Loaded states of recently folded channels: parsing a long channel's state from
         # its table value costs more than folding a message into it.
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any]] = OrderedDict()
@@ -285,8 +283,7 @@ class Folder:
             return 0
         sent: set[tuple[str, str]] = set()
         still_overdue: set[tuple[str, str]] = set()
-        if time.monotonic() - self._scanned_at >= EXPIRY_RESCAN_SECONDS:
-            self._scanned_at = time.monotonic()
+        if self._rescan.due():
             self._deadlines.clear()
             for channel, raw in list(table.items()):
                 if raw:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -52,9 +51,6 @@ WINDOW_PAYLOAD_KEYS = ("tool", "name")
 RECAP_MAX_TOKENS = 160
 RETRY_BACKOFF_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 300.0
-# The deadline timer reads statuses from an in-memory index kept by every table write; the
-# table is scanned in full only this often (rebalance, recovery).
-INDEX_RESCAN_SECONDS = 30.0
 
 
 class ChannelRecap(BaseModel):
@@ -172,9 +168,10 @@ class Recapper:
         )
         self.generating: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
-        # channel -> its recap status, for the deadline timer (see INDEX_RESCAN_SECONDS).
+        # channel -> its recap status, for the deadline timer: kept by every write, rebuilt
+        # from the table by `rescan`.
         self.statuses: dict[str, RecapStatus] = {}
-        self.scanned_at = float("-inf")
+        self.rescan = chorus.staging.rescan()
 
     def store(self, channel: str, recap: ChannelRecap, before: ChannelRecap | None = None) -> None:
         if before is not None and recap.message_count > before.message_count:
@@ -241,8 +238,7 @@ class Recapper:
 
     async def check_deadlines(self) -> None:
         now = utc_now()
-        if time.monotonic() - self.scanned_at >= INDEX_RESCAN_SECONDS:
-            self.scanned_at = time.monotonic()
+        if self.rescan.due():
             self.statuses = {
                 str(channel): RecapStatus.model_validate(raw["status"])
                 for channel, raw in list(self.table.items())

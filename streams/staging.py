@@ -18,6 +18,7 @@ whenever partitions are assigned or revoked and when recovery completes (`forget
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, MutableMapping
@@ -30,6 +31,9 @@ from faust.types import EventT
 _DELETED = object()
 # Flushed values kept per cached table: the channels a worker folds at once, with room.
 CACHED_KEYS = 20_000
+# How often a timer rebuilds its in-memory index from a full table scan, besides right after
+# partitions move: writes it did not see (another worker's, before a rebalance) show up then.
+RESCAN_SECONDS = 30.0
 
 
 @contextmanager
@@ -107,11 +111,31 @@ class StagedTable:
         self._known.clear()
 
 
+class Rescan:
+    """When a timer's index of due channels must be rebuilt from a full table scan: every
+    RESCAN_SECONDS, and at the next tick after `forget` (partitions moved)."""
+
+    def __init__(self) -> None:
+        self._at = float("-inf")
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self._at < RESCAN_SECONDS:
+            return False
+        self._at = now
+        return True
+
+    def forget(self) -> None:
+        self._at = float("-inf")
+
+
 class Staging:
-    """Every staged table of a worker, flushed together at the end of a unit of work."""
+    """Every staged table of a worker, flushed together at the end of a unit of work, and
+    the timers' rescans, all reset when partitions move."""
 
     def __init__(self) -> None:
         self.tables: list[StagedTable] = []
+        self.rescans: list[Rescan] = []
 
     def stage(self, table: MutableMapping[Any, Any], cache: int = 0) -> StagedTable:
         staged = StagedTable(table, cache)
@@ -121,6 +145,13 @@ class Staging:
     def flush(self) -> int:
         return sum(table.flush() for table in self.tables)
 
+    def rescan(self) -> Rescan:
+        rescan = Rescan()
+        self.rescans.append(rescan)
+        return rescan
+
     def forget(self) -> None:
         for table in self.tables:
             table.forget()
+        for rescan in self.rescans:
+            rescan.forget()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +35,6 @@ if TYPE_CHECKING:
     from streams.app import Chorus
 
 log = logging.getLogger(__name__)
-
-# The time-threshold timer works from an in-memory index of the channels with pending items;
-# the table is scanned in full only this often, to pick up batches written elsewhere (another
-# worker before a rebalance, or the changelog on recovery).
-INDEX_RESCAN_SECONDS = 30.0
 
 
 def summary_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:
@@ -102,7 +96,7 @@ class Summariser:
         self.tasks: set[asyncio.Task[None]] = set()
         # channel -> when its pending batch falls due (count threshold reached: at once).
         self.due_at: dict[str, datetime] = {}
-        self.scanned_at = float("-inf")
+        self.rescan = chorus.staging.rescan()
 
     def thresholds(self, channel: str) -> tuple[int, float]:
         config = self.chorus.configs.get(channel)
@@ -252,11 +246,10 @@ class Summariser:
         """Launch batches whose time threshold passed (the message threshold fires inline).
 
         Only channels the index says are due are loaded; a full scan refreshes the index
-        every INDEX_RESCAN_SECONDS.
+        from time to time (`streams.staging.Rescan`).
         """
         now = utc_now()
-        if time.monotonic() - self.scanned_at >= INDEX_RESCAN_SECONDS:
-            self.scanned_at = time.monotonic()
+        if self.rescan.due():
             self.due_at.clear()
             for channel, raw in list(self.pending.items()):
                 if raw and (raw.get("offsets") or raw.get("items")):

@@ -97,3 +97,12 @@ def test_a_cached_table_remembers_reads_and_flushes_until_it_forgets_them() -> N
     assert staged.get("a") == "recovered"
     staged.forget()
     assert [staged.get(key) for key in ("b", "read", "missing")] == ["recovered", "recovered", 1]
+
+
+def test_a_rescan_is_due_at_first_then_periodically_and_after_partitions_move() -> None:
+    staging = Staging()
+    rescan = staging.rescan()
+
+    assert rescan.due() and not rescan.due()
+    staging.forget()  # partitions moved
+    assert rescan.due() and not rescan.due()
