@@ -40,7 +40,7 @@ async def _minimal(settings: Settings, messages: int) -> dict[str, Any]:
     bootstrap = settings.bootstrap_servers or ""
     topic = settings.topic("messages")
     raw_first = await aiokafka_read(bootstrap, topic, messages)
-    projections = registered_projections(settings.projections)
+    projections = registered_projections(settings.projections, settings)
     states: dict[str, dict[str, Folded | None]] = {}
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,

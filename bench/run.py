@@ -132,7 +132,7 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
     results["meta"]["bootstrap"] = "local (started by bench)" if broker.run_dir else "external"
     try:
         source, conversations = load_conversations()
-        projections = 2  # the built-ins: commitments, overview (one driver event each)
+        events_per_message = 1  # driver events v2: one per message, every state in it
         phase = Phase("tput", broker, work, partitions=args.partitions)
         settings = phase.settings()
         await create_topics(settings)
@@ -167,7 +167,7 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
             log("2. chorus worker fold")
             try:
                 fold_results["chorus_worker"], worker = await fold.run_chorus(
-                    phase, count, projections, args.timeout
+                    phase, count, events_per_message, args.timeout
                 )
                 log(f"  chorus worker: {fold_results['chorus_worker']['msgs_per_s']:,.0f} msg/s")
             except Exception as error:
@@ -175,7 +175,7 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
             log("2. chorus fold stage alone")
             try:
                 fold_results["chorus_fold_stage"], _ = await fold.run_chorus(
-                    phase, count, projections, args.timeout, fold_only=True
+                    phase, count, events_per_message, args.timeout, fold_only=True
                 )
                 log(f"  fold stage: {fold_results['chorus_fold_stage']['msgs_per_s']:,.0f} msg/s")
             except Exception as error:
@@ -195,7 +195,9 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
         if wanted(args, "quix"):
             log("3. Quix Streams peer")
             try:
-                fold_results["quix"] = await fold.run_quix(phase, count, projections, args.timeout)
+                fold_results["quix"] = await fold.run_quix(
+                    phase, count, events_per_message, args.timeout
+                )
                 log(f"  quix: {fold_results['quix']['msgs_per_s']:,.0f} msg/s")
             except Exception as error:
                 fold_results["quix_error"] = str(error)
@@ -244,7 +246,7 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
                                 duration,
                                 min(args.channels, 100),
                                 args.drain,
-                                projections,
+                                events_per_message,
                                 llm_delay,
                             )
                         )
@@ -259,7 +261,7 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
                     mem_phase,
                     conversations,
                     args.memory_channels,
-                    projections,
+                    events_per_message,
                     round_timeout=90.0 if args.quick else 180.0,
                 )
             except Exception as error:

@@ -2,6 +2,13 @@
 
 Pure: given the stored folds of a channel and the next message at its offset, it returns the
 new folds, which ones changed, the errors, and the channel's termination decision.
+
+Two rules of the step itself, which replay applies the same way (`joined`, `oversize`):
+* a projection whose new state would encode to more than `max_state_bytes` is handled like
+  a projection that raised: it keeps its old fold and the step reports the error, so a
+  state can never grow past what a table's changelog and a driver event can carry;
+* then the overview's `open_commitments` becomes the commitments projection's open count
+  after the same message (the overview keeps no copy of the commitments).
 """
 
 from __future__ import annotations
@@ -11,6 +18,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import orjson
+
+from projections.commitments import CommitmentProjection, CommitmentsState
+from projections.fastcopy import copy_with
 from projections.model import Message
 from projections.overview import ChannelOverview, ChannelOverviewProjection
 from projections.projection import (
@@ -21,6 +32,10 @@ from projections.projection import (
     load_state,
 )
 from projections.termination import Decision, TerminationCondition, TerminationContext
+
+# Default of CHORUS_MAX_STATE_BYTES: half of what a chorus topic accepts (1 MiB + 64 KiB),
+# so a driver event carrying the built-in states at their bounds still fits.
+MAX_STATE_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -40,8 +55,11 @@ def step(
     message: Message,
     offset: int,
     loaded: Mapping[str, Any] | None = None,
+    *,
+    max_state_bytes: int = MAX_STATE_BYTES,
 ) -> list[ProjectionStep]:
-    """Fold `message` into each projection; a projection that raises keeps its old fold.
+    """Fold `message` into each projection; a projection that raises, or whose state would
+    outgrow `max_state_bytes`, keeps its old fold.
 
     `loaded` may hold states already in memory for `stored` (same fold, not re-parsed).
     """
@@ -53,11 +71,66 @@ def step(
             folded, new_state, applied = advance(projection, previous, message, offset, state)
             steps.append(ProjectionStep(projection, folded, new_state, applied))
         except Exception as error:  # a user projection's bug must not stop the channel
-            kept = previous if previous is not None else initial_folded(projection)
-            reason = f"{type(error).__name__}: {error}"
-            kept_state = state if state is not None else load_state(projection, kept.state)
-            steps.append(ProjectionStep(projection, kept, kept_state, False, reason))
+            steps.append(_kept(projection, previous, state, f"{type(error).__name__}: {error}"))
+    for index, done in enumerate(steps):
+        previous = stored.get(done.projection.name)
+        if not done.applied or (previous is not None and done.folded.state is previous.state):
+            continue
+        reason = oversize(done.folded.state, max_state_bytes)
+        if reason is not None:
+            state = loaded.get(done.projection.name) if loaded and previous is not None else None
+            steps[index] = _kept(done.projection, previous, state, reason)
+    _join_open_count(steps)
     return steps
+
+
+def _kept(
+    projection: ChannelProjection[Any], previous: Folded | None, state: Any, reason: str
+) -> ProjectionStep:
+    kept = previous if previous is not None else initial_folded(projection)
+    kept_state = state if state is not None else load_state(projection, kept.state)
+    return ProjectionStep(projection, kept, kept_state, False, reason)
+
+
+def oversize(dumped_state: Any, limit: int) -> str | None:
+    """Why a state (already dumped to JSON types) is refused, or None when it fits."""
+    size = len(orjson.dumps(dumped_state))
+    if size <= limit:
+        return None
+    return (
+        f"state would be {size} bytes encoded, over the {limit}-byte limit "
+        "(CHORUS_MAX_STATE_BYTES); the previous state is kept"
+    )
+
+
+def joined(overview: ChannelOverview, commitments: CommitmentsState) -> ChannelOverview:
+    """The overview with the commitments' open count (the same object when it has it)."""
+    count = commitments.open_count()
+    if overview.open_commitments == count:
+        return overview
+    return copy_with(overview, {"open_commitments": count})
+
+
+def _join_open_count(steps: list[ProjectionStep]) -> None:
+    by_name = {done.projection.name: index for index, done in enumerate(steps)}
+    at_overview = by_name.get(ChannelOverviewProjection.name)
+    at_commitments = by_name.get(CommitmentProjection.name)
+    if at_overview is None or at_commitments is None:
+        return
+    overview, commitments = steps[at_overview], steps[at_commitments]
+    if not (
+        overview.applied
+        and isinstance(overview.state, ChannelOverview)
+        and isinstance(commitments.state, CommitmentsState)
+    ):
+        return
+    state = joined(overview.state, commitments.state)
+    if state is overview.state:
+        return
+    folded = overview.folded.model_copy(
+        update={"state": {**overview.folded.state, "open_commitments": state.open_commitments}}
+    )
+    steps[at_overview] = ProjectionStep(overview.projection, folded, state, True)
 
 
 def decide(condition: TerminationCondition, steps: Sequence[ProjectionStep]) -> Decision:

@@ -4,6 +4,11 @@ Each commitment is keyed by the message that opened it, so replaying the log reb
 exactly the same ids. Expiry is not a clock read inside `apply`: a timer writes an expiry
 EVENT to the log and folding that event expires the commitment, so a replay sees the same
 expiry at the same point.
+
+Bounded at any channel length: every active commitment is kept, up to `max_active`; of the
+ended ones only the `keep_terminal` that ended last. Counters that never shrink (opened, per
+terminal state, declines, evicted, untracked) carry what eviction drops, and the termination
+conditions read them, so a decision does not depend on what was evicted.
 """
 
 from __future__ import annotations
@@ -23,6 +28,13 @@ EXPIRY_EVENT_KIND = "commitment-expired"
 EXPIRY_EVENT_SENDER = "chorus"
 
 OPENING_TYPES = frozenset({MessageType.QUERY, MessageType.COMMAND, MessageType.PROPOSE})
+
+# Defaults of CHORUS_COMMITMENTS_KEEP_TERMINAL and CHORUS_COMMITMENTS_MAX_ACTIVE. A commitment
+# whose ten text fields are at their 200-character limits encodes to about 2.4 KB, so a state
+# at both caps stays under 512 KiB, the default state-size limit.
+KEEP_TERMINAL = 100
+MAX_ACTIVE = 100
+EXCERPT_LENGTH = 200
 
 
 class CommitmentState(StrEnum):
@@ -71,18 +83,39 @@ class Commitment(BaseModel):
     expires_at: datetime | None = None
     delegated_to: str | None = None
     parent: str | None = None
+    # What was asked: the opening message's content, cut to EXCERPT_LENGTH characters.
+    excerpt: str | None = None
 
     @property
     def is_active(self) -> bool:
         return self.state.is_active
 
 
-class CommitmentsState(BaseModel):
-    """Every commitment of a channel, in the order they were opened.
+def excerpt_of(content: str | None) -> str | None:
+    """The first EXCERPT_LENGTH characters of `content` on one line, `…` where it was cut."""
+    if content is None:
+        return None
+    text = " ".join(content.split())
+    if not text:
+        return None
+    if len(text) <= EXCERPT_LENGTH:
+        return text
+    return text[: EXCERPT_LENGTH - 1] + "…"
 
-    Only the most recent commitment of a correlation id can be active: an opener is
-    ignored while one is active, and a handoff closes the parent as it opens the child.
+
+class CommitmentsState(BaseModel):
+    """A channel's active commitments and the last ended ones, with lifetime counters.
+
+    `commitments` is in the order they were opened, except that a commitment moves to the
+    end when it ends; eviction drops the ended commitment at the front, the one that ended
+    longest ago. Only the most recent commitment of a correlation id can be active: an opener
+    is ignored while one is active, and a handoff closes the parent as it opens the child.
     Lookups rely on that and read only the latest one.
+
+    Counters never shrink: `opened` (every commitment ever created, handoff children
+    included), `ended` per terminal state, `declines`, `evicted` (ended commitments dropped
+    at the `keep_terminal` bound) and `untracked` (openers refused at the `max_active`
+    bound). `opened == len(active) + sum(ended.values())` always holds.
 
     Lookups go through an index kept outside the model (see `_index`), so they cost O(1)
     instead of a scan of every commitment; the model, its JSON and its equality are unchanged.
@@ -91,11 +124,15 @@ class CommitmentsState(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     commitments: dict[str, Commitment] = {}
+    opened: int = 0
+    ended: dict[CommitmentState, int] = {}
     declines: int = 0
+    evicted: int = 0
+    untracked: int = 0
 
     @property
     def ever_opened(self) -> bool:
-        return bool(self.commitments)
+        return self.opened > 0
 
     def latest(self, correlation_id: str) -> Commitment | None:
         """The commitment of `correlation_id` that comes last in `commitments`."""
@@ -208,126 +245,201 @@ def overdue(state: CommitmentsState, now: datetime) -> list[str]:
 
 
 class CommitmentProjection:
+    """Commitments with bounded state: `keep_terminal` ended ones, `max_active` active ones.
+
+    At the `max_active` bound a new request is not tracked: it is counted in `untracked`
+    and its replies are ignored like replies to an unknown request. The bounds are part of
+    the fold's meaning, so the worker and replay must use the same ones (both read them
+    from settings).
+    """
+
     name = "commitments"
-    version = 1
+    version = 2
+
+    def __init__(self, keep_terminal: int = KEEP_TERMINAL, max_active: int = MAX_ACTIVE) -> None:
+        if keep_terminal < 0 or max_active < 1:
+            raise ValueError(
+                f"commitment bounds: keep_terminal must be >= 0 and max_active >= 1, got "
+                f"{keep_terminal} and {max_active}"
+            )
+        self.keep_terminal = keep_terminal
+        self.max_active = max_active
 
     def identity(self) -> CommitmentsState:
         return CommitmentsState()
 
     def apply(self, state: CommitmentsState, message: Message) -> CommitmentsState:
-        # The overview folds the same commitments again for its open count, right after this
-        # projection, with the same message: the second call reuses the first one's result
-        # (apply is pure; equal inputs give an equal result). Once a change has been shared,
-        # the two folds of a channel hold the very same state objects, so the check is by
-        # identity (and two empty states, whichever objects, are the same input).
-        global _last_fold
-        last_state, last_message, last_result = _last_fold
-        if (
-            last_result is not None
-            and message is last_message
-            and (state is last_state or _both_empty(state, last_state))
-        ):
-            return state if last_result is last_state else last_result
-        result = _apply(state, message)
-        _last_fold = (state, message, result)  # one assignment: a reader sees all or nothing
-        return result
+        expiring = expiry_target(message)
+        if expiring is not None:
+            return self._expire(state, expiring, message)
+        correlation_id = message.correlation_id
+        if not correlation_id:
+            return state
+        kind = message.type
+        if kind in OPENING_TYPES:
+            return self._open(state, correlation_id, message)
+        active = state.active(correlation_id)
+        if active is None:
+            return state
+        if kind is MessageType.STATUS:
+            return self._acknowledge(state, active, message)
+        if kind is MessageType.HANDOFF:
+            return self._hand_off(state, active, message)
+        resolution = _RESOLUTIONS.get(kind)
+        if resolution is None:
+            return state
+        # MQ: a RESPONSE answers a proposal without accepting it; only DONE closes it.
+        if kind is MessageType.RESPONSE and active.opened_by_type is MessageType.PROPOSE:
+            return state
+        return self._resolve(state, active, resolution, message)
+
+    def _replace(self, state: CommitmentsState, *changed: Commitment) -> CommitmentsState:
+        """`state` with `changed` written in (new ones last, ended ones moved last), the
+        counters updated, and ended commitments beyond `keep_terminal` evicted."""
+        index = _index(state)
+        commitments = dict(state.commitments)
+        latest: dict[str, Commitment] | None = dict(index.latest)
+        active = index.active
+        opened = state.opened
+        ended = dict(state.ended)
+        declines = state.declines
+        for commitment in changed:
+            before = commitments.get(commitment.id)
+            correlation_id = commitment.correlation_id
+            if before is None:
+                opened += 1
+            else:
+                active -= before.state in _ACTIVE
+                if before.correlation_id != correlation_id:
+                    latest = None  # never done by the rules above; index it afresh below
+            if commitment.state not in _ACTIVE and (before is None or before.state in _ACTIVE):
+                ended[commitment.state] = ended.get(commitment.state, 0) + 1
+                declines += commitment.state is CommitmentState.DECLINED
+                commitments.pop(commitment.id, None)  # an ended commitment goes last
+            commitments[commitment.id] = commitment
+            if latest is not None and (before is None or latest.get(correlation_id) is before):
+                latest[correlation_id] = commitment
+            active += commitment.state in _ACTIVE
+        evicted = _evict(commitments, len(commitments) - active - self.keep_terminal, latest)
+        new = copy_with(
+            state,
+            {
+                "commitments": commitments,
+                "opened": opened,
+                "ended": ended,
+                "declines": declines,
+                "evicted": state.evicted + evicted,
+            },
+        )
+        if latest is not None:
+            _INDEXES[id(new)] = _Index(new, latest, active)
+        return new
+
+    def _open(
+        self, state: CommitmentsState, correlation_id: str, message: Message
+    ) -> CommitmentsState:
+        # A repeated opener (a producer retry, or a second request on a live thread) must not
+        # create a second active commitment for the same correlation id.
+        if state.active(correlation_id) is not None or message.id in state.commitments:
+            return state
+        if state.open_count() >= self.max_active:
+            return copy_with(state, {"untracked": state.untracked + 1})
+        opened = Commitment(
+            id=message.id,
+            correlation_id=correlation_id,
+            requester=message.sender,
+            obligor=message.target,
+            opened_by_type=message.type,
+            opened_by=message.id,
+            opened_at=message.created_at,
+            expires_at=message.deadline,
+            excerpt=excerpt_of(message.content),
+        )
+        return self._replace(state, opened)
+
+    def _acknowledge(
+        self, state: CommitmentsState, active: Commitment, message: Message
+    ) -> CommitmentsState:
+        if active.state is CommitmentState.ACKNOWLEDGED:
+            return state
+        acknowledged = copy_with(
+            active,
+            {
+                "state": CommitmentState.ACKNOWLEDGED,
+                "acknowledged_by": message.id,
+                "acknowledged_at": message.created_at,
+            },
+        )
+        return self._replace(state, acknowledged)
+
+    def _resolve(
+        self,
+        state: CommitmentsState,
+        active: Commitment,
+        resolution: CommitmentState,
+        message: Message,
+    ) -> CommitmentsState:
+        return self._replace(state, _closed(active, resolution, message))
+
+    def _hand_off(
+        self, state: CommitmentsState, active: Commitment, message: Message
+    ) -> CommitmentsState:
+        if message.target is None or message.id in state.commitments:
+            return state
+        parent = _closed(active, CommitmentState.DELEGATED, message)
+        parent = copy_with(parent, {"delegated_to": message.target})
+        child = Commitment(
+            id=message.id,
+            correlation_id=active.correlation_id,
+            requester=active.requester,
+            obligor=message.target,
+            # The child carries the same kind of obligation, so a delegated proposal is
+            # still not fulfilled by a mere RESPONSE.
+            opened_by_type=active.opened_by_type,
+            opened_by=message.id,
+            opened_at=message.created_at,
+            # The requester's deadline still binds whoever the work is handed to.
+            expires_at=message.deadline or active.expires_at,
+            parent=active.id,
+            # What is owed is still what was first asked.
+            excerpt=active.excerpt or excerpt_of(message.content),
+        )
+        return self._replace(state, parent, child)
+
+    def _expire(
+        self, state: CommitmentsState, correlation_id: str, message: Message
+    ) -> CommitmentsState:
+        active = state.active(correlation_id)
+        # The timer decided on an older view; if the work was handed off with a later
+        # deadline since, the event is stale and must not expire the newer obligation.
+        if active is None or active.expires_at is None or active.expires_at > message.created_at:
+            return state
+        return self._replace(state, _closed(active, CommitmentState.EXPIRED, message))
 
 
-# The last `CommitmentProjection.apply` call: (state, message, result).
-_last_fold: tuple[CommitmentsState | None, Message | None, CommitmentsState | None] = (
-    None,
-    None,
-    None,
-)
-
-
-def _both_empty(state: CommitmentsState, other: CommitmentsState | None) -> bool:
-    return (
-        other is not None
-        and not state.commitments
-        and not other.commitments
-        and state.declines == other.declines
-    )
-
-
-def _apply(state: CommitmentsState, message: Message) -> CommitmentsState:
-    expiring = expiry_target(message)
-    if expiring is not None:
-        return _expire(state, expiring, message)
-    correlation_id = message.correlation_id
-    if not correlation_id:
-        return state
-    kind = message.type
-    if kind in OPENING_TYPES:
-        return _open(state, correlation_id, message)
-    active = state.active(correlation_id)
-    if active is None:
-        return state
-    if kind is MessageType.STATUS:
-        return _acknowledge(state, active, message)
-    if kind is MessageType.HANDOFF:
-        return _hand_off(state, active, message)
-    resolution = _RESOLUTIONS.get(kind)
-    if resolution is None:
-        return state
-    # MQ: a RESPONSE answers a proposal without accepting it; only DONE closes it.
-    if kind is MessageType.RESPONSE and active.opened_by_type is MessageType.PROPOSE:
-        return state
-    return _resolve(state, active, resolution, message)
-
-
-def _replace(state: CommitmentsState, *changed: Commitment, declines: int = 0) -> CommitmentsState:
-    index = _index(state)
-    commitments = dict(state.commitments)
-    latest: dict[str, Commitment] | None = dict(index.latest)
-    active = index.active
-    for commitment in changed:
-        before = commitments.get(commitment.id)
-        commitments[commitment.id] = commitment  # a new id goes last, a known one stays put
-        correlation_id = commitment.correlation_id
-        if before is not None:
-            active -= before.state in _ACTIVE
-            if before.correlation_id != correlation_id:
-                latest = None  # never done by the rules above; index it afresh below
-        if latest is not None and (before is None or latest.get(correlation_id) is before):
-            latest[correlation_id] = commitment
-        active += commitment.state in _ACTIVE
-    new = copy_with(state, {"commitments": commitments, "declines": state.declines + declines})
-    if latest is not None:
-        _INDEXES[id(new)] = _Index(new, latest, active)
-    return new
-
-
-def _open(state: CommitmentsState, correlation_id: str, message: Message) -> CommitmentsState:
-    # A repeated opener (a producer retry, or a second request on a live thread) must not
-    # create a second active commitment for the same correlation id.
-    if state.active(correlation_id) is not None or message.id in state.commitments:
-        return state
-    opened = Commitment(
-        id=message.id,
-        correlation_id=correlation_id,
-        requester=message.sender,
-        obligor=message.target,
-        opened_by_type=message.type,
-        opened_by=message.id,
-        opened_at=message.created_at,
-        expires_at=message.deadline,
-    )
-    return _replace(state, opened)
-
-
-def _acknowledge(state: CommitmentsState, active: Commitment, message: Message) -> CommitmentsState:
-    if active.state is CommitmentState.ACKNOWLEDGED:
-        return state
-    acknowledged = copy_with(
-        active,
-        {
-            "state": CommitmentState.ACKNOWLEDGED,
-            "acknowledged_by": message.id,
-            "acknowledged_at": message.created_at,
-        },
-    )
-    return _replace(state, acknowledged)
+def _evict(
+    commitments: dict[str, Commitment], count: int, latest: dict[str, Commitment] | None
+) -> int:
+    """Drop the `count` ended commitments that ended first (the front of `commitments`)."""
+    if count <= 0:
+        return 0
+    gone = []
+    for commitment in commitments.values():
+        if commitment.state not in _ACTIVE:
+            gone.append(commitment)
+            if len(gone) == count:
+                break
+    for commitment in gone:
+        del commitments[commitment.id]
+        cid = commitment.correlation_id
+        if latest is not None and latest.get(cid) is commitment:
+            # Kept in step with what a fresh scan (`_index`) would find.
+            older = [c for c in commitments.values() if c.correlation_id == cid]
+            if older:
+                latest[cid] = older[-1]
+            else:
+                del latest[cid]
+    return len(gone)
 
 
 def _closed(active: Commitment, resolution: CommitmentState, message: Message) -> Commitment:
@@ -339,41 +451,3 @@ def _closed(active: Commitment, resolution: CommitmentState, message: Message) -
             "resolved_at": message.created_at,
         },
     )
-
-
-def _resolve(
-    state: CommitmentsState, active: Commitment, resolution: CommitmentState, message: Message
-) -> CommitmentsState:
-    declined = 1 if resolution is CommitmentState.DECLINED else 0
-    return _replace(state, _closed(active, resolution, message), declines=declined)
-
-
-def _hand_off(state: CommitmentsState, active: Commitment, message: Message) -> CommitmentsState:
-    if message.target is None or message.id in state.commitments:
-        return state
-    parent = _closed(active, CommitmentState.DELEGATED, message)
-    parent = copy_with(parent, {"delegated_to": message.target})
-    child = Commitment(
-        id=message.id,
-        correlation_id=active.correlation_id,
-        requester=active.requester,
-        obligor=message.target,
-        # The child carries the same kind of obligation, so a delegated proposal is still
-        # not fulfilled by a mere RESPONSE.
-        opened_by_type=active.opened_by_type,
-        opened_by=message.id,
-        opened_at=message.created_at,
-        # The requester's deadline still binds whoever the work is handed to.
-        expires_at=message.deadline or active.expires_at,
-        parent=active.id,
-    )
-    return _replace(state, parent, child)
-
-
-def _expire(state: CommitmentsState, correlation_id: str, message: Message) -> CommitmentsState:
-    active = state.active(correlation_id)
-    # The timer decided on an older view; if the work was handed off with a later deadline
-    # since, the event is stale and must not expire the newer obligation.
-    if active is None or active.expires_at is None or active.expires_at > message.created_at:
-        return state
-    return _replace(state, _closed(active, CommitmentState.EXPIRED, message))

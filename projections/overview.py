@@ -6,46 +6,67 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from projections.commitments import CommitmentProjection, CommitmentsState
 from projections.fastcopy import copy_with
 from projections.model import Message, MessageType
 
+# Defaults of CHORUS_OVERVIEW_MAX_PARTICIPANTS and CHORUS_OVERVIEW_MAX_TOPICS: with 200-character
+# names and topics the overview stays under 60 KB.
+MAX_PARTICIPANTS = 200
+MAX_TOPICS = 50
+
 
 class ChannelOverview(BaseModel):
-    """Counts for one channel.
+    """Counts for one channel, bounded at any channel length.
 
-    `participants` and `topics` leave out EVENTs: those are observer-only records (the
-    expiry timer writes some as "chorus"), not anyone taking part in the conversation.
+    `participants` leaves out EVENTs: those are observer-only records (the expiry timer
+    writes some as "chorus"), not anyone taking part in the conversation. It holds at most
+    `max_participants` senders, the most recently active last; a sender pushed out by a new
+    one leaves its messages in `other_participant_messages` and is counted in
+    `participants_evicted` (if it speaks again it starts from one). `topics` keeps the
+    first `max_topics` topics seen; messages on later new ones count in
+    `other_topic_messages`.
     `message_count` and `by_type` count every record. Activity times follow log order,
     not the largest timestamp, so a producer with a skewed clock cannot move them.
+
+    `open_commitments` is the commitments projection's open count after the same message,
+    set by the fold step (`projections.channel.step`) when both are folded: the overview
+    holds no copy of the commitments.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     participants: dict[str, int] = {}
+    participants_evicted: int = 0
+    other_participant_messages: int = 0
     by_type: dict[MessageType, int] = {}
     topics: list[str] = []
+    other_topic_messages: int = 0
     first_activity: datetime | None = None
     last_activity: datetime | None = None
     last_message_id: str | None = None
     message_count: int = 0
     open_commitments: int = 0
-    # Embedded so the open count follows exactly the commitment rules, not a copy of them.
-    commitments: CommitmentsState = CommitmentsState()
 
 
 class ChannelOverviewProjection:
     name = "overview"
-    version = 1
+    version = 2
 
-    def __init__(self) -> None:
-        self._commitments = CommitmentProjection()
+    def __init__(
+        self, max_participants: int = MAX_PARTICIPANTS, max_topics: int = MAX_TOPICS
+    ) -> None:
+        if max_participants < 1 or max_topics < 1:
+            raise ValueError(
+                f"overview bounds must be at least 1, got {max_participants} participants "
+                f"and {max_topics} topics"
+            )
+        self.max_participants = max_participants
+        self.max_topics = max_topics
 
     def identity(self) -> ChannelOverview:
         return ChannelOverview()
 
     def apply(self, state: ChannelOverview, message: Message) -> ChannelOverview:
-        commitments = self._commitments.apply(state.commitments, message)
         by_type = dict(state.by_type)
         by_type[message.type] = by_type.get(message.type, 0) + 1
         update: dict[str, object] = {
@@ -55,13 +76,21 @@ class ChannelOverviewProjection:
             "last_message_id": message.id,
             "message_count": state.message_count + 1,
         }
-        if commitments is not state.commitments:
-            update["commitments"] = commitments
-            update["open_commitments"] = commitments.open_count()
         if message.type is not MessageType.EVENT:
             participants = dict(state.participants)
-            participants[message.sender] = participants.get(message.sender, 0) + 1
+            # Re-inserted so the dict runs from least to most recently active.
+            count = participants.pop(message.sender, 0) + 1
+            participants[message.sender] = count
+            if len(participants) > self.max_participants:
+                oldest = next(iter(participants))
+                update["other_participant_messages"] = (
+                    state.other_participant_messages + participants.pop(oldest)
+                )
+                update["participants_evicted"] = state.participants_evicted + 1
             update["participants"] = participants
             if message.topic not in state.topics:
-                update["topics"] = [*state.topics, message.topic]
+                if len(state.topics) < self.max_topics:
+                    update["topics"] = [*state.topics, message.topic]
+                else:
+                    update["other_topic_messages"] = state.other_topic_messages + 1
         return copy_with(state, update)

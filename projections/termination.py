@@ -148,29 +148,28 @@ class GoalReached(TerminationCondition):
 
 
 def _commitments(ctx: TerminationContext, projection: str) -> CommitmentsState:
-    """The commitments state under `projection` in the context.
-
-    Accepts the commitments projection's state, a state that embeds one (the overview),
-    or the dumped JSON of the former, so conditions work on states fresh from a table.
-    """
+    """The commitments state under `projection` in the context: the projection's state or
+    its dumped JSON, so conditions work on states fresh from a table."""
     state = ctx.state.get(projection)
     if state is None:
         return CommitmentsState()
     if isinstance(state, CommitmentsState):
         return state
-    embedded = getattr(state, "commitments", None)
-    if isinstance(embedded, CommitmentsState):
-        return embedded
     return CommitmentsState.model_validate(state)
 
 
 @dataclass(frozen=True)
 class AllCommitmentsResolved(TerminationCondition):
+    """Complete once something was asked and nothing is owed. Reads the counters and the
+    active commitments only, so evicting ended ones never changes the decision; a request
+    refused at the active-commitment bound (`untracked`) may still be owed, so a channel
+    that had one never completes by this condition."""
+
     projection: str = "commitments"
 
     def evaluate(self, ctx: TerminationContext) -> Decision:
         commitments = _commitments(ctx, self.projection)
-        if not commitments.ever_opened or commitments.open_commitments():
+        if not commitments.ever_opened or commitments.open_count() or commitments.untracked:
             return CONTINUE
         return Complete("All commitments resolved")
 

@@ -70,7 +70,9 @@ class Chorus:
     ) -> None:
         self.settings = settings
         self.projections = (
-            projections if projections is not None else registered_projections(settings.projections)
+            projections
+            if projections is not None
+            else registered_projections(settings.projections, settings)
         )
         servers = broker or bootstrap_servers(settings)
         self.app = faust.App(

@@ -66,9 +66,9 @@ async def show_driver_events(settings: Settings, channel: str, total: int) -> No
         channels=[channel],
     ):
         event = record.value
-        if event["projection"] != "overview":
+        state = event["states"]["overview"]["state"]
+        if state is None:  # left out of an event too large to send whole
             continue
-        state = event["state"]
         seen += 1
         console.print(
             f"[dim]#{event['offset']:>3}[/dim] fold → {state['message_count']} msgs, "

@@ -7,7 +7,8 @@ the batch's driver events are sent. The batch is acknowledged after that.
 
 Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
 applied; a redelivered record is not applied again, but its driver events are sent again,
-so no driver event is ever lost. Consumers dedupe by (channel, offset, projection).
+so no driver event is ever lost. One driver event per message carries every projection's
+state; consumers dedupe by (channel, offset).
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ from projections.model import (
 )
 from projections.projection import Folded
 from projections.termination import decision_to_json
-from streams.records import DeadLetter, DriverEvent, driver_event, validate_record
+from streams.records import (
+    DeadLetter,
+    DriverEvent,
+    ProjectionState,
+    driver_event,
+    validate_record,
+)
 from streams.staging import CACHED_KEYS, processing
 
 if TYPE_CHECKING:
@@ -56,8 +63,8 @@ Follower = Callable[[Message, int, int], Awaitable[None]]
 Signal = tuple[bytes, bytes, int]
 
 
-def signal_of(event: DriverEvent) -> Signal:
-    return event.channel.encode(), event.to_bytes(), event.partition
+def signal_of(event: DriverEvent, limit: int) -> Signal:
+    return event.channel.encode(), event.fitted(limit), event.partition
 
 
 def dead_letter_for(
@@ -198,7 +205,8 @@ class Folder:
                     int(record.timestamp * 1000),  # Faust gives seconds
                 )
             # Encoded now: the states they carry must not change before the batch ends.
-            signals += [signal_of(driver_event) for driver_event in woken]
+            limit = self.settings.max_message_bytes
+            signals += [signal_of(driver_event, limit) for driver_event in woken]
         await self.wake(signals)
 
     async def wake(self, signals: Sequence[Signal]) -> None:
@@ -229,7 +237,12 @@ class Folder:
             for raw in [table.get(channel)]
         }
         steps = step(
-            self.chorus.projections, stored, message, offset, self.loaded_states(channel, stored)
+            self.chorus.projections,
+            stored,
+            message,
+            offset,
+            self.loaded_states(channel, stored),
+            max_state_bytes=self.settings.max_state_bytes,
         )
         decision = decision_to_json(decide(self.chorus.configs.conditions(channel), steps))
         for done in steps:
@@ -238,13 +251,18 @@ class Folder:
                 if done.projection.name == "commitments":
                     self._index_deadline(channel, done.folded.state)
         self.remember(channel, steps)
-        events = [driver_event(message, partition, offset, done, decision) for done in steps]
-        errors = [f"{done.projection.name}: {done.error}" for done in steps if done.error]
-        if errors:
+        event = driver_event(message, partition, offset, steps, decision)
+        if event.errors:
+            reasons = "; ".join(f"{name}: {error}" for name, error in event.errors.items())
             await self.send_dead_letter(
-                "projection raised: " + "; ".join(errors), "project", key, value, partition, offset
+                "projection raised or outgrew its state limit: " + reasons,
+                "project",
+                key,
+                value,
+                partition,
+                offset,
             )
-        return events
+        return [event]
 
     async def send_dead_letter(
         self,
@@ -321,15 +339,20 @@ class Folder:
             message_id="",
             partition=-1 if partition is None else partition,
             offset=folded.offset if folded else -1,
-            projection=difference.projection,
-            version=folded.version if folded else 0,
-            state=difference.replay.state if difference.replay else None,
+            states={
+                difference.projection: ProjectionState(
+                    version=folded.version if folded else 0,
+                    state=difference.replay.state if difference.replay else None,
+                )
+            },
             decision={},
             applied=False,
-            error=difference.describe(),
+            errors={difference.projection: difference.describe()},
         )
         await self.chorus.driver_events.send(
-            key=difference.channel.encode(), value=event.to_bytes(), partition=partition
+            key=difference.channel.encode(),
+            value=event.fitted(self.settings.max_message_bytes),
+            partition=partition,
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,30 +24,77 @@ class WireRecord(BaseModel):
         return cls.model_validate(orjson.loads(raw))
 
 
-class DriverEvent(WireRecord):
-    """A wake signal that already carries the state after the fold.
+class ProjectionState(BaseModel):
+    """One projection's state in a driver event: its version and the state after the fold.
 
-    source is `channel:<channel>` after a fold, `projection-error:<channel>` when a projection
-    raised. At-least-once: consumers dedupe by (channel, offset, projection).
+    `omitted` is set, and `state` is null, only when the whole event would not fit a record
+    (`fitted`); the state is then read from `GET /channels/{channel}/state`.
     """
 
+    version: int
+    state: Any
+    omitted: str | None = None
+
+
+DRIVER_EVENT_VERSION = 2
+
+
+class DriverEvent(WireRecord):
+    """A wake signal that already carries the channel's states after the fold (version 2).
+
+    One record per folded message: `states` holds every projection's state after it, so the
+    event is self-contained. source is `channel:<channel>` after a fold,
+    `projection-error:<channel>` when a projection raised or outgrew the state limit
+    (`errors`: projection -> reason; that projection's state is the one it kept).
+    `applied` is false for a redelivered message that was folded before. At-least-once:
+    consumers dedupe by (channel, offset).
+    """
+
+    event_version: int = DRIVER_EVENT_VERSION
     source: str
     channel: str
     message_id: str
     partition: int
     offset: int
-    projection: str
-    version: int
-    state: Any
+    states: dict[str, ProjectionState]
     decision: dict[str, Any]
     applied: bool = True
-    error: str | None = None
+    errors: dict[str, str] = Field(default_factory=dict)
     timestamp: datetime = Field(default_factory=utc_now)
 
     def to_bytes(self) -> bytes:
-        # `state` is already JSON-ready; orjson encodes it far faster than pydantic's
+        # The states are already JSON-ready; orjson encodes them far faster than pydantic's
         # serializer infers a type for every value of an `Any` field.
-        return orjson.dumps({name: getattr(self, name) for name in type(self).model_fields})
+        record = {name: getattr(self, name) for name in type(self).model_fields}
+        record["states"] = {name: entry.__dict__ for name, entry in self.states.items()}
+        return orjson.dumps(record)
+
+    def fitted(self, limit: int) -> bytes:
+        """The encoded event, at most `limit` bytes where it can be: the largest states are
+        left out (`omitted`) until it fits, so no fold's signal is refused by the broker."""
+        encoded = self.to_bytes()
+        event = self
+        while len(encoded) > limit:
+            sizes = {
+                name: len(orjson.dumps(entry.state))
+                for name, entry in event.states.items()
+                if entry.omitted is None
+            }
+            if not sizes:
+                break
+            largest = max(sizes, key=lambda name: sizes[name])
+            entry = event.states[largest]
+            note = (
+                f"state of {sizes[largest]} bytes left out to fit the {limit}-byte record; "
+                f"read GET /channels/{event.channel}/state"
+            )
+            states = {
+                **event.states,
+                largest: ProjectionState(version=entry.version, state=None, omitted=note),
+            }
+            event = event.model_copy(update={"states": states})
+            encoded = event.to_bytes()
+        return encoded
 
 
 class DeadLetter(WireRecord):
@@ -137,21 +185,25 @@ def driver_event(
     message: Message,
     partition: int,
     offset: int,
-    done: ProjectionStep,
+    steps: Sequence[ProjectionStep],
     decision: dict[str, Any],
 ) -> DriverEvent:
-    """The wake signal for one projection's fold of one message."""
-    kind = "projection-error" if done.error else "channel"
+    """The wake signal for one message's fold through every projection."""
+    errors = {done.projection.name: done.error for done in steps if done.error}
+    kind = "projection-error" if errors else "channel"
     return DriverEvent(
         source=f"{kind}:{message.channel}",
         channel=message.channel,
         message_id=message.id,
         partition=partition,
         offset=offset,
-        projection=done.projection.name,
-        version=done.projection.version,
-        state=done.folded.state,
+        states={
+            done.projection.name: ProjectionState.model_construct(
+                version=done.projection.version, state=done.folded.state, omitted=None
+            )
+            for done in steps
+        },
         decision=decision,
-        applied=done.applied,
-        error=done.error,
+        applied=any(done.applied for done in steps),
+        errors=errors,
     )

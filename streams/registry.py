@@ -9,6 +9,7 @@ from typing import Any
 from projections.commitments import CommitmentProjection
 from projections.overview import ChannelOverviewProjection
 from projections.projection import ChannelProjection
+from streams.settings import Settings
 
 
 class ProjectionImportError(ValueError):
@@ -43,10 +44,14 @@ def _is_projection(candidate: Any) -> bool:
     )
 
 
-def registered_projections(import_paths: list[str]) -> list[ChannelProjection[Any]]:
+def registered_projections(
+    import_paths: list[str], settings: Settings | None = None
+) -> list[ChannelProjection[Any]]:
+    """The built-ins, with their bounds from `settings` (defaults without), then the others."""
+    bounds = settings or Settings.model_construct()
     projections: list[ChannelProjection[Any]] = [
-        CommitmentProjection(),
-        ChannelOverviewProjection(),
+        CommitmentProjection(bounds.commitments_keep_terminal, bounds.commitments_max_active),
+        ChannelOverviewProjection(bounds.overview_max_participants, bounds.overview_max_topics),
     ]
     projections.extend(load_projection(path) for path in import_paths)
     names = [p.name for p in projections]

@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from projections import commitments, overview
+from projections.channel import MAX_STATE_BYTES
 from projections.model import DEFAULT_MAX_MESSAGE_BYTES
 
 
@@ -53,6 +55,13 @@ class Settings(BaseSettings):
     # Faust's 16 KB default batches held a few records each (+30% msg/s measured).
     producer_linger_ms: float = Field(default=2.0, ge=0)
     producer_batch_bytes: int = Field(default=256 * 1024, gt=0)
+    # Bounds of every channel's state (see README, "Bounded state"). The commitment and
+    # overview bounds are part of what the fold means: the worker and replay read the same.
+    max_state_bytes: int = Field(default=MAX_STATE_BYTES, ge=1024)
+    commitments_keep_terminal: int = Field(default=commitments.KEEP_TERMINAL, ge=0)
+    commitments_max_active: int = Field(default=commitments.MAX_ACTIVE, ge=1)
+    overview_max_participants: int = Field(default=overview.MAX_PARTICIPANTS, ge=1)
+    overview_max_topics: int = Field(default=overview.MAX_TOPICS, ge=1)
     # Before starting, fold projections (or versions) that have no table yet from the log.
     rebuild_on_start: bool = True
     # Re-fold a sample of channels from the log and compare with live state; 0 = off.

@@ -45,7 +45,7 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
     if settings.rebuild_on_start:
         # A projection or version added to a running system must not start mid-log from
         # an empty state: fold what it missed into its changelog before Faust recovers it.
-        projections = registered_projections(settings.projections)
+        projections = registered_projections(settings.projections, settings)
         for outcome in asyncio.run(with_retries(lambda: catch_up_rebuilds(settings, projections))):
             if outcome.mode in ("full", "incremental"):
                 log.warning(

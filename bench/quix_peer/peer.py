@@ -5,7 +5,7 @@ repository root on PYTHONPATH, so it folds with chorus's own pure code: the reco
 validated (`streams.records.validate_record`), every registered projection steps
 (`projections.channel.step`), the channel's termination decision is taken (`decide`), the
 new folds are stored in Quix's per-key RocksDB state (changelogged, at-least-once) and one
-driver event per projection (`streams.records.driver_event`, the same JSON) goes to the
+driver event per message (`streams.records.driver_event`, the same v2 JSON) goes to the
 output topic, keyed by channel. Invalid records go to the dead-letter topic like chorus's.
 
     python -m bench.quix_peer.peer --bootstrap HOST:PORT --input T --output T2 --group G
@@ -61,9 +61,7 @@ def build(args: argparse.Namespace) -> tuple[Application, Any]:
         for done in steps:
             if done.applied:
                 state.set(done.projection.name, done.folded.model_dump(mode="json"))
-        return [
-            driver_event(message, partition, offset, done, decision).to_bytes() for done in steps
-        ]
+        return [driver_event(message, partition, offset, steps, decision).to_bytes()]
 
     sdf = app.dataframe(source)
     sdf = sdf.apply(fold, stateful=True, metadata=True, expand=True)

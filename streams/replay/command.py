@@ -73,7 +73,7 @@ def parse_time(text: str) -> datetime:
 def select_projections(settings: Settings, names: Sequence[str]) -> list[ChannelProjection[Any]]:
     """The registered projections named in `names` (all of them when none is named)."""
     try:
-        every = registered_projections(settings.projections)
+        every = registered_projections(settings.projections, settings)
     except ProjectionImportError as error:
         raise click.UsageError(str(error)) from None
     if not names:

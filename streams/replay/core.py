@@ -14,8 +14,10 @@ import orjson
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from projections.channel import step
+from projections.channel import MAX_STATE_BYTES, joined, oversize, step
+from projections.commitments import CommitmentProjection, CommitmentsState
 from projections.model import MISSING_ON_THE_LOG, LogPosition, Message, MessageError
+from projections.overview import ChannelOverviewProjection
 from projections.projection import (
     ChannelProjection,
     Folded,
@@ -108,6 +110,7 @@ class Replayer:
         *,
         channels: Iterable[str] | None = None,
         max_message_bytes: int = 1024 * 1024,
+        max_state_bytes: int = MAX_STATE_BYTES,
         to_offset: int | None = None,
         as_of: datetime | None = None,
         time_field: TimeField = "created_at",
@@ -120,6 +123,7 @@ class Replayer:
         self._models = [isinstance(p.identity(), BaseModel) for p in self.projections]
         self._wanted = None if channels is None else {c.encode() for c in channels}
         self.max_message_bytes = max_message_bytes
+        self.max_state_bytes = max_state_bytes
         self.to_offset = to_offset
         self.as_of = as_of
         self._as_of_ms = None if as_of is None else int(as_of.timestamp() * 1000)
@@ -131,6 +135,9 @@ class Replayer:
         self.channels: dict[str, _Channel] = {}
         self.dirty: set[str] = set()
         self._closed: set[bytes | None] = set()
+
+    def _at(self, name: str) -> int | None:
+        return self.names.index(name) if name in self.names else None
 
     def _open(self, name: str, partition: int) -> _Channel:
         limits: list[int | None] = (
@@ -175,6 +182,9 @@ class Replayer:
         errors = stats.errors
         names = self.names
         dirty = self.dirty
+        max_state = self.max_state_bytes
+        overview_at = self._at(ChannelOverviewProjection.name)
+        commitments_at = self._at(CommitmentProjection.name)
         folded = 0
         for record in records:
             stats.records += 1
@@ -210,6 +220,7 @@ class Replayer:
                 states = channel.states
                 offsets = channel.offsets
                 limits = channel.limits
+                applied: dict[int, Any] = {}
                 for index in range(count):
                     if offset <= offsets[index]:
                         continue
@@ -225,8 +236,24 @@ class Replayer:
                         continue
                     if not models[index] and (new is not state or offsets[index] < 0):
                         new = to_jsonable_python(new)  # what the table round trip does
+                    applied[index] = new
+                for index, new in applied.items():
+                    # The step's size rule, decided on the same JSON the table would hold.
+                    if new is not states[index] and oversize(dump_state(new), max_state):
+                        channel.errors[index] += 1
+                        errors[names[index]] += 1
+                        continue
                     states[index] = new
                     offsets[index] = offset
+                if (
+                    overview_at is not None
+                    and commitments_at is not None
+                    and offsets[overview_at] == offset
+                    and offsets[commitments_at] == offset  # not stopped at a rebuild's limit
+                ):
+                    commitments = states[commitments_at]
+                    if isinstance(commitments, CommitmentsState):
+                        states[overview_at] = joined(states[overview_at], commitments)
             if channel.messages is not None:
                 channel.messages.append(message)
             channel.records += 1
@@ -242,7 +269,9 @@ class Replayer:
             for p, limit in zip(self.projections, channel.limits, strict=True)
             if limit is None or offset <= limit
         ]
-        for done in step(active, channel.stored, message, offset):
+        for done in step(
+            active, channel.stored, message, offset, max_state_bytes=self.max_state_bytes
+        ):
             name = done.projection.name
             if done.error is not None:
                 channel.errors[self.names.index(name)] += 1

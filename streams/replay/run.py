@@ -67,6 +67,7 @@ async def replay(
     options: dict[str, Any] = {
         "channels": None if channels is None else list(channels),
         "max_message_bytes": settings.max_message_bytes,
+        "max_state_bytes": settings.max_state_bytes,
         "to_offset": to_offset,
         "as_of": as_of,
         "time_field": time_field,
@@ -103,7 +104,11 @@ async def replay(
         return await replay(
             settings,
             projections,
-            **{k: v for k, v in options.items() if k != "max_message_bytes"},
+            **{
+                k: v
+                for k, v in options.items()
+                if k not in ("max_message_bytes", "max_state_bytes")
+            },
             start_offsets=start_offsets,
             stop_offsets=stop_offsets,
             partitions=partitions,

@@ -75,7 +75,7 @@ async def measure_replay_vs_raw(
     """
     chosen = projections
     if chosen is None:
-        chosen = registered_projections(settings.projections)
+        chosen = registered_projections(settings.projections, settings)
     count, first = await raw_read_rate(settings)
     decode = await replay(settings, [])
     single = await replay(settings, chosen)

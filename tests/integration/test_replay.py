@@ -168,7 +168,7 @@ def test_live_fold_on_the_broker_equals_the_replay(
             last[validate_record(key, value, settings_.max_message_bytes).channel] = offset
     wait_folded(worker, last)
 
-    projections = registered_projections(settings_.projections)
+    projections = registered_projections(settings_.projections, settings_)
 
     async def check() -> None:
         async with httpx.AsyncClient(base_url=worker.base_url, timeout=10) as client:

@@ -21,8 +21,10 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
         name = topic.get_topic_name()
         if name.endswith("driver-events"):
             event = DriverEvent.model_validate_json(value)
-            stored = chorus.folds[event.projection].get(event.channel)
-            assert stored is not None and stored["state"] == event.state  # state first
+            assert set(event.states) == {"commitments", "overview"}  # one event, every state
+            for projection, carried in event.states.items():
+                stored = chorus.folds[projection].get(event.channel)
+                assert stored is not None and stored["state"] == carried.state  # state first
         sent.append((name, value))
 
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
@@ -31,13 +33,9 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
             await agent.put(orjson.dumps(message), key=b"off/line")
             await agent.put(b"\x00not json", key=b"off/line")
 
-    # One batch: the dead letter goes out as the record is read, the driver events after
+    # One batch: the dead letter goes out as the record is read, the driver event after
     # the batch's table writes.
-    assert sorted(name for name, _ in sent) == [
-        "offline.dead-letters",
-        "offline.driver-events",
-        "offline.driver-events",
-    ]
+    assert sorted(name for name, _ in sent) == ["offline.dead-letters", "offline.driver-events"]
     letter = DeadLetter.model_validate_json(next(v for n, v in sent if n.endswith("letters")))
     assert "not valid UTF-8 JSON" in letter.reason and letter.offset == 1
     overview = chorus.folds["overview"].get("off/line")

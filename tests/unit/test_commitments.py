@@ -97,7 +97,7 @@ def test_identity_is_empty_and_fresh_every_call() -> None:
 
 
 def test_projection_name_and_version() -> None:
-    assert (P.name, P.version) == ("commitments", 1)
+    assert (P.name, P.version) == ("commitments", 2)
 
 
 # --- lifecycle --------------------------------------------------------------------------
@@ -493,11 +493,12 @@ def test_replay_is_deterministic_and_survives_persistence() -> None:
     assert restored == first
     assert list(restored.commitments) == list(first.commitments)
     assert canonical_hash(restored) == canonical_hash(first)
+    # In the order they ended: the handed-off parent, b, c, then the expired child.
     assert [c.state for c in first.commitments.values()] == [
         CommitmentState.DELEGATED,
         CommitmentState.FULFILLED,
-        CommitmentState.EXPIRED,
         CommitmentState.DECLINED,
+        CommitmentState.EXPIRED,
     ]
 
 
@@ -561,7 +562,9 @@ def conversations(draw: st.DrawFn) -> list[Message]:
     return messages
 
 
-def _check_invariants(before: CommitmentsState, after: CommitmentsState) -> None:
+def _check_invariants(
+    before: CommitmentsState, after: CommitmentsState, projection: CommitmentProjection = P
+) -> None:
     active_per_cid: dict[str, int] = {}
     for c in after.commitments.values():
         if c.is_active:
@@ -569,23 +572,40 @@ def _check_invariants(before: CommitmentsState, after: CommitmentsState) -> None
             assert c.resolved_at is None
         else:
             assert c.resolved_at is not None and c.resolved_by is not None
-        if c.parent is not None:
+        if c.parent is not None and c.parent in after.commitments:
             parent = after.commitments[c.parent]
             assert parent.state is CommitmentState.DELEGATED
             assert parent.delegated_to == c.obligor
             assert parent.correlation_id == c.correlation_id
             assert parent.requester == c.requester
     assert all(count == 1 for count in active_per_cid.values())
-    # Commitments are only ever added, in order, and a terminal one never changes again.
-    assert list(after.commitments)[: len(before.commitments)] == list(before.commitments)
+    # Bounded: every active one (up to max_active), at most keep_terminal ended ones.
+    active = [c for c in after.commitments.values() if c.is_active]
+    assert len(active) <= projection.max_active
+    assert len(after.commitments) - len(active) <= projection.keep_terminal
+    # What stays keeps its order; what ended in this step moved to the end.
+    ended_now = [
+        cid
+        for cid, c in after.commitments.items()
+        if c.state.is_terminal
+        and (cid not in before.commitments or before.commitments[cid].is_active)
+    ]
+    kept = [cid for cid in before.commitments if cid in after.commitments and cid not in ended_now]
+    assert [cid for cid in after.commitments if cid in kept] == kept
+    order = list(after.commitments)
+    assert all(order.index(e) > order.index(k) for e in ended_now for k in kept)
     for cid, old in before.commitments.items():
-        if old.state.is_terminal:
+        if old.state.is_terminal and cid in after.commitments:
             assert after.commitments[cid] == old
-        if old.acknowledged_at is not None:
+        if old.acknowledged_at is not None and cid in after.commitments:
             assert after.commitments[cid].acknowledged_at == old.acknowledged_at
-    declined = [c for c in after.commitments.values() if c.state is CommitmentState.DECLINED]
-    assert after.declines == len(declined)
-    assert after.declines >= before.declines
+    # Counters never shrink, and add up.
+    assert after.opened == len(active) + sum(after.ended.values())
+    assert after.declines == after.ended.get(CommitmentState.DECLINED, 0)
+    for counter in ("opened", "declines", "evicted", "untracked"):
+        assert getattr(after, counter) >= getattr(before, counter)
+    assert all(after.ended.get(k, 0) >= n for k, n in before.ended.items())
+    assert after.open_count() == len(active)
     if after == before:
         assert after is before
 

@@ -47,7 +47,7 @@ def query(n: int, cid: str) -> Message:
 
 class Boom:
     name = "commitments"
-    version = 1
+    version = CommitmentProjection.version
 
     def identity(self) -> CommitmentsState:
         return CommitmentsState()
@@ -59,7 +59,7 @@ class Boom:
 def test_first_message_starts_from_identity() -> None:
     folded, applied = fold_at(P, None, query(0, "q"), 0)
     assert applied
-    assert (folded.projection, folded.version, folded.offset) == ("commitments", 1, 0)
+    assert (folded.projection, folded.version, folded.offset) == ("commitments", 2, 0)
     state = load_state(P, folded.state)
     assert state.active("q") is not None
     assert folded.state == dump_state(state)

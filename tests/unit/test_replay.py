@@ -18,7 +18,7 @@ from projections.channel import step
 from projections.commitments import CommitmentProjection
 from projections.model import Message, MessageError, MessageType, encode_message
 from projections.overview import ChannelOverviewProjection
-from projections.projection import Folded, dump_state, fold, fold_at
+from projections.projection import Folded, dump_state, fold, fold_at, load_state
 from projections.summarise import batch, default_summariser, summarise_batches
 from streams.records import validate_record
 from streams.replay import (
@@ -46,7 +46,8 @@ from tests.sample_projections import WordCountProjection
 
 MAX = 1024 * 1024
 CHANNELS = ["team/alpha", "team/beta", "ops/x"]
-BUILTINS: list[Any] = [CommitmentProjection(), ChannelOverviewProjection()]
+COMMITMENTS = CommitmentProjection()
+BUILTINS: list[Any] = [COMMITMENTS, ChannelOverviewProjection()]
 ALL: list[Any] = [*BUILTINS, WordCountProjection(), PairsProjection(), TallyV1()]
 
 
@@ -110,6 +111,11 @@ def test_hot_loop_equals_the_workers_step_on_a_long_conversation() -> None:
     assert fast.stats.folded == len(messages)
 
 
+def own_part(state: dict[str, Any]) -> dict[str, Any]:
+    """A state without the field the step joins in (the overview's open count)."""
+    return {k: v for k, v in state.items() if k != "open_commitments"}
+
+
 def test_hot_loop_states_equal_the_pure_fold() -> None:
     messages = conversation(CHANNELS, 300, seed=9)
     replayer = Replayer(BUILTINS)
@@ -118,8 +124,11 @@ def test_hot_loop_states_equal_the_pure_fold() -> None:
         mine = [m for m in messages if m.channel == channel]
         folds = replayer.folds(channel)
         for projection in BUILTINS:
-            assert folds[projection.name].state == dump_state(fold(projection, mine))
+            expected = dump_state(fold(projection, mine))
+            assert own_part(folds[projection.name].state) == own_part(expected)
             assert folds[projection.name].version == projection.version
+        commitments = load_state(COMMITMENTS, folds["commitments"].state)
+        assert folds["overview"].state["open_commitments"] == commitments.open_count()
 
 
 def test_hot_loop_equals_fold_at_chain_per_projection() -> None:
@@ -131,7 +140,9 @@ def test_hot_loop_equals_fold_at_chain_per_projection() -> None:
         for offset, message in enumerate(messages):
             folded, _ = fold_at(projection, folded, message, offset)
         assert folded is not None
-        assert replayer.folds("solo")[projection.name] == folded
+        replayed_fold = replayer.folds("solo")[projection.name]
+        assert own_part(replayed_fold.state) == own_part(folded.state)
+        assert replayed_fold.offset == folded.offset
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -159,7 +170,8 @@ def test_as_of_offset_k_is_the_fold_of_the_first_k_messages(data: st.DataObject)
             assert folds == {}
             continue
         for projection in BUILTINS:
-            assert folds[projection.name].state == dump_state(fold(projection, first_k))
+            expected = dump_state(fold(projection, first_k))
+            assert own_part(folds[projection.name].state) == own_part(expected)
             last = max(i for i, m in enumerate(messages[:k]) if m.channel == channel)
             assert folds[projection.name].offset == last
 
@@ -234,7 +246,7 @@ def test_limits_stop_each_projection_at_its_own_offset() -> None:
     replayer.feed(0, records_of(messages))
     folds = replayer.folds("solo")
     assert folds["commitments"].state == dump_state(fold(BUILTINS[0], messages[:10]))
-    assert folds["overview"].state == dump_state(fold(BUILTINS[1], messages))
+    assert own_part(folds["overview"].state) == own_part(dump_state(fold(BUILTINS[1], messages)))
 
 
 def test_seeded_replay_continues_exactly_like_a_full_one() -> None:

