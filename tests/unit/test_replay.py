@@ -14,7 +14,7 @@ from faust.serializers import codecs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from projections.channel import step
+from projections.channel import MAX_STATE_BYTES, step
 from projections.commitments import CommitmentProjection
 from projections.model import Message, MessageError, MessageType, encode_message
 from projections.overview import ChannelOverviewProjection
@@ -63,7 +63,9 @@ def records_of(messages: list[Message], junk_every: int = 0) -> list[Rec]:
     return records
 
 
-def worker_fold(projections: list[Any], records: list[Rec]) -> dict[str, dict[str, Folded]]:
+def worker_fold(
+    projections: list[Any], records: list[Rec], max_state_bytes: int = MAX_STATE_BYTES
+) -> dict[str, dict[str, Folded]]:
     """What `streams.folding.Folder.fold` leaves in rocksdb tables: `step` per record, every
     applied fold stored as JSON and read back for the next record."""
     tables: dict[str, dict[str, bytes]] = {p.name: {} for p in projections}
@@ -77,7 +79,9 @@ def worker_fold(projections: list[Any], records: list[Rec]) -> dict[str, dict[st
             name: Folded.model_validate(orjson.loads(table[channel])) if channel in table else None
             for name, table in tables.items()
         }
-        for done in step(projections, stored, message, record.offset):
+        for done in step(
+            projections, stored, message, record.offset, max_state_bytes=max_state_bytes
+        ):
             if done.applied:
                 tables[done.projection.name][channel] = orjson.dumps(
                     done.folded.model_dump(mode="json")

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from projections.commitments import CommitmentProjection, CommitmentsState
 from projections.model import Message, MessageType
-from projections.overview import ChannelOverviewProjection
 from projections.projection import dump_state, fold
 from projections.termination import (
     CONTINUE,
