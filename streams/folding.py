@@ -34,7 +34,13 @@ from projections.model import (
 )
 from projections.projection import Folded
 from projections.termination import decision_to_json
-from streams.records import DeadLetter, DriverEvent, driver_event, validate_record
+from streams.records import (
+    DeadLetter,
+    DriverEvent,
+    MisplacedRecord,
+    driver_event,
+    validate_record,
+)
 from streams.staging import CACHED_KEYS, processing
 
 if TYPE_CHECKING:
@@ -49,6 +55,9 @@ DEAD_LETTER_MAX_BYTES = 60 * 1024
 DEAD_LETTER_COPY_LIMIT = 48 * 1024
 DEAD_LETTER_REASON_LIMIT = 2_000
 LOADED_STATES_LIMIT = 20_000
+# Channels whose misplaced records were already explained in the log; the oldest is
+# forgotten first (and explained again when it shows up again).
+MISPLACED_LOGGED_LIMIT = 10_000
 
 # A later stage that sees every valid message after it is folded: (message, partition, offset).
 Follower = Callable[[Message, int, int], Awaitable[None]]
@@ -118,6 +127,7 @@ class Folder:
             for name, table in chorus.folds.items()
         }
         self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
+        self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
 
     def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
         """States in memory that still match the table (same version and offset)."""
@@ -161,9 +171,21 @@ class Folder:
             return []
         if expected is None or offset == expected:
             self.positions[str(partition)] = offset + 1
+        # The partition's next offset is past this record now, whatever follows: a rejected
+        # record changes no other state, and the record after it folds.
         position = LogPosition(partition, offset, timestamp_ms)
         try:
-            message = validate_record(key, value, self.settings.max_message_bytes, position)
+            message = validate_record(
+                key,
+                value,
+                self.settings.max_message_bytes,
+                position,
+                partition=partition,
+                partitions=self.chorus.messages_partitions(),
+            )
+        except MisplacedRecord as error:
+            await self.send_misplaced(error, key, value, partition, offset)
+            return []
         except MessageError as error:
             await self.send_dead_letter(error.reason, "validate", key, value, partition, offset)
             return []
@@ -246,6 +268,25 @@ class Folder:
             )
         return events
 
+    async def send_misplaced(
+        self,
+        error: MisplacedRecord,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        offset: int,
+    ) -> None:
+        """Dead-letter a record on the wrong partition; the log says why once per channel,
+        since a producer with another partitioner misplaces most of a channel's records."""
+        self.chorus.meter.misplaced_records.inc()
+        first = error.channel not in self._misplaced_logged
+        self._misplaced_logged[error.channel] = None
+        self._misplaced_logged.move_to_end(error.channel)
+        while len(self._misplaced_logged) > MISPLACED_LOGGED_LIMIT:
+            self._misplaced_logged.popitem(last=False)
+        level = logging.WARNING if first else logging.DEBUG
+        await self.send_dead_letter(error.reason, "validate", key, value, partition, offset, level)
+
     async def send_dead_letter(
         self,
         reason: str,
@@ -254,8 +295,9 @@ class Folder:
         value: bytes | None,
         partition: int,
         offset: int,
+        level: int = logging.WARNING,
     ) -> None:
-        log.warning("dead letter %s@%s: %s", partition, offset, reason)
+        log.log(level, "dead letter %s@%s: %s", partition, offset, reason)
         letter = dead_letter_for(
             reason,
             stage,
