@@ -15,6 +15,7 @@ from projections.projection import dump_state, fold
 from streams.consume import Record
 from streams.kafka import producer
 from streams.produce import send_messages
+from streams.records import key_partition
 from streams.settings import Settings
 from streams.topics import create_topics
 from tests.conftest import read_until
@@ -98,14 +99,15 @@ async def test_bad_records_go_to_dead_letters_and_good_ones_still_fold(
         (b"other/room", orjson.dumps(good), "does not match channel"),
         (b"dlq/room", None, "record value is null"),
     ]
+    home = key_partition(b"dlq/room", chorus_settings.partitions)  # one partition: in order
     kafka = producer(chorus_settings)
     await kafka.start()
     try:
         for index, (key, value, _) in enumerate(bad):
-            await kafka.send_and_wait(topic, key=key, value=value, partition=0)
+            await kafka.send_and_wait(topic, key=key, value=value, partition=home)
             valid = {**good, "content": f"fine {index}"}
             await kafka.send_and_wait(
-                topic, key=b"dlq/room", value=orjson.dumps(valid), partition=0
+                topic, key=b"dlq/room", value=orjson.dumps(valid), partition=home
             )
     finally:
         await kafka.stop()

@@ -21,7 +21,7 @@ from projections.model import Message, MessageError, encode_message
 from projections.projection import Folded, dump_state, fold
 from streams.kafka import admin, producer
 from streams.produce import send_messages
-from streams.records import validate_record
+from streams.records import key_partition, validate_record
 from streams.registry import registered_projections
 from streams.replay import (
     catch_up_rebuilds,
@@ -163,9 +163,16 @@ def test_live_fold_on_the_broker_equals_the_replay(
         records.append((message.channel.encode(), encode_message(message)))
     delivered = asyncio.run(produce(settings_, records))
     last: dict[str, int] = {}
-    for (key, value), (_, offset) in zip(records, delivered, strict=True):
+    for (key, value), (partition, offset) in zip(records, delivered, strict=True):
         with contextlib.suppress(MessageError):  # the worker dead-letters it
-            last[validate_record(key, value, settings_.max_message_bytes).channel] = offset
+            message = validate_record(
+                key,
+                value,
+                settings_.max_message_bytes,
+                partition=partition,
+                partitions=settings_.partitions,
+            )
+            last[message.channel] = offset
     wait_folded(worker, last)
 
     projections = registered_projections(settings_.projections)
@@ -513,8 +520,8 @@ async def test_replay_in_worker_processes_equals_one_process(
         assert dumped(rest.replayer.folds(channel)) == dumped(one.replayer.folds(channel))
 
     # A channel whose records sit in every partition (a producer with another partitioner):
-    # no process may fold it alone, so the replay falls back to one process, which sees all
-    # of its records (the offset guard then skips some, as in the worker).
+    # only those on its key's partition fold, the others are rejected as the worker rejects
+    # them, in one process or two.
     split = "team/split"
     kafka = producer(chorus_settings)
     await kafka.start()
@@ -532,8 +539,10 @@ async def test_replay_in_worker_processes_equals_one_process(
     finally:
         await kafka.stop()
     mixed = await replay(chorus_settings, projections, workers=2)
-    assert mixed.replayer.stats.cross_partition > 0
-    assert mixed.replayer.channels[split].records == 8
-    assert mixed.replayer.stats.folded == one.replayer.stats.folded + 8
+    assert mixed.replayer.stats == (await replay(chorus_settings, projections)).replayer.stats
+    assert mixed.replayer.partition_of(split) == key_partition(split.encode(), 4)
+    assert mixed.replayer.channels[split].records == 2
+    assert mixed.replayer.stats.folded == one.replayer.stats.folded + 2
+    assert mixed.replayer.stats.invalid == one.replayer.stats.invalid + 6
     for channel in channels:
         assert dumped(mixed.replayer.folds(channel)) == dumped(one.replayer.folds(channel))

@@ -89,7 +89,7 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
     assert not [r for r in caplog.records if "jumped" in r.getMessage()]
     # No table holds anything of the misplaced channel: no fold, summary or recap input.
     for table in chorus.app.tables.values():
-        assert not [k for k in table.keys() if away in str(k)], table.name
+        assert not [k for k in table if away in str(k)], table.name
     assert chorus.meter.registry.get_sample_value("chorus_misplaced_records_total") == 2
     # Explained once per channel; later ones only at debug level.
     warned = [r for r in caplog.records if r.levelno >= logging.WARNING and away in r.getMessage()]
