@@ -217,6 +217,8 @@ async def run_quix(phase: Phase, messages: int, projections: int, timeout: float
         f"{phase.app_id}-quix",
         "--state-dir",
         str(state_dir),
+        "--partitions",
+        str(phase.partitions),
     ]
     with log_path.open("ab") as out:
         process = subprocess.Popen(

@@ -63,7 +63,11 @@ async def _minimal(settings: Settings, messages: int) -> dict[str, Any]:
                     seen += 1
                     try:
                         message = validate_record(
-                            record.key, record.value, settings.max_message_bytes
+                            record.key,
+                            record.value,
+                            settings.max_message_bytes,
+                            partition=record.partition,
+                            partitions=len(tps),
                         )
                     except MessageError:
                         continue

@@ -139,6 +139,12 @@ class Chorus:
         self.staging.forget()
         self.configs.forget()
 
+    def messages_partitions(self) -> int:
+        """chorus.messages' partition count: the consumer's metadata once it has it, else
+        the settings' (Faust refuses a source topic whose count differs from its tables')."""
+        known = self.app.consumer.topic_partitions(self.messages.get_topic_name())
+        return int(known) if known else self.settings.partitions
+
     def messages_partition(self, channel: str) -> int | None:
         """The channel's partition when this worker actively owns it, else None.
 

@@ -38,6 +38,7 @@ from projections.termination import decision_to_json
 from streams.records import (
     DeadLetter,
     DriverEvent,
+    MisplacedRecord,
     ProjectionState,
     driver_event,
     validate_record,
@@ -56,6 +57,9 @@ DEAD_LETTER_MAX_BYTES = 60 * 1024
 DEAD_LETTER_COPY_LIMIT = 48 * 1024
 DEAD_LETTER_REASON_LIMIT = 2_000
 LOADED_STATES_LIMIT = 20_000
+# Channels whose misplaced records were already explained in the log; the oldest is
+# forgotten first (and explained again when it shows up again).
+MISPLACED_LOGGED_LIMIT = 10_000
 
 # A later stage that sees every valid message after it is folded: (message, partition, offset).
 Follower = Callable[[Message, int, int], Awaitable[None]]
@@ -125,6 +129,7 @@ class Folder:
             for name, table in chorus.folds.items()
         }
         self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
+        self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
 
     def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
         """States in memory that still match the table (same version and offset)."""
@@ -168,9 +173,21 @@ class Folder:
             return []
         if expected is None or offset == expected:
             self.positions[str(partition)] = offset + 1
+        # The partition's next offset is past this record now, whatever follows: a rejected
+        # record changes no other state, and the record after it folds.
         position = LogPosition(partition, offset, timestamp_ms)
         try:
-            message = validate_record(key, value, self.settings.max_message_bytes, position)
+            message = validate_record(
+                key,
+                value,
+                self.settings.max_message_bytes,
+                position,
+                partition=partition,
+                partitions=self.chorus.messages_partitions(),
+            )
+        except MisplacedRecord as error:
+            await self.send_misplaced(error, key, value, partition, offset)
+            return []
         except MessageError as error:
             await self.send_dead_letter(error.reason, "validate", key, value, partition, offset)
             return []
@@ -264,6 +281,25 @@ class Folder:
             )
         return [event]
 
+    async def send_misplaced(
+        self,
+        error: MisplacedRecord,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        offset: int,
+    ) -> None:
+        """Dead-letter a record on the wrong partition; the log says why once per channel,
+        since a producer with another partitioner misplaces most of a channel's records."""
+        self.chorus.meter.misplaced_records.inc()
+        first = error.channel not in self._misplaced_logged
+        self._misplaced_logged[error.channel] = None
+        self._misplaced_logged.move_to_end(error.channel)
+        while len(self._misplaced_logged) > MISPLACED_LOGGED_LIMIT:
+            self._misplaced_logged.popitem(last=False)
+        level = logging.WARNING if first else logging.DEBUG
+        await self.send_dead_letter(error.reason, "validate", key, value, partition, offset, level)
+
     async def send_dead_letter(
         self,
         reason: str,
@@ -272,8 +308,9 @@ class Folder:
         value: bytes | None,
         partition: int,
         offset: int,
+        level: int = logging.WARNING,
     ) -> None:
-        log.warning("dead letter %s@%s: %s", partition, offset, reason)
+        log.log(level, "dead letter %s@%s: %s", partition, offset, reason)
         letter = dead_letter_for(
             reason,
             stage,

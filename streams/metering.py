@@ -53,6 +53,11 @@ class CostMeter:
             ["projection", "kind"],
             registry=self.registry,
         )
+        self.misplaced_records = Counter(
+            "chorus_misplaced_records",
+            "Records on another partition than Kafka's default partitioner gives their key",
+            registry=self.registry,
+        )
         self.latency = Histogram(
             "chorus_llm_latency_seconds",
             "LLM call latency",

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import orjson
+from aiokafka.partitioner import murmur2
 from pydantic import BaseModel, ConfigDict, Field
 
 from projections.channel import ProjectionStep
@@ -165,11 +167,47 @@ RECORDS_BY_TOPIC: dict[str, type[BaseModel]] = {
 }
 
 
+# Distinct keys whose partition is remembered (about 150 bytes each): aiokafka's murmur2 is
+# pure Python and costs about as much as validating the whole record.
+PARTITION_CACHE_KEYS = 65_536
+# What librdkafka-based clients (kcat, confluent-kafka-python, Go, .NET) must set: their
+# default partitioner hashes keys with CRC32.
+PARTITIONER_FIX = "partitioner=murmur2_random"
+
+
+@lru_cache(maxsize=PARTITION_CACHE_KEYS)
+def key_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner (Java client, aiokafka) gives `key`."""
+    hashed: int = murmur2(key)
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
+class MisplacedRecord(MessageError):
+    """A valid message on another partition than its key's: its producer does not use Kafka's
+    default partitioner. The fold would compare its offset with another partition's."""
+
+    def __init__(self, channel: str, partition: int, home: int, partitions: int) -> None:
+        super().__init__(
+            f"channel {channel!r} is on partition {partition} but belongs on partition {home} "
+            f"(murmur2 of the key, {partitions} partitions): the producer uses another "
+            f"partitioner; librdkafka-based clients (kcat, confluent-kafka) must set "
+            f"{PARTITIONER_FIX}"
+        )
+        self.channel = channel
+
+
 def validate_record(
-    key: bytes | None, value: bytes | None, max_bytes: int, position: LogPosition | None = None
+    key: bytes | None,
+    value: bytes | None,
+    max_bytes: int,
+    position: LogPosition | None = None,
+    *,
+    partition: int,
+    partitions: int,
 ) -> Message:
     """The gate every reader of chorus.messages uses (worker, replay, peers): a valid message
-    whose channel is the record's key, or MessageError with the reason."""
+    whose channel is the record's key, on the key's partition of the topic's `partitions`,
+    or MessageError with the reason (MisplacedRecord for the wrong partition)."""
     message = decode_message(value, max_bytes, position)
     if key is None:
         raise MessageError("record key is null; the key must be the channel name")
@@ -178,6 +216,9 @@ def validate_record(
             f"record key {key.decode(errors='replace')[:200]!r} does not match "
             f"channel {message.channel!r}"
         )
+    home = key_partition(key, partitions)
+    if home != partition:
+        raise MisplacedRecord(message.channel, partition, home, partitions)
     return message
 
 

@@ -9,6 +9,7 @@ driver event per message (`streams.records.driver_event`, the same v2 JSON) goes
 output topic, keyed by channel. Invalid records go to the dead-letter topic like chorus's.
 
     python -m bench.quix_peer.peer --bootstrap HOST:PORT --input T --output T2 --group G
+        --dead-letters T3 --state-dir DIR --partitions N
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def build(args: argparse.Namespace) -> tuple[Application, Any]:
         context = message_context()
         partition, offset = context.partition, context.offset
         try:
-            message = validate_record(key, value, MAX_MESSAGE_BYTES)
+            message = validate_record(
+                key, value, MAX_MESSAGE_BYTES, partition=partition, partitions=args.partitions
+            )
         except MessageError as error:
             return [{"dead_letter": error.reason}]
         stored = {}
@@ -83,6 +86,7 @@ def main() -> None:
     parser.add_argument("--dead-letters", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--partitions", type=int, required=True, help="of the input topic")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     app, sdf = build(args)

@@ -46,16 +46,16 @@ built-in projections (a unit property test checks it against `fold_at`). `--exac
 worker's own `step` per message instead, for projections whose states do not round-trip.
 
 Records are decoded and validated by `streams.records.validate_record`, the worker's own
-gate, so exactly the records the worker dead-letters are skipped here.
+gate, so exactly the records the worker dead-letters are skipped here: invalid ones, and
+ones that are not on their key's partition (murmur2 of the topic's partition count).
 
 Parallel replay (`--workers N`, `replay(..., workers=N)`; 0: one per CPU)
 ------------------------------------------------------------------------
 A channel lives in one partition, so partitions fold independently: N forked processes each
 read a share of the partitions (about equal record counts) with their own consumer and fold
 them into a `Replayer` of their own; the parent merges the channels. The result is the same
-as in one process (an integration test compares them). A channel found in partitions of two
-processes (a producer with a foreign partitioner) cannot be split that way: the replay then
-runs again in one process. Where `fork` is not available, one process is used.
+as in one process (an integration test compares them). Where `fork` is not available, one
+process is used.
 
 Verify
 ------
@@ -130,7 +130,6 @@ from streams.replay.log import (
     ReplayError,
     Span,
     committed_offsets,
-    key_partition,
     log_consumer,
     read_spans,
     reading,
@@ -189,7 +188,6 @@ __all__ = [
     "fewer_collections",
     "fold_table",
     "install_shadow_check",
-    "key_partition",
     "live_folds",
     "log_consumer",
     "marker_key",

@@ -13,6 +13,7 @@ from projections.projection import (
     ChannelProjection,
     Folded,
 )
+from streams.records import key_partition
 from streams.replay.compare import (
     Difference,
     compare_channel,
@@ -22,7 +23,7 @@ from streams.replay.compare import (
     verify_limits,
 )
 from streams.replay.core import Replayer
-from streams.replay.log import committed_offsets, key_partition
+from streams.replay.log import committed_offsets
 from streams.replay.run import replay
 from streams.settings import Settings
 
@@ -137,11 +138,6 @@ async def verify(
         )
     report.channels = len(snapshots)
     report.seconds = time.perf_counter() - started
-    if replayer.stats.cross_partition:
-        report.notes.append(
-            f"{replayer.stats.cross_partition} records of a channel were in a second partition "
-            "(a producer with another partitioner); the worker splits such channels"
-        )
     return report
 
 
@@ -167,7 +163,7 @@ async def shadow_check(
     count = partitions or settings.partitions
     stops: dict[int, int] = {}
     for channel, folds in snapshot.items():
-        partition = key_partition(channel, count)
+        partition = key_partition(channel.encode(), count)
         furthest = max((f.offset for f in folds.values()), default=-1)
         stops[partition] = max(stops.get(partition, 0), furthest + 1)
     run = await replay(

@@ -60,11 +60,11 @@ class Rec:
 class ReplayStats:
     records: int = 0  # read from the log
     folded: int = 0  # valid messages folded into their channel
-    invalid: int = 0  # records the worker dead-letters (not a valid message for its key)
+    invalid: int = 0  # records the worker dead-letters (not a valid message for its key,
+    # or not on its key's partition)
     filtered: int = 0  # other channels' records (`channels=`)
     beyond: int = 0  # at or after `to_offset`
     after_cutoff: int = 0  # after the channel's `as_of` cut-off
-    cross_partition: int = 0  # a channel's record in a second partition (foreign partitioner)
     errors: dict[str, int] = field(default_factory=dict)  # apply() raised, per projection
 
 
@@ -102,6 +102,8 @@ class Replayer:
     that channel, None for no limit; asked once, when the channel's first record arrives.
     `keep_messages`: keep each channel's folded messages (for `--summaries`).
     `exact`: use the worker's `step` per message (slow, but needs no round-trip law).
+    `partitions`: the topic's partition count; a record that is not on its key's partition
+    is rejected, as the worker rejects it (1: every record of partition 0 is at home).
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class Replayer:
         limit_for: LimitFor | None = None,
         keep_messages: bool = False,
         exact: bool = False,
+        partitions: int = 1,
     ) -> None:
         self.projections = list(projections)
         self.names = [p.name for p in self.projections]
@@ -131,6 +134,7 @@ class Replayer:
         self.limit_for = limit_for
         self.keep_messages = keep_messages
         self.exact = exact
+        self.partitions = partitions
         self.stats = ReplayStats(errors={name: 0 for name in self.names})
         self.channels: dict[str, _Channel] = {}
         self.dirty: set[str] = set()
@@ -177,6 +181,7 @@ class Replayer:
         channels = self.channels
         to_offset = self.to_offset
         max_bytes = self.max_message_bytes
+        partitions = self.partitions
         cutoff = self.as_of is not None
         stats = self.stats
         errors = stats.errors
@@ -200,7 +205,7 @@ class Replayer:
                 stats.after_cutoff += 1
                 continue
             try:
-                message = _validate(key, record.value, max_bytes, partition, offset, record)
+                message = _validate(key, record.value, max_bytes, partition, partitions, record)
             except MessageError:
                 stats.invalid += 1
                 continue
@@ -212,8 +217,6 @@ class Replayer:
             channel = channels.get(name)
             if channel is None:
                 channel = self._open(name, partition)
-            elif channel.partition != partition:
-                stats.cross_partition += 1
             if self.exact:
                 self._step_exact(channel, message, offset)
             else:
@@ -319,18 +322,21 @@ def _validate(
     value: bytes | None,
     max_bytes: int,
     partition: int,
-    offset: int,
+    partitions: int,
     record: RecordLike,
 ) -> Message:
-    """`validate_record(key, value, max_bytes, LogPosition(partition, offset, timestamp))`,
+    """The worker's `validate_record` with `LogPosition(partition, offset, timestamp)`,
     building the position only for a record that needs it (one without `id` or
     `created_at`): without a position, decoding stops at exactly that check."""
     try:
-        return validate_record(key, value, max_bytes)
+        return validate_record(key, value, max_bytes, partition=partition, partitions=partitions)
     except MessageError as error:
         if not error.reason.endswith(MISSING_ON_THE_LOG):
             raise
-    return validate_record(key, value, max_bytes, LogPosition(partition, offset, record.timestamp))
+    position = LogPosition(partition, record.offset, record.timestamp)
+    return validate_record(
+        key, value, max_bytes, position, partition=partition, partitions=partitions
+    )
 
 
 def state_view(channel: str, folds: Mapping[str, Folded]) -> dict[str, Any]:

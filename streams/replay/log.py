@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 from aiokafka import TopicPartition
-from aiokafka.partitioner import DefaultPartitioner
 
 from streams.kafka import admin, consumer, producer
 from streams.settings import Settings
@@ -43,17 +42,6 @@ class Span:
     @property
     def size(self) -> int:
         return max(0, self.stop - self.start)
-
-
-def _default_partitioner() -> Callable[[bytes, list[int], list[int]], int]:
-    partitioner: Callable[[bytes, list[int], list[int]], int] = DefaultPartitioner()
-    return partitioner
-
-
-def key_partition(channel: str, partitions: int) -> int:
-    """The partition chorus's producers (aiokafka's murmur2 partitioner) pick for a channel."""
-    every = list(range(partitions))
-    return _default_partitioner()(channel.encode(), every, every)
 
 
 async def topic_spans(

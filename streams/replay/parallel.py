@@ -22,7 +22,8 @@ from streams.settings import Settings
 from streams.topics import MESSAGES
 
 #
-# A channel lives in one partition (key = channel, murmur2), so partitions fold independently.
+# A channel lives in one partition (key = channel, murmur2; validation rejects a record
+# anywhere else), so partitions fold independently.
 # Each worker process reads a share of the partitions with its own consumer, folds them into a
 # Replayer of its own, and returns its channels; the parent merges them. The processes are
 # forked, so the projections, `limit_for` and the seeds reach them without pickling; only the
@@ -162,14 +163,10 @@ def _replay_share(index: int) -> _Part:
     return _Part(replayer.channels, replayer.stats, replayer.dirty)
 
 
-def merge_parts(replayer: Replayer, parts: Sequence[_Part]) -> bool:
-    """Merge the worker processes' channels into `replayer` (which holds the seeds). False,
-    and `replayer` untouched, when a channel came from two of them."""
-    seen: set[str] = set()
-    for part in parts:
-        if not seen.isdisjoint(part.channels):
-            return False
-        seen.update(part.channels)
+def merge_parts(replayer: Replayer, parts: Sequence[_Part]) -> None:
+    """Merge the worker processes' channels into `replayer` (which holds the seeds). Their
+    channels are disjoint: a record off its key's partition is rejected, so a channel's
+    records are all in one partition, read by one process."""
     stats = replayer.stats
     for part in parts:
         replayer.channels.update(part.channels)
@@ -181,9 +178,7 @@ def merge_parts(replayer: Replayer, parts: Sequence[_Part]) -> bool:
             "filtered",
             "beyond",
             "after_cutoff",
-            "cross_partition",
         ):
             setattr(stats, name, getattr(stats, name) + getattr(part.stats, name))
         for name, count in part.stats.errors.items():
             stats.errors[name] = stats.errors.get(name, 0) + count
-    return True

@@ -12,6 +12,7 @@ from projections.projection import (
     ChannelProjection,
     Folded,
 )
+from streams.kafka import topic_partitions
 from streams.replay.core import LimitFor, Replayer, TimeField
 from streams.replay.log import Span, _Progress, read_spans, reading, topic_spans
 from streams.replay.parallel import (
@@ -75,10 +76,6 @@ async def replay(
         "keep_messages": keep_messages,
         "exact": exact,
     }
-    replayer = Replayer(projections, **options)
-    for name, (partition, folds) in (seeds or {}).items():
-        replayer.seed(name, partition, folds)
-    replayer.dirty.clear()
     topic = settings.topic(MESSAGES)
     async with reading(settings) as kafka:
         spans = await topic_spans(
@@ -89,6 +86,12 @@ async def replay(
             stop_offsets=stop_offsets,
             partitions=partitions,
         )
+        # The worker rejects a record off its key's partition of the whole topic: so does replay.
+        options["partitions"] = len(await topic_partitions(kafka, topic))
+        replayer = Replayer(projections, **options)
+        for name, (partition, folds) in (seeds or {}).items():
+            replayer.seed(name, partition, folds)
+        replayer.dirty.clear()
         shares = share_partitions(spans, resolve_workers(workers))
         started = time.perf_counter()
         if len(shares) <= 1:
@@ -98,22 +101,5 @@ async def replay(
         job = _Job(settings, list(projections), options, shares, dict(seeds or {}))
         with _Progress(spans, progress) as bar:
             parts = await run_job(job, kafka, bar)
-    if not merge_parts(replayer, parts):
-        # A channel's records in partitions read by two processes (a foreign partitioner):
-        # only one process can fold them in order, so read everything here instead.
-        return await replay(
-            settings,
-            projections,
-            **{
-                k: v
-                for k, v in options.items()
-                if k not in ("max_message_bytes", "max_state_bytes")
-            },
-            start_offsets=start_offsets,
-            stop_offsets=stop_offsets,
-            partitions=partitions,
-            seeds=seeds,
-            progress=progress,
-            workers=1,
-        )
+    merge_parts(replayer, parts)
     return ReplayRun(replayer, spans, time.perf_counter() - started)

@@ -26,7 +26,6 @@ from streams.settings import Settings
 from streams.topics import DRIVER_EVENTS, MESSAGES
 
 AGENTS = ["planner", "coder", "reviewer", "tester"]
-PROJECTIONS = ("commitments", "overview")
 
 
 def scale() -> float:
@@ -339,7 +338,7 @@ def missing_driver_events(
     A bad step is an event that says it applied the message but whose overview state does
     not count exactly the channel's messages up to it: a message applied twice or skipped.
     """
-    seen: set[tuple[str, int, str]] = set()
+    seen: set[tuple[str, int]] = set()
     position = {
         (channel, offset): index
         for channel, items in log.by_channel.items()
@@ -350,18 +349,14 @@ def missing_driver_events(
     for _, _, _, value in records:
         count += 1
         event = json.loads(value or b"{}")
-        key = (event["channel"], event["offset"], event["projection"])
+        key = (event["channel"], event["offset"])
         seen.add(key)
-        if event["projection"] == "overview" and event.get("applied"):
-            want = position.get((event["channel"], event["offset"]))
-            if event["state"]["message_count"] != want:
-                bad.append(f"{key}: message_count {event['state']['message_count']} != {want}")
-    wanted = {
-        (channel, offset, projection)
-        for channel, items in log.by_channel.items()
-        for offset, _ in items
-        for projection in PROJECTIONS
-    }
+        overview = event["states"]["overview"]["state"]
+        if event.get("applied") and overview is not None:
+            want = position.get(key)
+            if overview["message_count"] != want:
+                bad.append(f"{key}: message_count {overview['message_count']} != {want}")
+    wanted = {(channel, offset) for channel, items in log.by_channel.items() for offset, _ in items}
     return sorted(wanted - seen), count, bad
 
 

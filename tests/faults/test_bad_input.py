@@ -295,8 +295,9 @@ async def run_corpus(
         records.append((ROOM.encode(), good(content=f"fine {number}")))
     for key, value in generated:
         try:
-            # as the worker does; any position will do, its defaults are always valid
-            validate_record(key, value, MAX_BYTES, LogPosition(0, 0, 0))
+            # as the worker does; any position will do, its defaults are always valid, and
+            # the producer below puts every keyed record on its key's partition
+            validate_record(key, value, MAX_BYTES, LogPosition(0, 0, 0), partition=0, partitions=1)
         except MessageError as error:
             expected[len(records)] = ("generated", error.reason)
         records.append((key, value))

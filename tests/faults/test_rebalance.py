@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 
 def owned(worker: FaultWorker, settings: Settings) -> dict[str, list[int]]:
     """Host URL -> active partitions of the overview fold, as this worker's router sees it."""
-    table = f"{settings.app_id}-fold-overview-v1-changelog"
+    table = f"{settings.app_id}-fold-overview-v2-changelog"
     routes = httpx.get(f"{worker.base_url}/router/", timeout=10).json()
     return {host: sorted(topics.get(table, [])) for host, topics in routes.items()}
 

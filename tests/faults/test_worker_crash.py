@@ -151,6 +151,7 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
         messages=_Topic(),
         app=SimpleNamespace(consumer=SimpleNamespace(seek=seek)),
         staging=Staging(),
+        messages_partitions=lambda: 1,  # every record of partition 0 is at home
     )
     folder = Folder(chorus)  # type: ignore[arg-type]
     messages = traffic(["gap/room"], 4, seed=5)

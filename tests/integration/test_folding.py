@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from typing import Any
 
 import orjson
 import pytest
@@ -15,6 +16,7 @@ from projections.projection import dump_state, fold
 from streams.consume import Record
 from streams.kafka import producer
 from streams.produce import send_messages
+from streams.records import key_partition
 from streams.settings import Settings
 from streams.topics import create_topics
 from tests.conftest import read_until
@@ -48,27 +50,30 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
     messages = conversation(CHANNELS, 200)
     await send_messages(chorus_settings, messages)
 
-    events = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 400, 120)
-    assert len(events) == 400  # one per message per projection, nothing extra
+    events = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 200, 120)
+    assert len(events) == 200  # one per message, every projection's state in it
 
-    by_channel: dict[tuple[str, str], list[dict[str, object]]] = defaultdict(list)
+    by_channel: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in events:
         event = record.value
         assert event["source"] == f"channel:{event['channel']}"
-        by_channel[(event["channel"], event["projection"])].append(event)
+        assert event["event_version"] == 2 and set(event["states"]) == {"commitments", "overview"}
+        by_channel[event["channel"]].append(event)
     for channel in CHANNELS:
         mine = [m for m in messages if m.channel == channel]
-        overview_events = by_channel[(channel, "overview")]
+        channel_events = by_channel[channel]
         # per-channel log order, and each event already holds the state after its message
-        assert [e["message_id"] for e in overview_events] == [m.id for m in mine]
-        for count, event in enumerate(overview_events, start=1):
-            assert event["state"]["message_count"] == count  # type: ignore[index]
-        assert overview_events[-1]["state"] == expected_state(messages, channel)["overview"]
-        assert live_state(worker, channel) == expected_state(messages, channel)
+        assert [e["message_id"] for e in channel_events] == [m.id for m in mine]
+        for count, event in enumerate(channel_events, start=1):
+            assert event["states"]["overview"]["state"]["message_count"] == count
+        expected = expected_state(messages, channel)
+        last = channel_events[-1]["states"]
+        assert {name: body["state"] for name, body in last.items()} == expected
+        assert live_state(worker, channel) == expected
 
     # the worker's shadow check re-folds sampled channels from the log: nothing diverges
     await asyncio.sleep(3)
-    later = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 400, 30)
+    later = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 200, 30)
     assert not [r for r in later if r.value["source"].startswith("shadow-divergence")]
     assert "shadow check failed" not in worker.log_tail(400)
 
@@ -98,14 +103,15 @@ async def test_bad_records_go_to_dead_letters_and_good_ones_still_fold(
         (b"other/room", orjson.dumps(good), "does not match channel"),
         (b"dlq/room", None, "record value is null"),
     ]
+    home = key_partition(b"dlq/room", chorus_settings.partitions)  # one partition: in order
     kafka = producer(chorus_settings)
     await kafka.start()
     try:
         for index, (key, value, _) in enumerate(bad):
-            await kafka.send_and_wait(topic, key=key, value=value, partition=0)
+            await kafka.send_and_wait(topic, key=key, value=value, partition=home)
             valid = {**good, "content": f"fine {index}"}
             await kafka.send_and_wait(
-                topic, key=b"dlq/room", value=orjson.dumps(valid), partition=0
+                topic, key=b"dlq/room", value=orjson.dumps(valid), partition=home
             )
     finally:
         await kafka.stop()
@@ -140,15 +146,17 @@ async def test_failing_user_projection_keeps_state_and_reports(
         Message(channel="user/proj", sender="eve", type="STATUS", content=c) for c in contents
     ]
     await send_messages(chorus_settings, messages)
-    events = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 9, 90)
-    word_events = [r.value for r in events if r.value["projection"] == "word-count"]
+    events = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 3, 90)
+    word_events = [r.value for r in events]
     assert [e["source"] for e in word_events] == [
         "channel:user/proj",
         "projection-error:user/proj",
         "channel:user/proj",
     ]
-    assert word_events[1]["error"] == "RuntimeError: exploded on purpose"
-    assert word_events[1]["state"] == {"eve": 2}  # unchanged by the failing message
+    assert word_events[1]["errors"] == {"word-count": "RuntimeError: exploded on purpose"}
+    # unchanged by the failing message, while the other projections folded it
+    assert word_events[1]["states"]["word-count"]["state"] == {"eve": 2}
+    assert word_events[1]["states"]["overview"]["state"]["message_count"] == 2
     assert live_state(worker, "user/proj")["word-count"] == {"eve": 5}
     letters = await read_until(chorus_settings, "dead-letters", lambda rs: len(rs) >= 1, 30)
     assert "word-count: RuntimeError: exploded on purpose" in letters[0].value["reason"]
@@ -167,16 +175,16 @@ async def test_killed_worker_resumes_without_double_applying(
     messages = conversation(CHANNELS, 120, seed=11)
     first = start_worker()  # type: ignore[operator]
     await send_messages(chorus_settings, messages[:60])
-    await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 120, 90)
+    await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 60, 90)
     first.kill()  # SIGKILL: no graceful commit
     await send_messages(chorus_settings, messages[60:])
     second = start_worker()  # type: ignore[operator]
 
-    def distinct(records: list[Record]) -> set[tuple[str, int, str]]:
-        return {(r.value["channel"], r.value["offset"], r.value["projection"]) for r in records}
+    def distinct(records: list[Record]) -> set[tuple[str, int]]:
+        return {(r.value["channel"], r.value["offset"]) for r in records}
 
-    # every message has its driver events; redelivered ones may repeat (consumers dedupe)
-    await read_until(chorus_settings, "driver-events", lambda rs: len(distinct(rs)) >= 240, 120)
+    # every message has its driver event; redelivered ones may repeat (consumers dedupe)
+    await read_until(chorus_settings, "driver-events", lambda rs: len(distinct(rs)) >= 120, 120)
     for channel in CHANNELS:
         assert live_state(second, channel) == expected_state(messages, channel)
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
 import uuid
+import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -14,10 +18,10 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from projections.model import LogPosition, decode_message
 from streams.kafka import admin
-from streams.records import validate_record
+from streams.records import MisplacedRecord, key_partition, validate_record
 from streams.settings import Settings
 from streams.topics import create_topics, topic_specs
-from tests.conftest import REPO, read_until
+from tests.conftest import REPO, WorkerProcess, read_until
 
 pytestmark = pytest.mark.kafka
 
@@ -128,6 +132,13 @@ async def test_cli_produces_one_message_from_flags_and_consumes_by_channel(
     rows = [orjson.loads(line) for line in out.stdout.splitlines()]
     assert [row["value"]["content"] for row in rows] == ["hello flags/b"]
 
+    # `chorus produce` places keys as Kafka's Java client does (murmur2); librdkafka's
+    # default (CRC32) would put these two channels on each other's partition.
+    records = await read_until(chorus_settings, "messages", lambda rs: len(rs) >= 2)
+    placed = {r.key: r.partition for r in records}
+    assert placed == {c: key_partition(c.encode(), 4) for c in ("flags/a", "flags/b")}
+    assert placed != {c: zlib.crc32(c.encode()) % 4 for c in ("flags/a", "flags/b")}
+
 
 def test_schema_covers_every_topic(chorus_env: dict[str, str]) -> None:
     result = chorus(chorus_env, "schema")
@@ -188,6 +199,100 @@ async def test_message_from_a_foreign_client_is_consumed_and_validated(
         orjson.dumps(record.value),
         chorus_settings.max_message_bytes,
         position,
+        partition=record.partition,
+        partitions=chorus_settings.partitions,
     )
     assert message.id == message_id and message.sender == "kcat"
     assert message.created_at == position.defaults()["created_at"]  # no created_at sent
+
+
+def kcat_produce(bootstrap: str, topic: str, records: list[dict[str, Any]], *options: str) -> None:
+    """Keyed by channel, one kcat process: librdkafka's default partitioner unless `options`."""
+    lines = "".join(f"{r['channel']}\t{orjson.dumps(r).decode()}\n" for r in records)
+    command = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-K", "\t", *options]
+    subprocess.run(command, input=lines.encode(), check=True, timeout=60)
+
+
+@pytest.mark.skipif(
+    shutil.which("kcat") is None, reason="kcat is not installed (make test installs it)"
+)
+async def test_records_kcat_misplaces_are_dead_lettered_and_the_rest_fold(
+    chorus_settings: Settings, kafka_bootstrap: str, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """kcat's default partitioner (consistent_random) places a key by CRC32, not murmur2:
+    such a record is dead-lettered with the fix, and nothing is skipped silently."""
+    from streams.registry import registered_projections
+    from streams.replay import live_folds, shadow_check, verify
+
+    await create_topics(chorus_settings)
+    worker = start_worker()
+    count = chorus_settings.partitions
+
+    def crc32_partition(channel: str) -> int:  # librdkafka's `consistent` partitioner
+        return zlib.crc32(channel.encode()) % count
+
+    candidates = [f"kcat/mix-{n}" for n in range(40)]
+    moved = [c for c in candidates if crc32_partition(c) != key_partition(c.encode(), count)]
+    kept = [c for c in candidates if crc32_partition(c) == key_partition(c.encode(), count)]
+    channels = moved[:3] + kept[:1]  # the last one lands right by chance
+
+    def query(channel: str) -> dict[str, Any]:
+        ask = f"ask-{channel}"
+        return {"id": ask, "correlation_id": ask, **said(channel, "ann", "QUERY", "who?")}
+
+    def response(channel: str) -> dict[str, Any]:
+        ask = {"in_reply_to": f"ask-{channel}", "correlation_id": f"ask-{channel}"}
+        return {**ask, **said(channel, "bob", "RESPONSE", "me")}
+
+    def said(channel: str, sender: str, kind: str, content: str) -> dict[str, Any]:
+        return {"channel": channel, "sender": sender, "type": kind, "content": content}
+
+    topic = chorus_settings.topic("messages")
+    murmur2 = ("-X", "partitioner=murmur2_random")
+    kcat_produce(kafka_bootstrap, topic, [query(c) for c in channels], *murmur2)
+    kcat_produce(kafka_bootstrap, topic, [response(c) for c in channels])  # the default
+    later = [said(c, "ann", "STATUS", "later") for c in channels]
+    kcat_produce(kafka_bootstrap, topic, later, *murmur2)
+    produced = 3 * len(channels)
+
+    letters = await read_until(chorus_settings, "dead-letters", lambda rs: len(rs) >= 3, 90)
+    assert sorted(r.value["reason"] for r in letters) == sorted(
+        str(MisplacedRecord(c, crc32_partition(c), key_partition(c.encode(), count), count))
+        for c in moved[:3]
+    )
+    assert {(r.key, r.value["partition"]) for r in letters} == {
+        (c, crc32_partition(c)) for c in moved[:3]
+    }
+
+    def folded(channel: str) -> dict[str, Any]:
+        response = worker.get(f"/channels/{channel}/state")
+        assert response.status_code == 200, response.text
+        return dict(response.json()["projections"])
+
+    deadline = asyncio.get_running_loop().time() + 60
+    while any(folded(c)["overview"]["state"]["message_count"] < 2 for c in channels):
+        assert asyncio.get_running_loop().time() < deadline, "the valid records did not fold"
+        await asyncio.sleep(0.5)
+    counts = {c: folded(c)["overview"]["state"]["message_count"] for c in channels}
+    assert counts == {**{c: 2 for c in moved[:3]}, kept[0]: 3}  # the STATUS after folded
+    states = {
+        c: folded(c)["commitments"]["state"]["commitments"][f"ask-{c}"]["state"] for c in channels
+    }
+    # The dead-lettered RESPONSE changed nothing; the one that landed right fulfilled its QUERY.
+    assert states == {**{c: "OPEN" for c in moved[:3]}, kept[0]: "FULFILLED"}
+    assert produced == sum(counts.values()) + len(letters)  # nothing skipped silently
+    metrics = worker.get("/metrics").text
+    assert "chorus_misplaced_records_total 3.0" in metrics
+    assert sum(f"'{c}' is on partition" in worker.log_tail(400) for c in moved[:3]) == 3
+
+    # Replay decides the same: `--verify` and the shadow check find no difference.
+    projections = registered_projections([])
+
+    async def fetch(channel: str) -> Any:
+        response = await asyncio.to_thread(worker.get, f"/channels/{channel}/state")
+        return response.json() if response.status_code == 200 else None
+
+    report = await verify(chorus_settings, projections, fetch_state=fetch, channels=channels)
+    assert report.differences == [] and report.compared == 2 * len(channels)
+    snapshot = {c: live_folds(await fetch(c)) for c in channels}
+    assert await shadow_check(chorus_settings, projections, snapshot) == []

@@ -17,11 +17,12 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from projections.commitments import CommitmentsState
 from projections.model import Message, MessageError, encode_message
 from projections.projection import Folded, dump_state, fold
 from streams.kafka import admin, producer
 from streams.produce import send_messages
-from streams.records import validate_record
+from streams.records import key_partition, validate_record
 from streams.registry import registered_projections
 from streams.replay import (
     catch_up_rebuilds,
@@ -163,9 +164,16 @@ def test_live_fold_on_the_broker_equals_the_replay(
         records.append((message.channel.encode(), encode_message(message)))
     delivered = asyncio.run(produce(settings_, records))
     last: dict[str, int] = {}
-    for (key, value), (_, offset) in zip(records, delivered, strict=True):
+    for (key, value), (partition, offset) in zip(records, delivered, strict=True):
         with contextlib.suppress(MessageError):  # the worker dead-letters it
-            last[validate_record(key, value, settings_.max_message_bytes).channel] = offset
+            message = validate_record(
+                key,
+                value,
+                settings_.max_message_bytes,
+                partition=partition,
+                partitions=settings_.partitions,
+            )
+            last[message.channel] = offset
     wait_folded(worker, last)
 
     projections = registered_projections(settings_.projections, settings_)
@@ -216,13 +224,13 @@ async def test_verify_passes_live_and_catches_a_corrupted_table(
         app_id = chorus_settings.app_id
         key, value = changelog_record("team/alpha", bogus)
         await kafka.send_and_wait(
-            f"{app_id}-fold-overview-v1-changelog",
+            f"{app_id}-fold-overview-v2-changelog",
             key=key,
             value=value,
             partition=partition["team/alpha"],
         )
         await kafka.send_and_wait(  # a tombstone: the worker forgets beta's commitments
-            f"{app_id}-fold-commitments-v1-changelog",
+            f"{app_id}-fold-commitments-v2-changelog",
             key=orjson.dumps("team/beta"),
             value=None,
             partition=partition["team/beta"],
@@ -325,7 +333,7 @@ async def test_rebuild_after_a_version_bump_while_reads_keep_working(
     assert (
         "tally v2" in built.output and ": full (the table has never been written)" in built.output
     )
-    assert "commitments v1" in built.output and "live (a worker already folds" in built.output
+    assert "commitments v2" in built.output and "live (a worker already folds" in built.output
     assert reads and set(reads) == {200}
 
     # Blue keeps folding v1 after the rebuild: the gap the switch must close.
@@ -424,8 +432,12 @@ async def test_to_offset_as_of_summaries_and_benchmark(
     first_k = [d.message for d in alpha if d.offset < k]
     for projection in registered_projections([]):
         body = view["projections"][projection.name]
-        assert body["state"] == dump_state(fold(projection, first_k))
+        expected = dump_state(fold(projection, first_k))
+        # The step joins the commitments' open count into the overview (checked below).
+        assert {**body["state"], "open_commitments": 0} == {**expected, "open_commitments": 0}
         assert body["offset"] == max(d.offset for d in alpha if d.offset < k)
+    commitments = CommitmentsState.model_validate(view["projections"]["commitments"]["state"])
+    assert view["projections"]["overview"]["state"]["open_commitments"] == commitments.open_count()
 
     moment = messages[100].created_at
     result = await invoke(monkeypatch, ["--channel", "team/alpha", "--as-of", moment.isoformat()])
@@ -513,8 +525,8 @@ async def test_replay_in_worker_processes_equals_one_process(
         assert dumped(rest.replayer.folds(channel)) == dumped(one.replayer.folds(channel))
 
     # A channel whose records sit in every partition (a producer with another partitioner):
-    # no process may fold it alone, so the replay falls back to one process, which sees all
-    # of its records (the offset guard then skips some, as in the worker).
+    # only those on its key's partition fold, the others are rejected as the worker rejects
+    # them, in one process or two.
     split = "team/split"
     kafka = producer(chorus_settings)
     await kafka.start()
@@ -532,8 +544,10 @@ async def test_replay_in_worker_processes_equals_one_process(
     finally:
         await kafka.stop()
     mixed = await replay(chorus_settings, projections, workers=2)
-    assert mixed.replayer.stats.cross_partition > 0
-    assert mixed.replayer.channels[split].records == 8
-    assert mixed.replayer.stats.folded == one.replayer.stats.folded + 8
+    assert mixed.replayer.stats == (await replay(chorus_settings, projections)).replayer.stats
+    assert mixed.replayer.partition_of(split) == key_partition(split.encode(), 4)
+    assert mixed.replayer.channels[split].records == 2
+    assert mixed.replayer.stats.folded == one.replayer.stats.folded + 2
+    assert mixed.replayer.stats.invalid == one.replayer.stats.invalid + 6
     for channel in channels:
         assert dumped(mixed.replayer.folds(channel)) == dumped(one.replayer.folds(channel))

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from unittest.mock import patch
 
 import orjson
+import pytest
 
 from streams.app import Chorus
-from streams.records import DeadLetter, DriverEvent
+from streams.records import DeadLetter, DriverEvent, MisplacedRecord, key_partition
 from streams.settings import Settings
+
+# Offline, the consumer knows no partition count: the settings' (4) is the topic's.
+HOME = key_partition(b"off/line", 4)
 
 
 async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
@@ -30,8 +35,8 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
     with patch("faust.topics.Topic.send", capture):
         async with chorus.app.agents["fold-messages"].test_context() as agent:
-            await agent.put(orjson.dumps(message), key=b"off/line")
-            await agent.put(b"\x00not json", key=b"off/line")
+            await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
+            await agent.put(b"\x00not json", key=b"off/line", partition=HOME)
 
     # One batch: the dead letter goes out as the record is read, the driver event after
     # the batch's table writes.
@@ -40,6 +45,78 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
     assert "not valid UTF-8 JSON" in letter.reason and letter.offset == 1
     overview = chorus.folds["overview"].get("off/line")
     assert overview["offset"] == 0 and overview["state"]["participants"] == {"ann": 1}
+
+
+async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_partition_folds_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    chorus = Chorus(settings, broker="127.0.0.1:1").install()
+    away = "off/away"  # its records below sit in off/line's partition, not in its own
+    assert key_partition(away.encode(), 4) != HOME
+    sent: list[tuple[str, bytes]] = []
+
+    async def capture(topic: Any, key: bytes | None = None, value: bytes = b"", **_: Any) -> None:
+        sent.append((topic.get_topic_name(), value))
+
+    def record(channel: str, content: str) -> bytes:
+        return orjson.dumps(
+            {"channel": channel, "sender": "ann", "type": "STATUS", "content": content}
+        )
+
+    caplog.set_level(logging.DEBUG, logger="streams.folding")
+    with patch("faust.topics.Topic.send", capture):
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            for offset in range(5):  # off/line at 0, 2, 4; off/away (misplaced) at 1, 3
+                channel = away if offset % 2 else "off/line"
+                await agent.put(record(channel, f"m{offset}"), key=channel.encode(), partition=HOME)
+
+    letters = [DeadLetter.model_validate_json(v) for n, v in sent if n.endswith("dead-letters")]
+    assert [letter.offset for letter in letters] == [1, 3]
+    for letter in letters:
+        assert letter.stage == "validate" and letter.partition == HOME
+        assert letter.reason == str(MisplacedRecord(away, HOME, key_partition(away.encode(), 4), 4))
+        assert f"'{away}' is on partition {HOME} but belongs on partition" in letter.reason
+        assert "partitioner=murmur2_random" in letter.reason
+    events = [DriverEvent.model_validate_json(v) for n, v in sent if n.endswith("driver-events")]
+    assert {e.channel for e in events} == {"off/line"} and len(
+        events
+    ) == 3  # one per folded message
+    # The record after each misplaced one folds: the partition's next offset moved past it.
+    overview = chorus.folds["overview"].get("off/line")
+    assert overview["offset"] == 4 and overview["state"]["message_count"] == 3
+    assert chorus.positions.get(str(HOME)) == 5
+    assert not [r for r in caplog.records if "jumped" in r.getMessage()]
+    # No table holds anything of the misplaced channel: no fold, summary or recap input.
+    for table in chorus.app.tables.values():
+        assert not [k for k in table if away in str(k)], table.name
+    assert chorus.meter.registry.get_sample_value("chorus_misplaced_records_total") == 2
+    # Explained once per channel; later ones only at debug level.
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING and away in r.getMessage()]
+    assert len(warned) == 1
+
+
+async def test_misplaced_records_are_explained_once_per_channel_within_a_bound(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streams.folding
+
+    monkeypatch.setattr(streams.folding, "MISPLACED_LOGGED_LIMIT", 2)
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    folder = streams.folding.Folder(Chorus(settings, broker="127.0.0.1:1"))
+
+    async def ignore(*_: Any, **__: Any) -> None:
+        return None
+
+    caplog.set_level(logging.WARNING, logger="streams.folding")
+    with patch("faust.topics.Topic.send", ignore):
+        for channel in ["a/1", "a/2", "a/1", "a/3", "a/2", "a/1"]:
+            error = MisplacedRecord(channel, 0, 1, 4)
+            await folder.send_misplaced(error, channel.encode(), b"{}", 0, 0)
+    explained = [r.getMessage().split("'")[1] for r in caplog.records]
+    # a/1 is remembered while it recurs; a/3 pushes out a/2, which is explained again, and
+    # that pushes out a/1 (the oldest seen).
+    assert explained == ["a/1", "a/2", "a/3", "a/2", "a/1"]
 
 
 def test_worker_settings_reach_faust() -> None:

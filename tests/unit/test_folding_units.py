@@ -16,18 +16,90 @@ from streams.folding import (
     DEAD_LETTER_MAX_BYTES,
     dead_letter_for,
 )
-from streams.records import ChannelConfig, validate_record
+from streams.records import (
+    PARTITION_CACHE_KEYS,
+    ChannelConfig,
+    MisplacedRecord,
+    key_partition,
+    validate_record,
+)
 from streams.registry import ProjectionImportError, load_projection, registered_projections
 
 
 def test_validate_record_checks_key_against_channel() -> None:
     value = orjson.dumps({"channel": "a/b", "sender": "s", "type": "STATUS"})
     at = LogPosition(0, 7, 0)
-    assert validate_record(b"a/b", value, 1000, at).channel == "a/b"
+    placed = {"partition": 0, "partitions": 1}
+    assert validate_record(b"a/b", value, 1000, at, **placed).channel == "a/b"
     with pytest.raises(MessageError, match="key is null"):
-        validate_record(None, value, 1000, at)
+        validate_record(None, value, 1000, at, **placed)
     with pytest.raises(MessageError, match="does not match channel 'a/b'"):
-        validate_record(b"x", value, 1000, at)
+        validate_record(b"x", value, 1000, at, **placed)
+
+
+# org.apache.kafka.common.utils.UtilsTest.testMurmur2 (apache/kafka, clients/src/test):
+# Utils.murmur2 of these keys, as Java's signed int.
+JAVA_MURMUR2 = {
+    b"21": -973932308,
+    b"foobar": -790332482,
+    b"a-little-bit-long-string": -985981536,
+    b"a-little-bit-longer-string": -1486304829,
+    b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    b"abc": 479470107,
+}
+
+
+def test_key_partition_is_the_java_clients_default_partition() -> None:
+    # BuiltInPartitioner.partitionForKey: Utils.toPositive(Utils.murmur2(key)) % partitions,
+    # toPositive being `& 0x7fffffff`.
+    for key, java_hash in JAVA_MURMUR2.items():
+        for partitions in (1, 2, 3, 4, 6, 12, 100):
+            assert key_partition(key, partitions) == (java_hash & 0x7FFFFFFF) % partitions
+    # The same, worked out by hand for 4 and 12 partitions.
+    assert [key_partition(key, 4) for key in JAVA_MURMUR2] == [0, 2, 0, 3, 1, 3]
+    assert [key_partition(key, 12) for key in JAVA_MURMUR2] == [0, 6, 8, 11, 5, 3]
+
+
+def test_key_partition_agrees_with_aiokafkas_default_partitioner() -> None:
+    from aiokafka.partitioner import DefaultPartitioner
+
+    partitioner = DefaultPartitioner()
+    keys = [c.encode() for c in ["team/alpha", "ops/incident-7", "x", "a" * 200, "é/ü"]]
+    keys += [f"load/channel-{n}".encode() for n in range(200)]
+    for partitions in (1, 3, 4, 8, 50):
+        every = list(range(partitions))
+        for key in keys:
+            assert key_partition(key, partitions) == partitioner(key, every, every)
+
+
+def test_a_valid_message_on_another_partition_is_rejected_with_the_fix() -> None:
+    channel = "team/alpha"
+    home = key_partition(channel.encode(), 4)
+    value = orjson.dumps({"channel": channel, "sender": "s", "type": "STATUS"})
+    at = LogPosition(home, 7, 0)
+    assert validate_record(channel.encode(), value, 1000, at, partition=home, partitions=4)
+    elsewhere = (home + 1) % 4
+    with pytest.raises(MisplacedRecord) as raised:
+        validate_record(channel.encode(), value, 1000, at, partition=elsewhere, partitions=4)
+    reason = raised.value.reason
+    where = f"channel 'team/alpha' is on partition {elsewhere} but belongs on partition {home}"
+    assert where in reason and "partitioner=murmur2_random" in reason
+    assert raised.value.channel == channel
+    # An invalid record or a wrong key is reported as such, wherever it is.
+    with pytest.raises(MessageError, match="not valid UTF-8 JSON") as invalid:
+        validate_record(channel.encode(), b"{", 1000, at, partition=elsewhere, partitions=4)
+    assert not isinstance(invalid.value, MisplacedRecord)
+    with pytest.raises(MessageError, match="does not match") as wrong_key:
+        validate_record(b"x", value, 1000, at, partition=elsewhere, partitions=4)
+    assert not isinstance(wrong_key.value, MisplacedRecord)
+
+
+def test_key_partitions_are_cached_for_a_bounded_number_of_keys() -> None:
+    key_partition.cache_clear()
+    keys = [f"load/channel-{n}".encode() for n in range(PARTITION_CACHE_KEYS + 100)]
+    first = [key_partition(key, 4) for key in keys]
+    assert key_partition.cache_info().currsize == PARTITION_CACHE_KEYS  # the oldest went
+    assert [key_partition(key, 4) for key in keys[:100]] == first[:100]  # computed again
 
 
 def test_dead_letter_keeps_text_or_bytes_and_caps_size() -> None:

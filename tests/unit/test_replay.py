@@ -20,7 +20,7 @@ from projections.model import Message, MessageError, MessageType, encode_message
 from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded, dump_state, fold, fold_at, load_state
 from projections.summarise import batch, default_summariser, summarise_batches
-from streams.records import validate_record
+from streams.records import key_partition, validate_record
 from streams.replay import (
     Difference,
     RebuildMarker,
@@ -28,7 +28,6 @@ from streams.replay import (
     Replayer,
     changelog_record,
     compare_channel,
-    key_partition,
     live_folds,
     plan_rebuild,
     recompute_summary,
@@ -71,7 +70,7 @@ def worker_fold(
     tables: dict[str, dict[str, bytes]] = {p.name: {} for p in projections}
     for record in records:
         try:
-            message = validate_record(record.key, record.value, MAX)
+            message = validate_record(record.key, record.value, MAX, partition=0, partitions=1)
         except MessageError:
             continue
         channel = message.channel
@@ -194,7 +193,7 @@ def test_to_offset_counts_records_not_messages() -> None:
 
 def _try(record: Rec) -> Message | None:
     try:
-        return validate_record(record.key, record.value, MAX)
+        return validate_record(record.key, record.value, MAX, partition=0, partitions=1)
     except MessageError:
         return None
 
@@ -464,14 +463,6 @@ def test_marker_round_trips_with_integer_partitions() -> None:
     assert original.key() == b"app/fold-tally-v2"
 
 
-def test_key_partition_is_the_producers_murmur2() -> None:
-    from aiokafka.partitioner import murmur2
-
-    for channel in ["team/a", "ops/incident-7", "x"]:
-        expected = (murmur2(channel.encode()) & 0x7FFFFFFF) % 4
-        assert key_partition(channel, 4) == expected
-
-
 def test_versions_of_one_projection_fold_differently() -> None:
     messages = conversation(["solo"], 20, seed=1)
     v1, v2 = Replayer([TallyV1()]), Replayer([TallyV2()])
@@ -637,30 +628,28 @@ def test_partitions_are_shared_out_evenly_and_deterministically() -> None:
 def test_merged_shares_equal_one_replayer_over_every_partition() -> None:
     from streams.replay import _Part, merge_parts
 
-    # Three channels, each in its own partition, with invalid records mixed in.
+    # Three channels, each in its own partition of four, with invalid records mixed in.
     by_partition = {
-        p: records_of(conversation([channel], 60, seed=p), junk_every=9)
-        for p, channel in enumerate(CHANNELS)
+        key_partition(channel.encode(), 4): records_of(
+            conversation([channel], 60, seed=index), junk_every=9
+        )
+        for index, channel in enumerate(CHANNELS)
     }
-    whole = Replayer(ALL)
+    assert sorted(by_partition) == [1, 2, 3]
+    whole = Replayer(ALL, partitions=4)
     for partition, records in by_partition.items():
         whole.feed(partition, records)
     parts = []
-    for share in ([0, 2], [1]):
-        one = Replayer(ALL)
+    for share in ([1, 3], [2]):
+        one = Replayer(ALL, partitions=4)
         for partition in share:
             one.feed(partition, by_partition[partition])
         parts.append(_Part(one.channels, one.stats, one.dirty))
-    merged = Replayer(ALL)
-    assert merge_parts(merged, parts)
+    merged = Replayer(ALL, partitions=4)
+    merge_parts(merged, parts)
     assert replayed(merged) == replayed(whole)
     assert merged.stats == whole.stats and merged.stats.invalid > 0
     assert merged.dirty == set(CHANNELS)
-
-    # A channel folded by two processes (its records in two partitions) cannot be merged.
-    again = Replayer(ALL)
-    assert not merge_parts(again, [*parts, parts[1]])
-    assert again.channels == {} and again.stats.records == 0
 
 
 def test_records_without_id_or_time_take_them_from_their_position_as_in_the_worker() -> None:
@@ -677,14 +666,22 @@ def test_records_without_id_or_time_take_them_from_their_position_as_in_the_work
         Rec(2, b"team/alpha", deep, stamp),
         Rec(3, b"team/beta", bare, stamp),  # the key is not its channel
     ]
-    replayer = Replayer(BUILTINS, keep_messages=True)
-    replayer.feed(2, records)
+    home = key_partition(b"team/alpha", 4)
+    replayer = Replayer(BUILTINS, keep_messages=True, partitions=4)
+    replayer.feed(home, records)
     expected = [
-        validate_record(r.key, r.value, MAX, LogPosition(2, r.offset, r.timestamp))
+        validate_record(
+            r.key,
+            r.value,
+            MAX,
+            LogPosition(home, r.offset, r.timestamp),
+            partition=home,
+            partitions=4,
+        )
         for r in records[:2]
     ]
     assert replayer.messages_of("team/alpha") == expected
-    assert [m.id for m in expected] == ["p2-o0", "m9"]
+    assert [m.id for m in expected] == [f"p{home}-o0", "m9"]
     assert replayer.stats.invalid == 2 and replayer.stats.folded == 2
 
 
