@@ -12,6 +12,7 @@ Data flow (one file per stage):
 
 from __future__ import annotations
 
+import logging
 import ssl
 from typing import Any
 
@@ -24,7 +25,7 @@ from streams.kafka import bootstrap_servers
 from streams.metering import CostMeter
 from streams.registry import registered_projections
 from streams.settings import Settings
-from streams.staging import Staging
+from streams.staging import RefusedWrite, Staging
 from streams.topics import (
     CHANNEL_CONFIG,
     DEAD_LETTERS,
@@ -32,7 +33,10 @@ from streams.topics import (
     MESSAGES,
     RECAPS,
     SUMMARIES,
+    changelog_config,
 )
+
+log = logging.getLogger(__name__)
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
@@ -110,17 +114,15 @@ class Chorus:
         self.summaries = self.app.topic(settings.topic(SUMMARIES), **RAW)
         self.recaps = self.app.topic(settings.topic(RECAPS), **RAW)
 
-        self.folds = {
-            p.name: self.app.Table(fold_table_name(p), partitions=settings.partitions)
-            for p in self.projections
-        }
-        self.channel_config = self.app.Table("channel-config", partitions=settings.partitions)
+        self.folds = {p.name: self.table(fold_table_name(p)) for p in self.projections}
+        self.channel_config = self.table("channel-config")
         self.configs = ChannelConfigs(self.channel_config)
         # Next offset to fold per messages partition: the fold never applies past a gap.
-        self.positions = self.app.Table("fold-positions", partitions=settings.partitions)
+        self.positions = self.table("fold-positions")
         self.meter = CostMeter()
-        # Table writes of the stages, applied once per key per fold batch.
-        self.staging = Staging()
+        # Table writes of the stages, applied once per key per fold batch; a value that
+        # would not fit a changelog record is refused and reported, never sent.
+        self.staging = Staging(record_limit=settings.max_message_bytes, on_refused=self._refused)
 
         @self.app.on_partitions_revoked.connect
         async def forget_on_revoke(app: Any, revoked: Any, **_: Any) -> None:
@@ -133,6 +135,19 @@ class Chorus:
         @self.app.on_rebalance_complete.connect
         async def forget_after_recovery(app: Any, **_: Any) -> None:
             self.forget_cached()
+
+    def table(self, name: str) -> Any:
+        """A changelog-backed table whose changelog accepts what the chorus topics accept
+        (the broker's default, 1 MiB, is smaller than a table value may be)."""
+        return self.app.Table(
+            name,
+            partitions=self.settings.partitions,
+            extra_topic_configs=changelog_config(self.settings),
+        )
+
+    def _refused(self, refused: RefusedWrite) -> None:
+        log.error("%s (source %s@%s)", refused.reason, refused.partition, refused.offset)
+        self.meter.refused_writes.labels(refused.table).inc()
 
     def forget_cached(self) -> None:
         """Partitions moved: recovery and standbys write the tables behind the caches."""

@@ -124,8 +124,9 @@ class Folder:
         # Loaded states of recently folded channels: parsing a long channel's state from
         # its table value costs more than folding a message into it.
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any]] = OrderedDict()
+        # Not guarded: the fold step bounds every state (max_state_bytes).
         self.folds = {
-            name: chorus.staging.stage(table, cache=CACHED_KEYS)
+            name: chorus.staging.stage(table, cache=CACHED_KEYS, guard=False)
             for name, table in chorus.folds.items()
         }
         self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
@@ -227,10 +228,21 @@ class Folder:
         await self.wake(signals)
 
     async def wake(self, signals: Sequence[Signal]) -> None:
-        """State first, then the signal: flush the staged tables, then send the events."""
+        """State first, then the signal: flush the staged tables, then send the events.
+        Writes refused as too large for a changelog (any stage's) get their dead letters."""
         self.chorus.staging.flush()
         for key, value, partition in signals:
             await self.chorus.driver_events.send(key=key, value=value, partition=partition)
+        for refused in self.chorus.staging.drain_refused():
+            await self.send_dead_letter(
+                refused.reason,
+                "table-write",
+                refused.key.encode(),
+                None,
+                -1 if refused.partition is None else refused.partition,
+                -1 if refused.offset is None else refused.offset,
+                topic=refused.topic,
+            )
 
     def _index_deadline(self, channel: str, state: Any) -> None:
         earliest = None
@@ -309,12 +321,15 @@ class Folder:
         partition: int,
         offset: int,
         level: int = logging.WARNING,
+        topic: str | None = None,
     ) -> None:
+        """`topic`: where the record came from, when not chorus.messages; a partition of -1
+        (unknown) leaves the choice of the dead letter's partition to the key."""
         log.log(level, "dead letter %s@%s: %s", partition, offset, reason)
         letter = dead_letter_for(
             reason,
             stage,
-            topic=self.chorus.messages.get_topic_name(),
+            topic=topic or self.chorus.messages.get_topic_name(),
             partition=partition,
             offset=offset,
             key=key,
@@ -322,7 +337,7 @@ class Folder:
         )
         try:
             await self.chorus.dead_letters.send(
-                key=key, value=letter.to_bytes(), partition=partition
+                key=key, value=letter.to_bytes(), partition=partition if partition >= 0 else None
             )
         except Exception:  # the agent must go on; the reason is at least in the log
             log.exception("could not send the dead letter for %s@%s", partition, offset)

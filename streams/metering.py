@@ -58,6 +58,19 @@ class CostMeter:
             "Records on another partition than Kafka's default partitioner gives their key",
             registry=self.registry,
         )
+        self.refused_writes = Counter(
+            "chorus_refused_table_writes",
+            "Table writes refused because the value would not fit a changelog record",
+            ["table"],
+            registry=self.registry,
+        )
+        self.state_bounds = Counter(
+            "chorus_state_bound_hits",
+            "Folds that met a state bound: untracked requests (active-commitment cap), "
+            "evicted commitments and participants, states refused over the size limit",
+            ["projection", "bound"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
             "chorus_llm_latency_seconds",
             "LLM call latency",

@@ -160,12 +160,10 @@ class Recapper:
         # so a message writes its slot and the small status record, not the whole window.
         # Both are staged: the fold agent flushes them once per batch (see streams.staging).
         self.table = chorus.staging.stage(
-            chorus.app.Table("recap-status", partitions=self.settings.partitions),
+            chorus.table("recap-status"),
             cache=CACHED_KEYS,
         )
-        self.window = chorus.staging.stage(
-            chorus.app.Table("recap-window", partitions=self.settings.partitions)
-        )
+        self.window = chorus.staging.stage(chorus.table("recap-window"))
         self.generating: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # channel -> its recap status, for the deadline timer: kept by every write, rebuilt

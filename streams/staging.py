@@ -10,6 +10,12 @@ current event, and a key always belongs to its source event's partition.
 Readers outside the batch (web views, timers) see the flushed values, which is what the
 driver events carry too: the fold agent flushes before it wakes drivers.
 
+A table staged with `guard` never writes a value larger than a changelog record may be: the
+broker would refuse the changelog record, and Faust's producer would crash the agent on the
+same record after every restart. The write is refused instead (the table keeps its previous
+value for the key) and reported (`Staging.on_refused`: a log line, a metric, a dead letter).
+Fold tables are not guarded: the fold step already bounds their states.
+
 A table staged with `cache` also remembers what it read and flushed (an LRU, misses
 included: a miss probes every partition's RocksDB), so the next batch reads without RocksDB
 and JSON. Recovery and standby replicas write the store behind its back, so it is dropped
@@ -21,10 +27,12 @@ from __future__ import annotations
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from faust.streams import _current_event, current_event
 from faust.types import EventT
 
@@ -34,6 +42,8 @@ CACHED_KEYS = 20_000
 # How often a timer rebuilds its in-memory index from a full table scan, besides right after
 # partitions move: writes it did not see (another worker's, before a rebalance) show up then.
 RESCAN_SECONDS = 30.0
+# Refused writes waiting for their dead letters; beyond it they are only logged and counted.
+REFUSED_KEPT = 1_000
 
 
 @contextmanager
@@ -47,9 +57,54 @@ def processing(event: EventT | None) -> Iterator[None]:
         _current_event.reset(token)
 
 
+@dataclass(frozen=True)
+class RefusedWrite:
+    """A table write too large for a changelog record, and the record that caused it."""
+
+    table: str
+    key: str
+    size: int
+    limit: int
+    topic: str | None
+    partition: int | None
+    offset: int | None
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"table {self.table!r}: the value for {self.key[:200]!r} would be {self.size} "
+            f"bytes, over the {self.limit}-byte changelog record limit; the write was refused "
+            "and the table keeps its previous value"
+        )
+
+
+def _refused(
+    table: MutableMapping[Any, Any], key: Any, size: int, limit: int, event: EventT | None
+) -> RefusedWrite:
+    message = event.message if event is not None else None
+    return RefusedWrite(
+        table=str(getattr(table, "name", type(table).__name__)),
+        key=str(key),
+        size=size,
+        limit=limit,
+        topic=message.topic if message is not None else None,
+        partition=message.partition if message is not None else None,
+        offset=message.offset if message is not None else None,
+    )
+
+
 class StagedTable:
-    def __init__(self, table: MutableMapping[Any, Any], cache: int = 0) -> None:
+    def __init__(
+        self,
+        table: MutableMapping[Any, Any],
+        cache: int = 0,
+        *,
+        limit: int | None = None,
+        on_refused: Callable[[RefusedWrite], None] | None = None,
+    ) -> None:
         self.table = table
+        self._limit = limit
+        self._on_refused = on_refused
         self._staged: dict[Any, tuple[EventT | None, Any]] = {}
         self._cache_limit = cache
         self._known: OrderedDict[Any, Any] = OrderedDict()
@@ -102,9 +157,28 @@ class StagedTable:
                     with suppress(KeyError):
                         del self.table[key]
                 else:
+                    if self._limit is not None:
+                        size = len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
+                        if size > self._limit:
+                            if self._on_refused is not None:
+                                self._on_refused(
+                                    _refused(self.table, key, size, self._limit, event)
+                                )
+                            self._known.pop(key, None)
+                            continue
                     self.table[key] = value
             self._remember(key, value)
         return len(staged)
+
+    def _fits(self, key: Any, value: Any, event: EventT | None) -> bool:
+        if self._limit is None:
+            return True
+        size = len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
+        if size <= self._limit:
+            return True
+        if self._on_refused is not None:
+            self._on_refused(_refused(self.table, key, size, self._limit, event))
+        return False
 
     def forget(self) -> None:
         """Drop the remembered values (the store may change under them: recovery, standbys)."""
@@ -131,16 +205,43 @@ class Rescan:
 
 class Staging:
     """Every staged table of a worker, flushed together at the end of a unit of work, and
-    the timers' rescans, all reset when partitions move."""
+    the timers' rescans, all reset when partitions move.
 
-    def __init__(self) -> None:
+    `record_limit`: the largest value a guarded table writes; `refused` collects the writes
+    refused since it was last drained (the fold agent dead-letters them)."""
+
+    def __init__(
+        self,
+        record_limit: int | None = None,
+        on_refused: Callable[[RefusedWrite], None] | None = None,
+    ) -> None:
         self.tables: list[StagedTable] = []
         self.rescans: list[Rescan] = []
+        self.record_limit = record_limit
+        self.refused: list[RefusedWrite] = []
+        self._on_refused = on_refused
 
-    def stage(self, table: MutableMapping[Any, Any], cache: int = 0) -> StagedTable:
-        staged = StagedTable(table, cache)
+    def stage(
+        self, table: MutableMapping[Any, Any], cache: int = 0, *, guard: bool = True
+    ) -> StagedTable:
+        staged = StagedTable(
+            table,
+            cache,
+            limit=self.record_limit if guard else None,
+            on_refused=self._refuse,
+        )
         self.tables.append(staged)
         return staged
+
+    def _refuse(self, refused: RefusedWrite) -> None:
+        if self._on_refused is not None:
+            self._on_refused(refused)
+        if len(self.refused) < REFUSED_KEPT:
+            self.refused.append(refused)
+
+    def drain_refused(self) -> list[RefusedWrite]:
+        refused, self.refused = self.refused, []
+        return refused
 
     def flush(self) -> int:
         return sum(table.flush() for table in self.tables)

@@ -80,14 +80,12 @@ class Summariser:
         # message and a small header instead of rewriting the whole batch.
         # Both are staged: the fold agent flushes them once per batch (see streams.staging).
         self.pending = chorus.staging.stage(
-            chorus.app.Table("summary-pending", partitions=self.settings.partitions),
+            chorus.table("summary-pending"),
             cache=CACHED_KEYS,
         )
-        self.items = chorus.staging.stage(
-            chorus.app.Table("summary-items", partitions=self.settings.partitions)
-        )
+        self.items = chorus.staging.stage(chorus.table("summary-items"))
         self.latest = chorus.staging.stage(
-            chorus.app.Table("summary-latest", partitions=self.settings.partitions),
+            chorus.table("summary-latest"),
             cache=CACHED_KEYS,
         )
         # Last offset handed to a summariser and not yet seen back on the summaries topic:

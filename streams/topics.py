@@ -72,11 +72,20 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
     ]
 
 
+def changelog_config(settings: Settings) -> dict[str, str]:
+    """What a table changelog needs beyond Faust's defaults: room for a record as large as
+    a message (a summary stage keeps message bodies), like every chorus topic."""
+    return {"max.message.bytes": str(settings.max_message_bytes + 64 * 1024)}
+
+
 def changelog_specs(settings: Settings, names: Sequence[str]) -> list[TopicSpec]:
-    """The worker's table changelogs, as Faust would create them (compacted, co-partitioned)."""
+    """The worker's table changelogs, as Faust creates them (compacted, co-partitioned)."""
     return [
         TopicSpec(
-            name, settings.partitions, settings.replication_factor, {"cleanup.policy": "compact"}
+            name,
+            settings.partitions,
+            settings.replication_factor,
+            {"cleanup.policy": "compact", **changelog_config(settings)},
         )
         for name in names
     ]

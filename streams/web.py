@@ -44,6 +44,27 @@ def channel_state(chorus: Chorus, channel: str) -> dict[str, Any] | None:
     }
 
 
+# What a 503 tells a client to wait before it asks again, in seconds.
+RETRY_AFTER_SECONDS = 2
+
+
+def routable(chorus: Chorus) -> bool:
+    """True once the group has assigned partitions and no rebalance is under way."""
+    app = chorus.app
+    try:
+        return not app.rebalancing and bool(app.assignor.external_topics_metadata())
+    except Exception:  # not started yet
+        return False
+
+
+def not_yet(view: View, reason: str) -> Response:
+    response: Response = view.json(
+        {"error": f"not ready: {reason}; retry in {RETRY_AFTER_SECONDS} s"}, status=503
+    )
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 def local_channels(chorus: Chorus) -> list[str]:
     overview = chorus.folds.get("overview") or next(iter(chorus.folds.values()))
     return sorted(str(key) for key in overview)
@@ -70,14 +91,28 @@ def install(chorus: Chorus, summariser: Summariser, recapper: Recapper) -> None:
                 return refusal if refusal is not None else answer(self)
 
     def channel_page(suffix: str, answer: Callable[[View, str], Response]) -> None:
-        """A per-channel view, served by the worker that owns the channel's partition."""
+        """A per-channel view, served by the worker that owns the channel's partition.
+
+        Until this worker knows who owns which partition (starting, rebalancing), or when
+        the owner cannot be reached, the answer is 503 with Retry-After, not an error.
+        """
 
         @app.page(f"/channels/{{channel:.+}}/{suffix}")
         class ChannelPage(View):
-            @app.topic_route(topic=chorus.messages, match_info="channel")
             async def get(self, request: Request, channel: str) -> Response:
                 refusal = denied(self, request)
-                return refusal if refusal is not None else answer(self, channel)
+                if refusal is not None:
+                    return refusal
+                if not routable(chorus):
+                    return not_yet(self, "the worker is still learning its partitions")
+                try:
+                    return await self.routed(request, channel)
+                except Exception as error:  # no owner known or reachable yet
+                    return not_yet(self, f"the channel's owner is not reachable ({error!r})")
+
+            @app.topic_route(topic=chorus.messages, match_info="channel")
+            async def routed(self, request: Request, channel: str) -> Response:
+                return answer(self, channel)
 
     def state(view: View, channel: str) -> Response:
         found = channel_state(chorus, channel)

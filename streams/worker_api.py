@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -14,22 +16,49 @@ class WorkerUnavailable(RuntimeError):
     pass
 
 
+# How long a call waits for a worker that answers 503 (starting or rebalancing).
+NOT_READY_PATIENCE_SECONDS = 30.0
+
+
 class WorkerApi:
-    def __init__(self, settings: Settings, timeout: float = 10.0) -> None:
+    """Calls the worker; a 503 (not ready yet) is retried as its Retry-After asks, for at
+    most `patience` seconds, then reported in one line."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        timeout: float = 10.0,
+        patience: float = NOT_READY_PATIENCE_SECONDS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.patience = patience
         headers = {}
         if settings.api_token:
             headers["Authorization"] = f"Bearer {settings.api_token.get_secret_value()}"
         self.base_url = f"http://{settings.web_host}:{settings.web_port}"
-        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout)
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
 
     async def get(self, path: str, *, missing_ok: bool = False) -> Any:
-        try:
-            response = await self._client.get(path)
-        except httpx.HTTPError as error:
-            raise WorkerUnavailable(
-                f"cannot reach the worker at {self.base_url} ({type(error).__name__}); "
-                "is `chorus worker` running?"
-            ) from None
+        deadline = time.monotonic() + self.patience
+        while True:
+            try:
+                response = await self._client.get(path)
+            except httpx.HTTPError as error:
+                raise WorkerUnavailable(
+                    f"cannot reach the worker at {self.base_url} ({type(error).__name__}); "
+                    "is `chorus worker` running?"
+                ) from None
+            if response.status_code != 503:
+                break
+            wait = _retry_after(response)
+            if time.monotonic() + wait > deadline:
+                raise WorkerUnavailable(
+                    f"the worker at {self.base_url} was still not ready after "
+                    f"{self.patience:g} s (HTTP 503: {_error_of(response)})"
+                )
+            await asyncio.sleep(wait)
         if missing_ok and response.status_code == 404:
             return None
         if response.status_code >= 400:
@@ -59,3 +88,17 @@ class WorkerApi:
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return min(max(float(response.headers.get("Retry-After", "1")), 0.1), 10.0)
+    except ValueError:
+        return 1.0
+
+
+def _error_of(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("error", response.text))
+    except ValueError:
+        return response.text

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from projections.channel import step
+from projections.commitments import CommitmentProjection
 from projections.model import ActorType, Message, MessageType
+from projections.overview import ChannelOverviewProjection
+from projections.projection import Folded
 
 AGENTS = ["planner", "coder", "reviewer", "tester"]
+
+
+def worker_states(messages: Iterable[Message]) -> dict[str, Any]:
+    """The built-in projections' states after one channel's messages (log order), as the
+    worker's shared step leaves them (the overview's open count joined in)."""
+    projections: list[Any] = [CommitmentProjection(), ChannelOverviewProjection()]
+    stored: dict[str, Folded | None] = {}
+    for offset, message in enumerate(messages):
+        steps = step(projections, stored, message, offset)
+        stored = {done.projection.name: done.folded for done in steps}
+    return {name: folded.state for name, folded in stored.items() if folded is not None}
 
 
 def conversation(channels: list[str], count: int, seed: int = 7) -> list[Message]:

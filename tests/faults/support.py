@@ -17,13 +17,11 @@ from typing import Any
 import httpx
 from aiokafka import TopicPartition
 
-from projections.commitments import CommitmentProjection
 from projections.model import ActorType, Message, MessageType, decode_message, encode_message
-from projections.overview import ChannelOverviewProjection
-from projections.projection import dump_state, fold
 from streams.kafka import admin, consumer, producer, topic_partitions
 from streams.settings import Settings
 from streams.topics import DRIVER_EVENTS, MESSAGES
+from tests.factories import worker_states
 
 AGENTS = ["planner", "coder", "reviewer", "tester"]
 
@@ -120,11 +118,7 @@ def traffic(channels: Sequence[str], count: int, seed: int = 1) -> list[Message]
 
 def expected_state(messages: Iterable[Message]) -> dict[str, Any]:
     """Both default projections folded over one channel's messages (log order)."""
-    mine = list(messages)
-    return {
-        "commitments": dump_state(fold(CommitmentProjection(), mine)),
-        "overview": dump_state(fold(ChannelOverviewProjection(), mine)),
-    }
+    return worker_states(messages)
 
 
 # --- bounded waiting ----------------------------------------------------------------------

@@ -9,10 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from projections.commitments import CommitmentProjection
 from projections.model import Message
-from projections.overview import ChannelOverviewProjection
-from projections.projection import dump_state, fold
 from streams.consume import Record
 from streams.kafka import producer
 from streams.produce import send_messages
@@ -20,7 +17,7 @@ from streams.records import key_partition
 from streams.settings import Settings
 from streams.topics import create_topics
 from tests.conftest import read_until
-from tests.factories import conversation
+from tests.factories import conversation, worker_states
 
 pytestmark = pytest.mark.kafka
 
@@ -28,11 +25,7 @@ CHANNELS = ["team/alpha", "team/beta", "ops/incident-7", "design"]
 
 
 def expected_state(messages: list[Message], channel: str) -> dict[str, object]:
-    mine = [m for m in messages if m.channel == channel]
-    return {
-        "commitments": dump_state(fold(CommitmentProjection(), mine)),
-        "overview": dump_state(fold(ChannelOverviewProjection(), mine)),
-    }
+    return worker_states(m for m in messages if m.channel == channel)
 
 
 def live_state(worker: object, channel: str) -> dict[str, object]:

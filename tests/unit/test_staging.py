@@ -106,3 +106,35 @@ def test_a_rescan_is_due_at_first_then_periodically_and_after_partitions_move() 
     assert rescan.due() and not rescan.due()
     staging.forget()  # partitions moved
     assert rescan.due() and not rescan.due()
+
+
+class SourcedEvent(Event):
+    """An event with the record it came from, as `RefusedWrite` reads it."""
+
+    def __init__(self, partition: int, offset: int) -> None:
+        super().__init__(partition)
+        self.message = type("Record", (), {"topic": "t.messages", "partition": partition})()
+        self.message.offset = offset
+
+
+def test_a_value_too_large_for_a_changelog_record_is_refused_and_reported() -> None:
+    table = RecordingTable()
+    table.data["k"] = "small before"
+    reported: list[Any] = []
+    staging = Staging(record_limit=100, on_refused=reported.append)
+    guarded = staging.stage(table, cache=10)
+    unguarded = staging.stage(RecordingTable(), guard=False)
+    with processing(SourcedEvent(partition=2, offset=41)):
+        guarded["k"] = "x" * 200
+        guarded["ok"] = "fits"
+        unguarded["big"] = "y" * 200
+    assert staging.flush() == 3
+    assert table.data == {"k": "small before", "ok": "fits"}  # the old value stays
+    assert guarded.get("k") == "small before"  # and is what the next read sees
+    assert unguarded.table["big"] == "y" * 200  # the fold tables are bounded upstream
+    assert len(reported) == 1 and staging.drain_refused() == reported
+    refused = reported[0]
+    assert (refused.topic, refused.partition, refused.offset) == ("t.messages", 2, 41)
+    assert refused.size == 202 and refused.limit == 100
+    assert "over the 100-byte changelog record limit" in refused.reason
+    assert staging.drain_refused() == []
