@@ -41,7 +41,8 @@ class RecentMessage:
     created_at: datetime
 
     def line(self, content: str | None = None) -> str:
-        text = " ".join((self.content if content is None else content).split()) or "-"
+        source = self.content if content is None else content
+        text = " ".join((source or "").split()) or "-"
         return f"[{self.created_at:%Y-%m-%d %H:%M:%S}] {self.sender} ({self.type}): {text}"
 
     def as_json(self) -> dict[str, Any]:

@@ -489,7 +489,8 @@ def _listed(items: Sequence[str]) -> str:
 def _goal(spoken: Sequence[Message], owed: Sequence[OpenCommitment], used: set[str]) -> str | None:
     if owed:
         root = owed[0]
-        return f"Goal: {_clip(root.what().strip('“”'), 18)} (asked by {person(root.requester)})"
+        asked = _clip(root.what().strip("“”"), 18).rstrip(".")
+        return f"Goal: {asked} (asked by {person(root.requester)})"
     for message in reversed(spoken):
         said = _said(message) if message.type in _GOAL_TYPES else None
         if _substantial(said):
