@@ -20,9 +20,22 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from projections.model import ActorType, Message, MessageType
+from projections.readable import (
+    KeyphraseCounts,
+    OpenCommitment,
+    content_words,
+    count_keyphrases,
+    is_backchannel,
+    person,
+    salience,
+    scrub_ids,
+    top_keyphrases,
+)
 
 __all__ = [
-    "EXTRACTIVE_LABEL",
+    "ELLIPSIS",
+    "RECAP_MAX_WORDS",
+    "RECAP_MIN_WORDS",
     "RECAP_SYSTEM_PROMPT",
     "RecapInput",
     "RecapPhase",
@@ -263,13 +276,15 @@ def _tool_name(message: Message) -> str:
 
 def _present(message: Message, max_chars: int) -> str:
     content = message.content if message.content and message.content.strip() else None
-    sender = _truncate(_one_line(message.sender), max_chars)
+    if content is not None:
+        content = scrub_ids(content) or None
+    sender = _truncate(person(message.sender), max_chars)
     if message.actor_type is ActorType.TOOL:
         # Tool output is usually large and rarely what a returning person remembers;
         # its size says enough that work happened.
         if content is not None:
             return f"{sender} returned {len(content)} chars"
-        return f"called tool {_truncate(_one_line(_tool_name(message)), max_chars)}"
+        return f"called tool {_truncate(person(_tool_name(message)), max_chars)}"
     # A content-less DONE or STATUS still tells the story; name the type instead.
     text = (
         _truncate(_one_line(content), max_chars)
@@ -287,9 +302,10 @@ def presentation_transcript(
     """The part of the channel a returning person would recognise, oldest first.
 
     SYSTEM chatter and EVENTs are not conversation, and would skew the recap towards
-    plumbing; tool traffic is compressed to one short line. Only the last `window`
-    remaining messages are kept, so the recap prompt stays bounded however long the
-    channel grows.
+    plumbing; neither is a STATUS of pure backchannel ("yeah", "hmm hmm"). Tool traffic is
+    compressed to one short line, and ids are scrubbed (a person cannot read them). Only
+    the last `window` remaining messages are kept, so the recap prompt stays bounded
+    however long the channel grows.
     """
     if window < 0:
         raise ValueError(f"window must be >= 0, got {window}")
@@ -298,7 +314,9 @@ def presentation_transcript(
     kept = [
         m
         for m in messages
-        if m.actor_type is not ActorType.SYSTEM and m.type is not MessageType.EVENT
+        if m.actor_type is not ActorType.SYSTEM
+        and m.type is not MessageType.EVENT
+        and not (m.type is MessageType.STATUS and m.content and is_backchannel(m.content))
     ]
     recent = kept[len(kept) - window :] if window else []
     return "\n".join(_present(m, max_chars) for m in recent)
@@ -333,11 +351,16 @@ def _defang(text: str) -> str:
 def build_recap_prompt(
     transcript: str, summary: str | None, open_commitments: Sequence[str]
 ) -> tuple[str, str]:
-    """(system, user) messages for the recap model. Empty summary/commitments are left out."""
+    """(system, user) messages for the recap model. Empty summary/commitments are left out.
+
+    Ids are scrubbed from every part: the model would copy them into the recap, and the
+    person it is for cannot read them.
+    """
     parts: list[str] = []
     if summary is not None and summary.strip():
-        parts.append(f"Current summary:\n<summary>\n{_defang(summary.strip())}\n</summary>")
-    commitments = [_defang(_one_line(c)) for c in open_commitments if c.strip()]
+        cleaned = "\n".join(scrub_ids(line) for line in summary.strip().splitlines())
+        parts.append(f"Current summary:\n<summary>\n{_defang(cleaned)}\n</summary>")
+    commitments = [_defang(scrub_ids(c)) for c in open_commitments if c.strip()]
     if commitments:
         listed = "\n".join(f"- {c}" for c in commitments)
         parts.append(f"Open commitments:\n<commitments>\n{listed}\n</commitments>")
@@ -393,52 +416,224 @@ def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
     return joined
 
 
-EXTRACTIVE_LABEL = "Extractive recap (no model): "
 _GOAL_TYPES = frozenset({MessageType.COMMAND, MessageType.QUERY, MessageType.PROPOSE})
+_SETBACK_TYPES = frozenset({MessageType.DECLINE, MessageType.FAILURE})
+_FILLER = re.compile(r"\b(?:uh|um|umm|er|erm|hmm|mm|mhm)\b[,.]?\s*", re.IGNORECASE)
+_STUTTER = re.compile(r"\b(\w+)(?:\s+\1\b)+", re.IGNORECASE)
+_DETACHED = re.compile(r"\s+(?=[,.;:!?]|'s\b|'re\b|'ll\b|'ve\b|'d\b|'m\b|n't\b)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_NEXT_STEP = re.compile(
+    r"\b(?:next|need to|needs to|have to|has to|should|going to|gonna|will|'ll|let's|"
+    r"plan to|todo|to do|action item|by (?:monday|tuesday|wednesday|thursday|friday|tomorrow))\b",
+    re.IGNORECASE,
+)
+RECAP_MIN_WORDS = 40
+RECAP_MAX_WORDS = 80
 
 
-def _has_text(message: Message) -> bool:
-    return bool(message.content and message.content.strip())
+def _tidy(text: str) -> str:
+    """Spoken text as it reads: no ids, no "uh"/"um", no stutter, no detached "' s"."""
+    text = _FILLER.sub("", scrub_ids(text))
+    text = _STUTTER.sub(r"\1", text)
+    return _one_line(_DETACHED.sub("", text)).strip(" ,;")
 
 
 def _sentence(text: str) -> str:
+    text = text.rstrip(" ,;:-–—")
     return text if text.endswith((".", "!", "?", ELLIPSIS)) else text + "."
 
 
 def _clip(text: str, words: int) -> str:
     try:
-        return clean_recap(text, max_words=words, max_chars=600)
+        clipped = clean_recap(text, max_words=words, max_chars=600)
     except ValueError:
         # Content that is nothing but a bullet marker is still what was said.
         return _one_line(text)
+    return clipped[:-2] + ELLIPSIS if clipped.endswith("." + ELLIPSIS) else clipped
 
 
-def extractive_recap(messages: Sequence[Message], open_commitments: Sequence[str]) -> str:
+def _said(message: Message) -> str | None:
+    """The message's content as a person reads it, or None when it says nothing."""
+    if not message.content or is_backchannel(message.content):
+        return None
+    return _tidy(message.content) or None
+
+
+# A goal or a point needs this many words that name something; "Digits?" is not a goal.
+_SUBSTANTIAL_WORDS = 3
+
+
+def _substantial(text: str | None) -> bool:
+    return text is not None and len(content_words(text)) >= _SUBSTANTIAL_WORDS
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(text) if not is_backchannel(s)] or [text]
+
+
+def _rank(text: str, counts: KeyphraseCounts) -> tuple[float, int]:
+    # Salience first; among equally salient (often: none) the one with more to say.
+    return salience(text, counts), len(content_words(text))
+
+
+def _best_sentence(text: str, counts: KeyphraseCounts, words: int) -> str:
+    return _clip(max(_sentences(text), key=lambda s: _rank(s, counts)), words)
+
+
+def _listed(items: Sequence[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _goal(spoken: Sequence[Message], owed: Sequence[OpenCommitment], used: set[str]) -> str | None:
+    if owed:
+        root = owed[0]
+        asked = _clip(root.what().strip("“”"), 18).rstrip(".")
+        return f"Goal: {asked} (asked by {person(root.requester)})"
+    for message in reversed(spoken):
+        said = _said(message) if message.type in _GOAL_TYPES else None
+        if _substantial(said):
+            used.add(message.id)
+            return f"Goal ({person(message.sender)}): {_clip(said or '', 18)}"
+    return None
+
+
+def _progress(spoken: Sequence[Message], used: set[str]) -> list[str]:
+    """What was done: the latest results, and the setback that followed them if any."""
+    done = [m for m in spoken if m.type is MessageType.DONE][-2:]
+    found: list[str] = []
+    if done:
+        results = [f"{person(m.sender)} {_clip(_said(m) or 'finished', 12)}" for m in done]
+        found.append(_sentence("Done: " + "; ".join(r.rstrip(".") for r in results)))
+    last_done = max((spoken.index(m) for m in done), default=-1)
+    setbacks = [m for m in spoken[last_done + 1 :] if m.type in _SETBACK_TYPES]
+    if setbacks:
+        latest = setbacks[-1]
+        verb = "declined" if latest.type is MessageType.DECLINE else "failed"
+        reason = _said(latest)
+        found.append(
+            _sentence(
+                f"{person(latest.sender)} {verb}" + (f": {_clip(reason, 12)}" if reason else "")
+            )
+        )
+    used.update(m.id for m in done + setbacks[-1:])
+    return found
+
+
+def _points(spoken: Sequence[Message], counts: KeyphraseCounts, used: set[str]) -> list[Message]:
+    """The discussion's points, most salient first, alternating speakers where it can: a
+    discussion has more than one side."""
+    fresh = [m for m in spoken if m.id not in used and _said(m)]
+    # Only short remarks in view: they are still what was said last.
+    substantial = [m for m in fresh if _substantial(_said(m))] or fresh
+    ranked = sorted(substantial, key=lambda m: _rank(_said(m) or "", counts), reverse=True)
+    if not ranked:
+        return []
+    others = [m for m in ranked[1:] if m.sender != ranked[0].sender]
+    head = [ranked[0], *others[:1]]
+    return head + [m for m in ranked if m not in head]
+
+
+def _point(message: Message, counts: KeyphraseCounts) -> str:
+    return _sentence(
+        f"{person(message.sender)}: {_best_sentence(_said(message) or '', counts, 14)}"
+    )
+
+
+def _summary_points(summary: str | None, counts: KeyphraseCounts, seen: str) -> list[str]:
+    """Salient sentences of the running summary that the recap does not already say."""
+    if not summary:
+        return []
+    lines = (_BULLET.sub("", line) for line in summary.splitlines())
+    sentences = [
+        _tidy(s) for line in lines for s in _sentences(line) if _substantial(s) and s not in seen
+    ]
+    ranked = sorted(sentences, key=lambda s: _rank(s, counts), reverse=True)
+    return [_sentence(f"Earlier: {_clip(s, 16)}") for s in ranked if s]
+
+
+def _open(owed: Sequence[OpenCommitment]) -> str:
+    if not owed:
+        return "Nothing is open."
+    shown = "; ".join(f"{c.owes()} {_clip(c.what(), 10)}" for c in owed[:2])
+    more = f" (+{len(owed) - 2} more)" if len(owed) > 2 else ""
+    return _sentence(f"Open: {shown}{more}")
+
+
+def _next_step(
+    spoken: Sequence[Message], owed: Sequence[OpenCommitment], topics: Sequence[str], used: set[str]
+) -> str:
+    if owed:
+        soonest = min(owed, key=lambda c: (c.expires_at is None, c.expires_at or c.since))
+        owner = person(soonest.obligor) if soonest.obligor else "someone"
+        due = f" before {soonest.expires_at:%H:%M} UTC" if soonest.expires_at else ""
+        return _sentence(f"Next: {owner} to deliver {_clip(soonest.what(), 10)}{due}")
+    if spoken and spoken[-1].type in _SETBACK_TYPES:
+        return "Next: hand the refused work to someone else or change the plan."
+    for message in reversed(spoken):
+        said = _said(message) if message.id not in used else None
+        steps = [s for s in _sentences(said) if _NEXT_STEP.search(s)] if said else []
+        if steps and _substantial(steps[-1]):
+            return _sentence(f"Next ({person(message.sender)}): {_clip(steps[-1], 16)}")
+    if any(m.type is MessageType.DONE for m in spoken):
+        return "Next: review the results and close the channel or start the next task."
+    if topics:
+        return _sentence(f"Next: continue on {topics[0]}")
+    return "Next: pick up where the conversation stopped."
+
+
+def extractive_recap(
+    messages: Sequence[Message],
+    open_commitments: Sequence[OpenCommitment],
+    keyphrases: KeyphraseCounts | None = None,
+    summary: str | None = None,
+) -> str:
     """A recap stitched from the log itself, for when no model is configured.
 
-    Each part is clipped on its own so a long goal cannot crowd out the commitments and
-    the last result, which are what a returning person most needs.
+    It says the current goal, what was done, what is open and who owes it, and the next
+    useful step, in the channel's own words without ids or backchannel. `keyphrases` are
+    the channel's keyphrase counts (see `projections.readable`); without them the recent
+    messages alone rank what is salient. A recap short of 40 words is filled from the
+    channel's other points and the running `summary`. Each part is clipped on its own so a long goal
+    cannot crowd out the commitments, which are what a returning person most needs.
     """
-    spoken = [m for m in messages if m.actor_type is not ActorType.SYSTEM]
-    goal = next((m for m in reversed(spoken) if m.type in _GOAL_TYPES and _has_text(m)), None)
-    if goal is None:
-        goal = next(
-            (m for m in reversed(spoken) if m.actor_type is ActorType.HUMAN and _has_text(m)),
-            None,
-        )
-    done = next((m for m in reversed(spoken) if m.type is MessageType.DONE), None)
-
-    parts: list[str] = []
-    if goal is not None and goal.content is not None:
-        parts.append(_sentence(f"Goal ({_one_line(goal.sender)}): {_clip(goal.content, 30)}"))
-    commitments = [_clip(c, 12) for c in open_commitments if c.strip()]
-    if commitments:
-        shown = "; ".join(commitments[:3])
-        more = f" (+{len(commitments) - 3} more)" if len(commitments) > 3 else ""
-        parts.append(_sentence(f"Open: {shown}{more}"))
-    if done is not None:
-        result = _clip(done.content, 15) if _has_text(done) and done.content else "finished"
-        parts.append(_sentence(f"Last done ({_one_line(done.sender)}): {result}"))
-    if not parts:
-        parts.append("Nothing to recap yet.")
-    return clean_recap(EXTRACTIVE_LABEL + " ".join(parts))
+    spoken = [
+        m
+        for m in messages
+        if m.actor_type is not ActorType.SYSTEM and m.type is not MessageType.EVENT
+    ]
+    counts = keyphrases
+    if counts is None:
+        counts = {}
+        for message in spoken:
+            counts = count_keyphrases(counts, message.content or "")
+    topics = top_keyphrases(counts, 6)
+    if not spoken and not open_commitments:
+        return "Nothing to recap yet."
+    used: set[str] = set()
+    goal = _goal(spoken, open_commitments, used)
+    about = f"The channel is about {_listed(topics[:3])}." if topics else None
+    progress = _progress(spoken, used)
+    points = [] if progress else _points(spoken, counts, used)
+    used.update(m.id for m in points[:2])
+    parts = [
+        _sentence(goal) if goal else about,
+        *progress,
+        *(_point(m, counts) for m in points[:2]),
+        _open(open_commitments),
+        _next_step(spoken, open_commitments, topics, used),
+    ]
+    text = " ".join(p for p in parts if p)
+    # Below the lower bound: more of what the channel said, then what else it is about.
+    extras = [about] if goal and about else []
+    extras += [_point(m, counts) for m in points[2:] if m.id not in used]
+    extras += _summary_points(summary, counts, text)
+    if topics[3:]:
+        extras.append(_sentence(f"Also discussed: {_listed(topics[3:])}"))
+    for extra in extras:
+        words = len(text.split())
+        wanted = extra == about or words < RECAP_MIN_WORDS
+        if extra and wanted and words + len(extra.split()) <= RECAP_MAX_WORDS:
+            text = f"{text} {extra}"
+    return clean_recap(text, max_words=RECAP_MAX_WORDS)

@@ -17,7 +17,7 @@ from streams.kafka import MissingTopicError, NoBrokerError, local_run_dir
 from streams.records import RECORDS_BY_TOPIC
 from streams.replay import replay_command
 from streams.settings import get_settings
-from streams.worker_api import WorkerApi, WorkerUnavailable
+from streams.worker_api import WorkerApi, WorkerUnavailable, WorkerUnreachable
 
 T = TypeVar("T")
 
@@ -244,13 +244,17 @@ def worker(loglevel: str) -> None:
         raise click.ClickException(str(error)) from None
 
 
-def api_call(call: Callable[[WorkerApi], Awaitable[T]]) -> T:
+def ask_worker(call: Callable[[WorkerApi], Awaitable[T]]) -> T:
     async def go() -> T:
         async with WorkerApi(get_settings()) as api:
             return await call(api)
 
+    return asyncio.run(go())
+
+
+def api_call(call: Callable[[WorkerApi], Awaitable[T]]) -> T:
     try:
-        return asyncio.run(go())
+        return ask_worker(call)
     except WorkerUnavailable as error:
         raise click.ClickException(str(error)) from None
 
@@ -313,11 +317,50 @@ def summary() -> None:
     """A channel's running summary: show it, set it by hand, or configure when it updates."""
 
 
+def from_worker_or_topic(
+    call: Callable[[WorkerApi], Awaitable[Any]],
+    topic: str,
+    channel: str,
+    view: Callable[[dict[str, Any] | None], Any],
+) -> None:
+    """Print the worker's answer; when no worker answers, the channel's latest record on the
+    compacted `topic` instead. Which source answered goes to stderr (stdout stays JSON)."""
+    try:
+        print_json(ask_worker(call))
+        click.echo("(from the worker)", err=True)
+        return
+    except WorkerUnreachable:
+        pass
+    except WorkerUnavailable as error:
+        raise click.ClickException(str(error)) from None
+    from streams.consume import read_topic
+
+    settings = get_settings()
+    name = settings.topic(topic)
+
+    async def latest() -> dict[str, Any] | None:
+        found = None
+        async for record in read_topic(settings, name, channels=[channel]):
+            found = record.value if isinstance(record.value, dict) else found
+        return found
+
+    print_json(view(run(latest())))
+    click.echo(f"(from {name}; no worker answered)", err=True)
+
+
 @summary.command("show")
 @click.argument("channel")
 def summary_show(channel: str) -> None:
-    """Print the latest summary (content null when there is none yet)."""
-    print_json(api_call(lambda api: api.summary(channel)))
+    """Print the latest summary (content null when there is none yet); from chorus.summaries
+    when no worker is running."""
+    from streams.summaries import summary_view
+
+    from_worker_or_topic(
+        lambda api: api.summary(channel),
+        "summaries",
+        channel,
+        lambda record: summary_view(channel, record),
+    )
 
 
 @summary.command("set")
@@ -382,8 +425,34 @@ def recap() -> None:
 @recap.command("show")
 @click.argument("channel")
 def recap_show(channel: str) -> None:
-    """Print the recap phase, countdown and latest recap of a channel."""
-    print_json(api_call(lambda api: api.recap(channel)))
+    """Print the recap phase, countdown and latest recap of a channel; from chorus.recaps
+    (phase, text and the record, no countdown) when no worker is running."""
+    from_worker_or_topic(
+        lambda api: api.recap(channel),
+        "recaps",
+        channel,
+        lambda record: {
+            "channel": channel,
+            "phase": record.get("phase") if record else "IDLE",
+            "text": record.get("text") if record else None,
+            "recap": record,
+        },
+    )
+
+
+@main.command()
+@click.argument("channel")
+@click.option("--max-tokens", type=click.IntRange(min=0), default=1000, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="The text and its parts as JSON.")
+def context(channel: str, max_tokens: int, as_json: bool) -> None:
+    """What an agent should read first: the channel's summary, open commitments, latest recap
+    and recent messages, within --max-tokens (about 4 characters a token)."""
+    found = api_call(lambda api: api.context(channel, max_tokens))
+    if as_json:
+        print_json(found)
+        return
+    click.echo(found["text"] or "(nothing in this channel yet)")
+    click.echo(f"({found['tokens']} of {max_tokens} tokens)", err=True)
 
 
 @recap.command("configure")

@@ -1,7 +1,11 @@
-"""`chorus demo` (what `make run` shows): a real conversation folding live.
+"""`chorus demo` (what `make run` shows): what an agent would read, then a real conversation.
 
-Starts a worker, streams a real multi-party conversation into a channel, and prints each
-driver event (the state after the fold), each summary and the idle recap as they happen.
+Starts a worker, streams the shipped multi-agent scenario (a planner, two workers and a
+reviewer; a deadline that expires) and shows commitments opening and closing, the
+termination decision, the summary, the budgeted context and the recap. Then it streams a
+real multi-party conversation and prints each fold, each summary and the idle recap. On a
+terminal the worker stays up until Ctrl-C so the suggested commands work; without one
+(CI) the demo ends by itself.
 """
 
 from __future__ import annotations
@@ -13,18 +17,22 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
+import orjson
 from rich.console import Console
 
-from projections.model import Message
+from projections.model import Message, utc_now
 from streams.consume import read_topic
 from streams.control import configure_channel
 from streams.conversations import as_messages, conversations
 from streams.produce import send_messages
 from streams.settings import Settings
 from streams.topics import create_topics
+from streams.worker_api import WorkerApi
 
 console = Console(highlight=False)
 
@@ -79,6 +87,117 @@ async def show_driver_events(settings: Settings, channel: str, total: int) -> No
             return
 
 
+SCENARIO = Path(__file__).resolve().parent / "demo_assets" / "multi-agent.jsonl"
+SCENARIO_CHANNEL = "demo/release-notes"
+SCENARIO_TERMINATION = ["all-commitments-resolved", "escalate-on-decline:0"]
+CONTEXT_TOKENS = 300
+
+
+def scenario_records() -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in SCENARIO.read_bytes().splitlines() if line.strip()]
+
+
+def scenario_messages(start: datetime, rate: float) -> list[Message]:
+    """The scenario as if sent from `start` at `rate` messages a second; a deadline keeps
+    its distance from its message, so it expires while the demo runs."""
+    messages = []
+    for index, record in enumerate(scenario_records()):
+        created = datetime.fromisoformat(record["created_at"])
+        now = start + timedelta(seconds=index / rate)
+        moved = {**record, "created_at": now}
+        if record.get("deadline") is not None:
+            moved["deadline"] = now + (datetime.fromisoformat(record["deadline"]) - created)
+        messages.append(Message.model_validate(moved))
+    return messages
+
+
+def commitment_changes(
+    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
+) -> list[str]:
+    """What changed between two commitments states, as lines a person reads."""
+    lines = []
+    for key, commitment in after.items():
+        previous = before.get(key)
+        if previous is not None and previous.get("state") == commitment.get("state"):
+            continue
+        owner = (commitment.get("obligor") or "anyone").split(":")[-1]
+        state = commitment.get("state")
+        lines.append(
+            f"commitment {state.lower() if state else '?'}: {commitment.get('requester')} → {owner}"
+        )
+    return lines
+
+
+def driver_event_line(event: dict[str, Any], seen: dict[str, dict[str, Any]]) -> str | None:
+    """One driver event as the demo prints it (the record's format lives only here)."""
+    carried = (event.get("states") or {}).get("commitments") or {}
+    if carried.get("state") is None:  # not folded here, or left out of a too large event
+        return None
+    commitments = carried["state"].get("commitments") or {}
+    changes = commitment_changes(seen, commitments)
+    seen.clear()
+    seen.update(commitments)
+    decision = (event.get("decision") or {}).get("decision")
+    return (
+        f"[dim]#{event['offset']:>3}[/dim] "
+        + ("; ".join(changes) or "no change")
+        + (f" | decision {decision}")
+    )
+
+
+async def show_commitments(settings: Settings, channel: str, expired: asyncio.Event) -> None:
+    seen: dict[str, dict[str, Any]] = {}
+    async for record in read_topic(
+        settings,
+        settings.topic("driver-events"),
+        follow=True,
+        from_beginning=False,
+        channels=[channel],
+    ):
+        line = driver_event_line(record.value, seen)
+        if line is not None:
+            console.print(line)
+        if any(c.get("state") == "EXPIRED" for c in seen.values()):
+            expired.set()
+
+
+async def show_agent_view(settings: Settings, channel: str) -> None:
+    async with WorkerApi(settings) as api:
+        summary = await api.summary(channel)
+        context = await api.context(channel, CONTEXT_TOKENS)
+    console.print(f"\n[bold green]summary[/bold green]:\n{summary.get('content')}")
+    console.print(
+        f"\n[bold cyan]context within {CONTEXT_TOKENS} tokens[/bold cyan] "
+        f"({context['tokens']} used) — what an agent reads first:\n{context['text']}"
+    )
+
+
+async def scenario(settings: Settings, debounce: float, rate: float) -> None:
+    channel = SCENARIO_CHANNEL
+    console.print(f"[bold]multi-agent scenario[/bold] ({SCENARIO.name}) into channel {channel}")
+    await configure_channel(
+        settings,
+        channel,
+        summary_after_messages=5,
+        recap_debounce_seconds=debounce,
+        termination=SCENARIO_TERMINATION,
+    )
+    console.print(f"termination: {' | '.join(SCENARIO_TERMINATION)}")
+    expired = asyncio.Event()
+    watcher = asyncio.ensure_future(show_commitments(settings, channel, expired))
+    await asyncio.sleep(1.0)
+    await stream_conversation(settings, scenario_messages(utc_now(), rate), rate)
+    try:
+        await asyncio.wait_for(expired.wait(), 30)
+    except TimeoutError:
+        console.print("[yellow]the deadline did not expire within 30 s[/yellow]")
+    await asyncio.sleep(1.0)
+    watcher.cancel()
+    await show_agent_view(settings, channel)
+    console.print(f"\n[bold]quiet now; waiting {debounce:.0f}s for the recap…[/bold]")
+    await wait_for_recap(settings, channel, debounce + 30)
+
+
 async def show_summaries(settings: Settings, channel: str) -> None:
     async for record in read_topic(
         settings, settings.topic("summaries"), follow=True, from_beginning=False, channels=[channel]
@@ -115,8 +234,10 @@ async def stream_conversation(settings: Settings, messages: list[Message], rate:
         await asyncio.sleep(1 / rate)
 
 
-async def demo(settings: Settings, turns: int, rate: float, debounce: float) -> None:
+async def demo(settings: Settings, turns: int, rate: float, debounce: float) -> list[str]:
+    """Both parts; returns the channels it wrote."""
     await create_topics(settings)
+    await scenario(settings, debounce, rate=2.0)
     conversation = next(c for c in conversations() if len(c.turns) >= turns)
     channel = f"demo/{conversation.name.lower()}"
     messages = as_messages(conversation, channel)[:turns]
@@ -140,13 +261,32 @@ async def demo(settings: Settings, turns: int, rate: float, debounce: float) -> 
     console.print(f"[bold]quiet now; waiting {debounce:.0f}s for the recap…[/bold]")
     await wait_for_recap(settings, channel, debounce + 30)
     watchers[1].cancel()
-    console.print(f"\nTry: chorus state {channel} | chorus summary {channel} | chorus watch")
+    return [SCENARIO_CHANNEL, channel]
+
+
+def suggest(channels: list[str]) -> None:
+    agents, meeting = channels
+    console.print(
+        "\nTry (in another terminal):\n"
+        f"  chorus context {agents} --max-tokens 200\n"
+        f"  chorus state {agents}\n"
+        f"  chorus summary {meeting}\n"
+        f"  chorus recap {meeting}\n"
+        "  chorus watch"
+    )
 
 
 def run_demo(settings: Settings, turns: int, rate: float, debounce: float, worker: bool) -> None:
     process = start_worker(settings, Path(".chorus/demo-worker.log")) if worker else None
     try:
-        asyncio.run(demo(settings, turns, rate, debounce))
+        suggest(asyncio.run(demo(settings, turns, rate, debounce)))
+        if process is not None and sys.stdin.isatty():
+            # `chorus summary` and `chorus recap` also answer from the compacted topics
+            # without a worker; `context`, `state` and `watch` need this one.
+            console.print("[bold]The worker keeps running for them; Ctrl-C to stop.[/bold]")
+            with contextlib.suppress(KeyboardInterrupt):
+                while process.poll() is None:
+                    time.sleep(1)
     finally:
         if process is not None:
             os.killpg(process.pid, signal.SIGTERM)

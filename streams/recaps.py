@@ -16,10 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from projections.commitments import CommitmentsState
 from projections.model import Message, utc_now
-from projections.projection import Folded
+from projections.readable import (
+    OpenCommitment,
+    count_keyphrases,
+    is_backchannel,
+    open_commitments,
+    title,
+)
 from projections.recap import (
+    ELLIPSIS,
     RecapPhase,
     RecapStatus,
     build_recap_prompt,
@@ -61,6 +67,10 @@ class ChannelRecap(BaseModel):
     window: list[dict[str, Any]] = []
     message_count: int = 0
     title: str | None = None
+    # The channel's keyphrase counts (bounded, see projections.readable) and its first
+    # message that says something: the title comes from these, not from the first message.
+    keyphrases: dict[str, list[int]] = {}
+    opening: str | None = None
     tools: list[str] = []
     last_message_at: datetime | None = None
     latest: RecapRecord | None = None
@@ -87,12 +97,19 @@ def with_message(
     tools = recap.tools
     if message.actor_type.value == "TOOL" and message.sender not in tools:
         tools = [*tools, message.sender]
+    content = message.content or ""
+    keyphrases = count_keyphrases(recap.keyphrases, content) if content else recap.keyphrases
+    opening = recap.opening
+    if opening is None and content and not is_backchannel(content):
+        opening = content[:WINDOW_CONTENT_CHARS]
     return recap.model_copy(
         update={
             "status": status,
             "window": window,
             "message_count": recap.message_count + 1,
-            "title": recap.title or _title(message),
+            "title": title(keyphrases, fallback=opening),
+            "keyphrases": keyphrases,
+            "opening": opening,
             "tools": tools,
             "last_message_at": now,
         }
@@ -101,44 +118,44 @@ def with_message(
 
 def windowed(message: Message) -> dict[str, Any]:
     """The part of a message the recap transcript uses: the table rewrites the whole window
-    on every message, so it must stay small."""
+    on every message, so it must stay small. Cut content ends with "…", so a reader of the
+    ring (the agent context) can tell it is not the whole message."""
     payload = message.payload or {}
     kept = {key: payload[key] for key in WINDOW_PAYLOAD_KEYS if key in payload}
-    return message.model_copy(
-        update={
-            "content": message.content[:WINDOW_CONTENT_CHARS] if message.content else None,
-            "payload": kept or None,
-        }
-    ).model_dump(mode="json")
+    content = message.content
+    if content is not None and len(content) > WINDOW_CONTENT_CHARS:
+        content = content[: WINDOW_CONTENT_CHARS - 1] + ELLIPSIS
+    return message.model_copy(update={"content": content, "payload": kept or None}).model_dump(
+        mode="json"
+    )
 
 
-def _title(message: Message) -> str | None:
-    if not message.content:
-        return None
-    text = " ".join(message.content.split())
-    return text if len(text) <= 24 else text[:23] + "…"
-
-
-def open_commitment_lines(state: CommitmentsState) -> list[str]:
-    return [
-        f"{c.correlation_id}: {c.opened_by_type.value} from {c.requester}"
-        + (f" to {c.obligor}" if c.obligor else "")
-        + f" ({c.state.value.lower()})"
-        for c in state.open_commitments()
-    ]
+def channel_commitments(
+    raw_fold: dict[str, Any] | None, window: Sequence[Message]
+) -> list[OpenCommitment]:
+    """The open commitments of a commitments fold (as the table holds it), what was asked
+    taken from the commitment's excerpt or else from the opening message in the window."""
+    if not raw_fold:
+        return []
+    excerpts = {m.id: m.content for m in window if m.content}
+    # Read as plain dicts (not the Commitment model) so fields added later pass through.
+    state = raw_fold.get("state")
+    return open_commitments(state if isinstance(state, dict) else None, excerpts)
 
 
 async def write_recap(
     client: ChatClient | None,
     messages: Sequence[Message],
     summary: str | None,
-    open_commitments: Sequence[str],
+    owed: Sequence[OpenCommitment],
+    keyphrases: dict[str, list[int]] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The recap text and its cost fields; extractive when no model is configured."""
+    """The recap text and its cost fields; extractive when no model is configured. The
+    model gets the same cleaned input: no ids, no backchannel."""
     if client is None:
-        return extractive_recap(messages, open_commitments), {"tier": "extractive"}
+        return extractive_recap(messages, owed, keyphrases, summary), {"tier": "extractive"}
     system, user = build_recap_prompt(
-        presentation_transcript(messages, window=RECAP_WINDOW), summary, open_commitments
+        presentation_transcript(messages, window=RECAP_WINDOW), summary, [c.line() for c in owed]
     )
     completion = await client.complete(system, user, RECAP_MAX_TOKENS)
     return clean_recap(completion.text), {
@@ -271,17 +288,9 @@ class Recapper:
         try:
             await self.publish(base, partition)
             summary = (self.summaries.latest.get(channel) or {}).get("text")
-            commitments = self.chorus.folds.get("commitments")
-            raw_fold = commitments.get(channel) if commitments is not None else None
-            lines = (
-                open_commitment_lines(
-                    CommitmentsState.model_validate(Folded.model_validate(raw_fold).state)
-                )
-                if raw_fold
-                else []
-            )
             window = self.with_window(channel, recap).messages()
-            text, cost = await write_recap(self.client, window, summary, lines)
+            owed = channel_commitments(self.commitments_fold(channel), window)
+            text, cost = await write_recap(self.client, window, summary, owed, recap.keyphrases)
             done = base.model_copy(
                 update={
                     "text": text,
@@ -297,6 +306,11 @@ class Recapper:
         except Exception:
             log.exception("recap of %s failed", channel)
             self.generating.pop(channel, None)
+
+    def commitments_fold(self, channel: str) -> dict[str, Any] | None:
+        table = self.chorus.folds.get("commitments")
+        raw = table.get(channel) if table is not None else None
+        return raw if isinstance(raw, dict) else None
 
     async def publish(self, record: RecapRecord, partition: int) -> None:
         await self.chorus.recaps.send(

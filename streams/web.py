@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from projections.context import ChannelContext, RecentMessage, assemble_context
 from projections.model import utc_now
 from projections.projection import Folded
+from streams.recaps import channel_commitments
 from streams.summaries import summary_view
 
 if TYPE_CHECKING:
@@ -65,6 +67,42 @@ def not_yet(view: View, reason: str) -> Response:
     return response
 
 
+DEFAULT_CONTEXT_TOKENS = 1000
+# Far above anything the stages keep (summary, ring, commitments); a bound on the work.
+MAX_CONTEXT_TOKENS = 100_000
+
+
+def channel_context(
+    summariser: Summariser, recapper: Recapper, channel: str, max_tokens: int
+) -> ChannelContext:
+    """What an agent reads before deciding whether to read the history (see
+    `projections.context`): the summary, open commitments, latest recap, recent messages."""
+    latest = summariser.latest.get(channel)
+    recap = recapper.recap_of(channel)
+    window = recapper.with_window(channel, recap).messages()
+    return assemble_context(
+        channel,
+        max_tokens,
+        summary=latest.get("text") if latest else None,
+        commitments=channel_commitments(recapper.commitments_fold(channel), window),
+        recap=recap.latest.text if recap.latest else None,
+        messages=[RecentMessage(m.sender, m.type.value, m.content, m.created_at) for m in window],
+    )
+
+
+def context_budget(raw: str | None) -> int:
+    """`max_tokens` from the query string; ValueError with the rule when it breaks it."""
+    if raw is None:
+        return DEFAULT_CONTEXT_TOKENS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"max_tokens must be an integer, got {raw[:40]!r}") from None
+    if not 0 <= value <= MAX_CONTEXT_TOKENS:
+        raise ValueError(f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {value}")
+    return value
+
+
 def local_channels(chorus: Chorus) -> list[str]:
     overview = chorus.folds.get("overview") or next(iter(chorus.folds.values()))
     return sorted(str(key) for key in overview)
@@ -90,7 +128,7 @@ def install(chorus: Chorus, summariser: Summariser, recapper: Recapper) -> None:
                 refusal = denied(self, request)
                 return refusal if refusal is not None else answer(self)
 
-    def channel_page(suffix: str, answer: Callable[[View, str], Response]) -> None:
+    def channel_page(suffix: str, answer: Callable[[View, str, Request], Response]) -> None:
         """A per-channel view, served by the worker that owns the channel's partition.
 
         Until this worker knows who owns which partition (starting, rebalancing), or when
@@ -112,9 +150,9 @@ def install(chorus: Chorus, summariser: Summariser, recapper: Recapper) -> None:
 
             @app.topic_route(topic=chorus.messages, match_info="channel")
             async def routed(self, request: Request, channel: str) -> Response:
-                return answer(self, channel)
+                return answer(self, channel, request)
 
-    def state(view: View, channel: str) -> Response:
+    def state(view: View, channel: str, _: Request) -> Response:
         found = channel_state(chorus, channel)
         if found is None:
             return view.json({"error": f"no messages folded for channel {channel!r}"}, status=404)
@@ -130,13 +168,21 @@ def install(chorus: Chorus, summariser: Summariser, recapper: Recapper) -> None:
         # aiohttp wants the charset out of content_type
         return view.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
 
+    def context(view: View, channel: str, request: Request) -> Response:
+        try:
+            budget = context_budget(request.query.get("max_tokens"))
+        except ValueError as error:
+            return view.json({"error": str(error)}, status=400)
+        return view.json(channel_context(summariser, recapper, channel, budget).as_json())
+
     page("/channels", lambda view: view.json({"channels": local_channels(chorus)}))
     channel_page("state", state)
     channel_page(
         "summary",
-        lambda view, channel: view.json(summary_view(channel, summariser.latest.get(channel))),
+        lambda view, channel, _: view.json(summary_view(channel, summariser.latest.get(channel))),
     )
-    channel_page("recap", lambda view, channel: view.json(recapper.view(channel, utc_now())))
+    channel_page("recap", lambda view, channel, _: view.json(recapper.view(channel, utc_now())))
+    channel_page("context", context)
     page("/recaps", recaps)
     page("/costs", lambda view: view.json({"llm": chorus.meter.as_json()}))
     page("/metrics", metrics)

@@ -16,6 +16,10 @@ class WorkerUnavailable(RuntimeError):
     pass
 
 
+class WorkerUnreachable(WorkerUnavailable):
+    """No worker answered at all (as opposed to one that answered with an error)."""
+
+
 # How long a call waits for a worker that answers 503 (starting or rebalancing).
 NOT_READY_PATIENCE_SECONDS = 30.0
 
@@ -46,7 +50,7 @@ class WorkerApi:
             try:
                 response = await self._client.get(path)
             except httpx.HTTPError as error:
-                raise WorkerUnavailable(
+                raise WorkerUnreachable(
                     f"cannot reach the worker at {self.base_url} ({type(error).__name__}); "
                     "is `chorus worker` running?"
                 ) from None
@@ -76,6 +80,9 @@ class WorkerApi:
 
     async def recap(self, channel: str) -> Any:
         return await self.get(f"/channels/{quote(channel)}/recap")
+
+    async def context(self, channel: str, max_tokens: int) -> Any:
+        return await self.get(f"/channels/{quote(channel)}/context?max_tokens={max_tokens}")
 
     async def costs(self) -> Any:
         return await self.get("/costs")

@@ -14,7 +14,15 @@ from tests.conftest import WorkerProcess
 pytestmark = pytest.mark.kafka
 
 TOKEN = "s3cret-token-for-tests"
-PATHS = ["/channels", "/costs", "/metrics", "/recaps", "/channels/a/state", "/channels/a/summary"]
+PATHS = [
+    "/channels",
+    "/costs",
+    "/metrics",
+    "/recaps",
+    "/channels/a/state",
+    "/channels/a/summary",
+    "/channels/a/context",
+]
 
 
 async def test_every_view_requires_the_bearer_token_when_one_is_set(

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.model import ActorType, Message, MessageType
+from projections.readable import OpenCommitment
 from projections.recap import (
-    EXTRACTIVE_LABEL,
     RECAP_SYSTEM_PROMPT,
     RecapInput,
     RecapPhase,
@@ -396,6 +396,25 @@ def test_transcript_labels_humans_and_agents() -> None:
     assert presentation_transcript(messages) == "User (alice): fix login\ncoder: on it"
 
 
+def test_transcript_scrubs_ids_and_skips_backchannel_status() -> None:
+    messages = [
+        make(MessageType.STATUS, sender="bob", content="Hmm hmm hmm ."),
+        make(MessageType.STATUS, sender="agent-7f3a9b2c11d4", content="built 0123abcd9f ok"),
+        make(MessageType.RESPONSE, sender="bob", content="yes"),  # an answer, kept
+    ]
+    assert presentation_transcript(messages) == "agent: built ok\nbob: yes"
+
+
+def test_prompt_scrubs_ids_from_summary_and_commitments() -> None:
+    _, user = build_recap_prompt(
+        "a: b",
+        "deployed 9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c",
+        ["fix 3f2b8c1e-9a4d-4e7b-8c2a-1d3e5f7a9b0c"],
+    )
+    assert "9f8e7d6c5b4a" not in user and "3f2b8c1e" not in user
+    assert "deployed" in user and "- fix" in user
+
+
 def test_transcript_compresses_tool_output_to_its_size() -> None:
     output = "x" * 5000
     messages = [make(MessageType.RESPONSE, sender="grep", actor=ActorType.TOOL, content=output)]
@@ -542,49 +561,93 @@ def test_clean_recap_is_single_line_and_bounded(text: str, words: int, chars: in
 # --------------------------------------------------------------------------- extractive
 
 
-def test_extractive_recap_uses_goal_commitments_and_last_done() -> None:
+def owed(what: str, obligor: str | None = "role:coder", requester: str = "alice") -> OpenCommitment:
+    return OpenCommitment(
+        correlation_id="c9",
+        kind="COMMAND",
+        state="OPEN",
+        requester=requester,
+        obligor=obligor,
+        asked=what,
+        since=T0,
+    )
+
+
+def test_extractive_recap_says_goal_done_open_and_next() -> None:
     messages = [
         make(MessageType.COMMAND, sender="alice", actor=ActorType.HUMAN, content="Migrate auth"),
-        make(MessageType.QUERY, sender="coder", content="Which provider?"),
+        make(MessageType.QUERY, sender="coder", content="Which identity provider should we use?"),
         make(MessageType.RESPONSE, sender="alice", actor=ActorType.HUMAN, content="Okta"),
         make(MessageType.DONE, sender="coder", content="schema migrated"),
         make(MessageType.EVENT, content=None),
     ]
-    recap = extractive_recap(messages, ["coder: write tests", "qa: review"])
-    assert recap == (
-        "Extractive recap (no model): Goal (coder): Which provider? "
-        "Open: coder: write tests; qa: review. Last done (coder): schema migrated."
-    )
+    recap = extractive_recap(messages, [owed("write tests for the login flow")])
+    assert recap.startswith("Goal: write tests for the login flow (asked by alice).")
+    assert "Done: coder schema migrated." in recap
+    assert "Open: coder owes alice “write tests for the login flow”." in recap
+    assert "Next: coder to deliver “write tests for the login flow”." in recap
 
 
-def test_extractive_recap_falls_back_to_latest_human_message() -> None:
+def test_extractive_recap_without_commitments_takes_the_latest_substantial_request() -> None:
     messages = [
-        make(MessageType.RESPONSE, sender="bob", actor=ActorType.HUMAN, content="first"),
-        make(MessageType.RESPONSE, sender="alice", actor=ActorType.HUMAN, content="ship it"),
-        make(MessageType.RESPONSE, sender="coder", content="ok"),
+        make(MessageType.COMMAND, sender="bob", content="Rename the billing module"),
+        make(MessageType.QUERY, sender="alice", content="Digits?"),  # not a goal
     ]
-    assert extractive_recap(messages, []) == f"{EXTRACTIVE_LABEL}Goal (alice): ship it."
+    recap = extractive_recap(messages, [])
+    assert recap.startswith("Goal (bob): Rename the billing module.")
+    assert "Nothing is open." in recap
 
 
-def test_extractive_recap_ignores_system_and_content_less_done() -> None:
+def test_extractive_recap_reports_the_setback_after_the_last_result() -> None:
+    messages = [
+        make(MessageType.DONE, sender="coder", content=None),
+        make(MessageType.DECLINE, sender="qa", content="no staging access to run the suite"),
+    ]
+    recap = extractive_recap(messages, [])
+    assert "Done: coder finished." in recap
+    assert "qa declined: no staging access to run the suite." in recap
+    assert "Next: hand the refused work to someone else or change the plan." in recap
+
+
+def test_extractive_recap_ignores_system_messages() -> None:
     messages = [
         make(MessageType.COMMAND, sender="cron", actor=ActorType.SYSTEM, content="rotate logs"),
-        make(MessageType.DONE, sender="coder", content=None),
     ]
-    assert extractive_recap(messages, []) == f"{EXTRACTIVE_LABEL}Last done (coder): finished."
+    assert extractive_recap(messages, []) == "Nothing to recap yet."
 
 
-def test_extractive_recap_with_nothing() -> None:
-    assert extractive_recap([], []) == f"{EXTRACTIVE_LABEL}Nothing to recap yet."
+def test_extractive_recap_scrubs_ids_and_backchannel() -> None:
+    uuid_id = "3f2b8c1e-9a4d-4e7b-8c2a-1d3e5f7a9b0c"
+    messages = [
+        make(MessageType.STATUS, sender=f"worker-{uuid_id}", content=f"deploy {uuid_id} went out"),
+        make(MessageType.STATUS, sender="bob", content="Hmm hmm hmm ."),
+        make(MessageType.STATUS, sender="ann", content="yeah"),
+    ]
+    recap = extractive_recap(messages, [owed("roll back 7f3a9b2c11d4", obligor=None)])
+    assert uuid_id not in recap and "7f3a9b2c11d4" not in recap
+    assert "Hmm" not in recap and "yeah" not in recap
+    assert "someone owes alice “roll back”" in recap
+
+
+def test_extractive_recap_fills_to_the_lower_bound_from_the_summary() -> None:
+    messages = [make(MessageType.STATUS, sender="ann", content="the parser handles unicode now")]
+    summary = (
+        "- The team agreed to split the parser module into lexer and grammar files.\n"
+        "- Benchmarks of the lexer showed a regression on long unicode inputs."
+    )
+    bare = extractive_recap(messages, [])
+    filled = extractive_recap(messages, [], summary=summary)
+    assert len(bare.split()) < 40 <= len(filled.split()) <= 80
+    assert "Earlier:" in filled
 
 
 def test_extractive_recap_is_one_bounded_line() -> None:
     long_goal = "please " * 200 + "\nand more"
     messages = [make(MessageType.COMMAND, sender="alice", content=long_goal)]
-    commitments = [f"task {i} " + "detail " * 30 for i in range(6)]
+    commitments = [owed(f"task {i} " + "detail " * 30) for i in range(6)]
     recap = extractive_recap(messages, commitments)
-    assert recap.startswith(EXTRACTIVE_LABEL)
     assert "\n" not in recap
     assert len(recap.split()) <= 80
     assert len(recap) <= 600
-    assert "Open: task 0" in recap  # a long goal cannot crowd out the commitments
+    assert "Open: coder owes alice “task 0" in recap  # a long goal cannot crowd them out
+    assert "(+4 more)" in recap

@@ -1,0 +1,348 @@
+"""Text a person reads: ids scrubbed, backchannel skipped, what a channel is about.
+
+Recaps, titles and the agent context all show channel content to someone who was not
+there. Raw message and correlation ids mean nothing to them, "yeah" and "hmm hmm" say
+nothing, and a channel's first message rarely names what it turned out to be about. The
+helpers here are pure and deterministic; the keyphrase counts are bounded so a channel of
+any length keeps a record of fixed size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "KEYPHRASE_CAPACITY",
+    "TITLE_MAX_CHARS",
+    "OpenCommitment",
+    "content_words",
+    "count_keyphrases",
+    "is_backchannel",
+    "keyphrase_candidates",
+    "open_commitments",
+    "person",
+    "salience",
+    "scrub_ids",
+    "title",
+    "top_keyphrases",
+]
+
+# --------------------------------------------------------------------------- ids
+
+_UUID = re.compile(
+    r"\b[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\b", re.IGNORECASE
+)
+# A run of 8+ hex characters with both a digit and a letter: message ids (uuid4 hex), short
+# commit-like hashes, expiry-event digests. Plain numbers and ordinary words stay.
+_HEX_ID = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE)
+_EMPTY_BRACKETS = re.compile(r"[(\[{<]\s*[)\]}>]")
+_DANGLING = re.compile(r"[-_:/#]+(?=\s|$|[,.;)])")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?)])")
+_WHITESPACE = re.compile(r"\s+")
+
+
+def scrub_ids(text: str) -> str:
+    """`text` without UUIDs or hex ids, on one line. What an id named is lost on purpose:
+    a person cannot act on it, and the surrounding words usually say what it was."""
+    cleaned = _HEX_ID.sub("", _UUID.sub("", text))
+    if cleaned != text:
+        cleaned = _DANGLING.sub("", _EMPTY_BRACKETS.sub("", cleaned))
+        cleaned = _SPACE_BEFORE_PUNCT.sub(r"\1", cleaned)
+    return _WHITESPACE.sub(" ", cleaned).strip()
+
+
+_ADDRESS = re.compile(r"^(?:instance|capability|role):")
+
+
+def person(name: str | None) -> str:
+    """A sender or target as a person reads it: `role:reviewer` -> `reviewer`."""
+    if not name:
+        return "anyone"
+    return scrub_ids(_ADDRESS.sub("", name.strip())).strip("-_ ") or "an agent"
+
+
+# --------------------------------------------------------------------------- words
+
+# Function words plus what people say while thinking: none of it names a subject.
+_STOPWORD_TEXT = """
+    a about above after again against all also am an and any are aren as at be because been
+    before being below between both but by can cannot could did do does doing done don down
+    during each either else few for from further had has have having he her here hers herself
+    him himself his how however i if in into is isn it its itself just me more most my myself
+    no nor not now of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these they this
+    those though through to too under until up upon very was we were what whatever when where
+    whether which while who whom whose why will with within without would you your yours
+    yourself yourselves yeah yes yep yup nope okay ok oh uh um umm hmm hm mm mmm mhm huh ah
+    eh er erm uhhuh alright right well like really actually basically probably maybe perhaps
+    guess think thinking thought know knew known mean means meant say said says saying see
+    seen saw look looks looking looked get gets got getting go goes going gone went gonna
+    gotta wanna kinda sorta come comes came coming want wants wanted need needs needed kind
+    sort thing things stuff something anything everything nothing lot lots bit way ways time
+    times one two three four five six seven eight nine ten zero first second third still even
+    already much many quite pretty sure fine good great nice cool anyway anyways course make
+    makes made making take takes took put puts use uses used using try tries tried trying
+    talk talks talking talked tell tells told seem seems seemed people person guys guy
+    someone somebody everybody anybody everyone anyone thank thanks please sorry wow hey hello
+    hi bye let lets may might must shall wo today tomorrow yesterday ago back another
+    different new old big small little long short high low next last better best bad give
+    gives gave work works working worked start started stop yet far set point part fact
+    question idea ideas able fewer less stuff exactly definitely certainly totally whole
+    couple meeting meetings agree sounds sound mine yours ours week weeks day days minute
+    minutes hour hours year years number numbers keep kept call called find found feel felt
+    check checked run running ran move moving moved read reading wait waiting every
+    around across away already enough maybe unless anything since whatsoever interesting
+    available important possible real lose
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
+_PHRASE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"“”<>|/\\]+|\s[-–—]+\s")
+
+
+def _content_key(word: str) -> str | None:
+    low = word.lower()
+    if len(low) < 3 or low in _STOPWORDS or "'" in low or "’" in low:
+        return None
+    if "-" in low and all(part in _STOPWORDS or len(part) < 3 for part in low.split("-")):
+        return None  # "mm-hmm", "uh-huh", "so-so"
+    # A light plural fold so "buttons" and "button" count together; -ss/-us/-is stay.
+    if len(low) > 4 and low.endswith("s") and not low.endswith(("ss", "us", "is")):
+        low = low[:-1]
+    return low
+
+
+def content_words(text: str) -> list[str]:
+    """The words of `text` that can name a subject (normalised), in order."""
+    keys = (_content_key(word) for word in _WORD.findall(scrub_ids(text)))
+    return [key for key in keys if key is not None]
+
+
+def is_backchannel(text: str | None) -> bool:
+    """True for "yeah", "Hmm hmm hmm .", "I think so, yeah." and anything else that has
+    no word naming a subject."""
+    return not content_words(text or "")
+
+
+def keyphrase_candidates(text: str) -> list[str]:
+    """Content words and pairs of adjacent content words ("remote control"), in order.
+
+    A pair never spans a stopword or punctuation, so "control the budget" gives no
+    "control budget".
+    """
+    candidates: list[str] = []
+    for piece in _PHRASE_BREAK.split(scrub_ids(text)):
+        previous: str | None = None
+        for word in _WORD.findall(piece):
+            key = _content_key(word)
+            if key is None:
+                previous = None
+                continue
+            candidates.append(key)
+            if previous is not None and previous != key:
+                candidates.append(f"{previous} {key}")
+            previous = key
+    return candidates
+
+
+# --------------------------------------------------------------------------- keyphrases
+
+KEYPHRASE_CAPACITY = 64
+# A phrase of two words is more specific than either word alone.
+_PAIR_WEIGHT = 2.0
+
+KeyphraseCounts = dict[str, list[int]]
+
+
+def count_keyphrases(
+    counts: Mapping[str, Sequence[int]],
+    text: str,
+    capacity: int = KEYPHRASE_CAPACITY,
+) -> KeyphraseCounts:
+    """`counts` with the keyphrases of `text` added, keeping at most `capacity` entries.
+
+    Space-saving counting (Metwally et al.): a new phrase in a full table takes the place
+    of the least counted one and inherits its count as its error, so each entry is
+    `[count, error]` and `count - error` is a guaranteed lower bound. Heavy phrases stay,
+    however long the channel grows, and the bound is what ranks them.
+    """
+    if capacity < 1:
+        raise ValueError(f"capacity must be >= 1, got {capacity}")
+    updated: KeyphraseCounts = {key: [int(v[0]), int(v[1])] for key, v in counts.items()}
+    while len(updated) > capacity:
+        del updated[min(updated, key=lambda k: (updated[k][0], k))]
+    for phrase in keyphrase_candidates(text):
+        entry = updated.get(phrase)
+        if entry is not None:
+            entry[0] += 1
+        elif len(updated) < capacity:
+            updated[phrase] = [1, 0]
+        else:
+            evicted = min(updated, key=lambda k: (updated[k][0], k))
+            floor = updated.pop(evicted)[0]
+            updated[phrase] = [floor + 1, floor]
+    return updated
+
+
+def _guaranteed(counts: Mapping[str, Sequence[int]]) -> dict[str, int]:
+    return {key: int(v[0]) - int(v[1]) for key, v in counts.items()}
+
+
+def top_keyphrases(counts: Mapping[str, Sequence[int]], limit: int = 4) -> list[str]:
+    """The most salient phrases, most salient first, none repeating another's words.
+
+    A phrase must have been seen at least twice: a single mention does not say what a
+    channel is about.
+    """
+    sure = _guaranteed(counts)
+    ranked = sorted(
+        sure.items(), key=lambda kv: (-kv[1] * (_PAIR_WEIGHT if " " in kv[0] else 1.0), kv[0])
+    )
+    chosen: list[str] = []
+    used: set[str] = set()
+    for phrase, count in ranked:
+        if len(chosen) >= limit or count < 2:
+            break
+        words = set(phrase.split())
+        if words & used:
+            continue
+        chosen.append(phrase)
+        used |= words
+    return chosen
+
+
+TITLE_MAX_CHARS = 60
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def title(
+    counts: Mapping[str, Sequence[int]], fallback: str | None = None, max_chars: int = 60
+) -> str | None:
+    """What the channel is about, from its keyphrases: "Remote control, button, battery".
+
+    Before any phrase repeats, the first message with content words (`fallback`) stands in,
+    cut to `max_chars`; a channel of nothing but backchannel has no title.
+    """
+    phrases = top_keyphrases(counts)
+    shown: list[str] = []
+    for phrase in phrases:
+        if len(", ".join([*shown, phrase])) <= max_chars:
+            shown.append(phrase)
+    if shown:
+        return _capitalised(", ".join(shown))
+    if fallback is None or is_backchannel(fallback):
+        return None
+    text = scrub_ids(fallback)
+    return text if len(text) <= max_chars else text[: max_chars - 1].rstrip() + "…"
+
+
+def salience(text: str, counts: Mapping[str, Sequence[int]]) -> float:
+    """How much of the channel's subject `text` carries: the guaranteed counts of its
+    keyphrases over the square root of its length, so long rambles do not win by size."""
+    candidates = keyphrase_candidates(text)
+    if not candidates:
+        return 0.0
+    sure = _guaranteed(counts)
+    score = sum(sure.get(phrase, 0) for phrase in candidates)
+    return float(score / len(_WORD.findall(text)) ** 0.5)
+
+
+# --------------------------------------------------------------------------- commitments
+
+_EXCERPT_CHARS = 200
+
+
+@dataclass(frozen=True)
+class OpenCommitment:
+    """An open commitment as a person reads it: what was asked, by whom, who owes it."""
+
+    correlation_id: str
+    kind: str
+    state: str
+    requester: str
+    obligor: str | None
+    asked: str | None
+    since: datetime
+    expires_at: datetime | None = None
+
+    def owes(self) -> str:
+        """ "reviewer owes planner" / "someone owes planner" when nobody was named."""
+        owner = person(self.obligor) if self.obligor else "someone"
+        return f"{owner} owes {person(self.requester)}"
+
+    def what(self, max_chars: int = _EXCERPT_CHARS) -> str:
+        if not self.asked:
+            return f"a {self.kind.lower()}"
+        text = scrub_ids(self.asked)
+        if len(text) > max_chars:
+            text = text[: max_chars - 1].rstrip() + "…"
+        return f"“{text}”"
+
+    def line(self) -> str:
+        """One line for a prompt or a context: no ids, times to the minute in UTC."""
+        due = f", due {_clock(self.expires_at)}" if self.expires_at else ""
+        status = "acknowledged" if self.state == "ACKNOWLEDGED" else "open"
+        return f"{self.owes()}: {self.what()} ({status} since {_clock(self.since)}{due})"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "correlation_id": self.correlation_id,
+            "kind": self.kind,
+            "state": self.state,
+            "requester": self.requester,
+            "obligor": self.obligor,
+            "asked": self.asked,
+            "since": self.since.isoformat(),
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+        }
+
+
+def _clock(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _when(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value)
+    return None
+
+
+def open_commitments(
+    state: Mapping[str, Any] | None, excerpts: Mapping[str, str] | None = None
+) -> list[OpenCommitment]:
+    """The active commitments of a dumped commitments state (as the fold table holds it),
+    oldest first.
+
+    What was asked comes from the commitment's `excerpt` when the state has one, else from
+    `excerpts` (message id -> content, e.g. the recent-message ring), else it stays None.
+    """
+    found: list[OpenCommitment] = []
+    raw_commitments: Iterable[Any] = ((state or {}).get("commitments") or {}).values()
+    for raw in raw_commitments:
+        if not isinstance(raw, Mapping) or raw.get("state") not in ("OPEN", "ACKNOWLEDGED"):
+            continue
+        since = _when(raw.get("opened_at"))
+        if since is None:
+            continue
+        asked = raw.get("excerpt") or (excerpts or {}).get(str(raw.get("opened_by")))
+        found.append(
+            OpenCommitment(
+                correlation_id=str(raw.get("correlation_id")),
+                kind=str(raw.get("opened_by_type") or "request"),
+                state=str(raw["state"]),
+                requester=str(raw.get("requester") or "someone"),
+                obligor=raw.get("obligor"),
+                asked=asked if isinstance(asked, str) and asked.strip() else None,
+                since=since,
+                expires_at=_when(raw.get("expires_at")),
+            )
+        )
+    return found
