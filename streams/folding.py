@@ -57,6 +57,11 @@ DEAD_LETTER_MAX_BYTES = 60 * 1024
 DEAD_LETTER_COPY_LIMIT = 48 * 1024
 DEAD_LETTER_REASON_LIMIT = 2_000
 LOADED_STATES_LIMIT = 20_000
+# The counters the built-in states keep of what their bounds dropped.
+STATE_BOUND_COUNTERS = {
+    "commitments": ("untracked", "evicted"),
+    "overview": ("participants_evicted", "other_topic_messages"),
+}
 # Channels whose misplaced records were already explained in the log; the oldest is
 # forgotten first (and explained again when it shows up again).
 MISPLACED_LOGGED_LIMIT = 10_000
@@ -244,6 +249,20 @@ class Folder:
                 topic=refused.topic,
             )
 
+    def _count_bounds(self, before: Folded | None, done: ProjectionStep) -> None:
+        """`chorus_state_bound_hits_total`: the bounds this fold met, from the counters the
+        states keep (the states say how often; the metric says it happened here, now)."""
+        name = done.projection.name
+        if done.error is not None and "CHORUS_MAX_STATE_BYTES" in done.error:
+            self.chorus.meter.state_bounds.labels(name, "state-bytes").inc()
+        if not done.applied or not isinstance(done.folded.state, dict):
+            return
+        previous = before.state if before is not None and isinstance(before.state, dict) else {}
+        for counter in STATE_BOUND_COUNTERS.get(name, ()):
+            grown = done.folded.state.get(counter, 0) - previous.get(counter, 0)
+            if grown > 0:
+                self.chorus.meter.state_bounds.labels(name, counter).inc(grown)
+
     def _index_deadline(self, channel: str, state: Any) -> None:
         earliest = None
         for commitment in (state or {}).get("commitments", {}).values():
@@ -279,6 +298,7 @@ class Folder:
                 self.folds[done.projection.name][channel] = done.folded.as_record()
                 if done.projection.name == "commitments":
                     self._index_deadline(channel, done.folded.state)
+            self._count_bounds(stored.get(done.projection.name), done)
         self.remember(channel, steps)
         event = driver_event(message, partition, offset, steps, decision)
         if event.errors:

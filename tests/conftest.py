@@ -82,6 +82,8 @@ class WorkerProcess:
         self.base_url = f"http://127.0.0.1:{env['CHORUS_WEB_PORT']}"
         token = env.get("CHORUS_API_TOKEN")
         self.auth = {"Authorization": f"Bearer {token}"} if token else {}
+        # What the readiness probe got before the worker was ready: (status, Retry-After).
+        self.not_ready_answers: list[tuple[int, str | None]] = []
 
     def start(self, timeout: float = 90.0) -> WorkerProcess:
         log = self.log_path.open("ab")
@@ -105,8 +107,12 @@ class WorkerProcess:
             try:
                 # a routed view answers only once the worker has its partitions
                 probe = f"{self.base_url}/channels/readiness-probe/summary"
-                if httpx.get(probe, headers=self.auth, timeout=2).status_code == 200:
+                answer = httpx.get(probe, headers=self.auth, timeout=2)
+                if answer.status_code == 200:
                     return
+                self.not_ready_answers.append(
+                    (answer.status_code, answer.headers.get("Retry-After"))
+                )
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)

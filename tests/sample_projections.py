@@ -23,3 +23,17 @@ class WordCountProjection:
             **state,
             message.sender: state.get(message.sender, 0) + len(message.content.split()),
         }
+
+
+class HoarderProjection:
+    """Keeps every content it sees: a state that grows with the channel's history, which the
+    fold step's state-size limit must stop."""
+
+    name = "hoarder"
+    version = 1
+
+    def identity(self) -> list[str]:
+        return []
+
+    def apply(self, state: list[str], message: Message) -> list[str]:
+        return [*state, message.content or ""]
