@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -44,6 +45,7 @@ from streams.records import (
     validate_record,
 )
 from streams.staging import CACHED_KEYS, processing
+from streams.stall import Stall, StallWatch
 
 if TYPE_CHECKING:
     from streams.app import Chorus
@@ -57,6 +59,8 @@ DEAD_LETTER_MAX_BYTES = 60 * 1024
 DEAD_LETTER_COPY_LIMIT = 48 * 1024
 DEAD_LETTER_REASON_LIMIT = 2_000
 LOADED_STATES_LIMIT = 20_000
+# How often the stall watchdog looks at the owned partitions (it acts after STALL_PATIENCE).
+STALL_CHECK_SECONDS = 5.0
 # The counters the built-in states keep of what their bounds dropped.
 STATE_BOUND_COUNTERS = {
     "commitments": ("untracked", "evicted"),
@@ -126,6 +130,7 @@ class Folder:
         # in full from time to time (`Rescan`: rebalance, recovery, replay rebuilds).
         self._deadlines: dict[str, datetime] = {}
         self._rescan = chorus.staging.rescan()
+        self._stalls = StallWatch()
         # Loaded states of recently folded channels: parsing a long channel's state from
         # its table value costs more than folding a message into it.
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any]] = OrderedDict()
@@ -397,6 +402,39 @@ class Folder:
         self._expiry_sent = (self._expiry_sent | sent) & still_overdue
         return len(sent)
 
+    async def unstall(self, now: float) -> list[Stall]:
+        """Seek back and resume every owned partition whose consumer stopped delivering
+        (`streams.stall`); not while partitions move or tables recover."""
+        app = self.chorus.app
+        if app.rebalancing or getattr(app, "in_recovery", False):
+            return []
+        topic = self.chorus.messages.get_topic_name()
+        try:
+            owned = [tp for tp in app.assignor.assigned_actives() if tp.topic == topic]
+        except Exception:  # not started or not assigned yet
+            return []
+        next_offsets = {
+            tp.partition: int(found)
+            for tp in owned
+            for found in [self.positions.get(str(tp.partition))]
+            if found is not None
+        }
+        if not next_offsets:
+            return []
+        highwaters = await app.consumer.highwaters(
+            *[TopicPartition(topic, p) for p in next_offsets]
+        )
+        stalls = self._stalls.check(
+            now, next_offsets, {tp.partition: int(at) for tp, at in highwaters.items()}
+        )
+        for stall in stalls:
+            log.warning("stalled consumer: %s", stall.describe())
+            self.chorus.meter.stalls.inc()
+            partition = TopicPartition(topic, stall.partition)
+            await app.consumer.seek(partition, stall.next_offset)
+            app.consumer.resume_partitions([partition])
+        return stalls
+
     async def report_divergence(self, difference: Difference) -> None:
         """A shadow check found live state that differs from a re-fold of the log."""
         self.chorus.meter.divergences.labels(difference.projection, difference.kind).inc()
@@ -443,5 +481,9 @@ def install(chorus: Chorus, followers: Sequence[Follower] = ()) -> Folder:
     @chorus.app.timer(chorus.settings.expiry_check_seconds, name="expire-commitments")
     async def expire_commitments() -> None:
         await folder.expire_overdue(utc_now())
+
+    @chorus.app.timer(STALL_CHECK_SECONDS, name="watch-stalls")
+    async def watch_stalls() -> None:
+        await folder.unstall(time.monotonic())
 
     return folder

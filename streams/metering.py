@@ -58,6 +58,11 @@ class CostMeter:
             "Records on another partition than Kafka's default partitioner gives their key",
             registry=self.registry,
         )
+        self.stalls = Counter(
+            "chorus_consumer_stalls",
+            "Partitions whose consumer stopped delivering waiting records and was sought back",
+            registry=self.registry,
+        )
         self.refused_writes = Counter(
             "chorus_refused_table_writes",
             "Table writes refused because the value would not fit a changelog record",

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
+from faust.types import TP
+
+from streams.app import Chorus
+from streams.folding import Folder
+from streams.settings import Settings
 from streams.stall import Stall, StallWatch
 
 
@@ -32,3 +40,42 @@ def test_partitions_that_moved_away_are_forgotten() -> None:
     watch.check(0, {0: 1, 1: 1}, {0: 9, 1: 9})
     watch.check(10, {1: 1}, {1: 9})  # partition 0 went to another worker
     assert watch.check(100, {0: 1, 1: 1}, {0: 9, 1: 9}) == [Stall(1, 1, 9, 100)]
+
+
+class FakeConsumer:
+    def __init__(self, highwaters: dict[int, int]) -> None:
+        self._highwaters = highwaters
+        self.seeks: list[tuple[int, int]] = []
+        self.resumed: list[int] = []
+
+    async def highwaters(self, *tps: Any) -> dict[Any, int]:
+        return {tp: self._highwaters[tp.partition] for tp in tps}
+
+    async def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp.partition, offset))
+
+    def resume_partitions(self, tps: list[Any]) -> None:
+        self.resumed += [tp.partition for tp in tps]
+
+
+async def test_the_fold_stage_seeks_a_stalled_partition_back_and_resumes_it() -> None:
+    settings = Settings(store="memory://", topic_prefix="stall.", bootstrap_servers="x:1")
+    chorus = Chorus(settings, broker="127.0.0.1:1")
+    folder = Folder(chorus)
+    topic = chorus.messages.get_topic_name()
+    consumer = FakeConsumer({0: 50, 1: 7})
+    assignor = SimpleNamespace(assigned_actives=lambda: {TP(topic, 0), TP(topic, 1)})
+    app = SimpleNamespace(
+        rebalancing=False, in_recovery=False, assignor=assignor, consumer=consumer
+    )
+    folder.chorus = SimpleNamespace(app=app, messages=chorus.messages, meter=chorus.meter)  # type: ignore[assignment]
+    folder.positions = SimpleNamespace(get={"0": 12, "1": 7}.get)  # type: ignore[assignment]
+    # 38 records wait on partition 0, none on partition 1
+    assert await folder.unstall(0.0) == []
+    assert await folder.unstall(10.0) == []
+    stalls = await folder.unstall(31.0)
+    assert [(s.partition, s.next_offset) for s in stalls] == [(0, 12)]
+    assert consumer.seeks == [(0, 12)] and consumer.resumed == [0]
+    assert chorus.meter.stalls._value.get() == 1
+    app.rebalancing = True  # partitions moving: never act
+    assert await folder.unstall(100.0) == []
