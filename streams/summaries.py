@@ -12,23 +12,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from projections.model import Message, utc_now
-from projections.summarise import ContentSummariser, SummaryResult, default_summariser
+from projections.summarise import (
+    ChatClient,
+    ContentSummariser,
+    SummaryResult,
+    default_summariser,
+)
 from projections.summarise.pending import (
     PendingBatch,
     PendingItem,
     add,
     due,
     next_batch,
+    replay,
     summarisable,
     trim,
 )
 from streams.records import SummaryRecord
+from streams.settings import Settings
 from streams.staging import CACHED_KEYS
 
 if TYPE_CHECKING:
@@ -221,26 +229,7 @@ class Summariser:
         self, channel: str, batch: PendingBatch, previous_raw: dict[str, Any] | None
     ) -> SummaryRecord:
         previous = SummaryRecord.model_validate(previous_raw) if previous_raw else None
-        messages = batch.messages()
-        result = await self.summariser.summarise(
-            messages,
-            SummaryResult(text=previous.text, annotations=previous.annotations)
-            if previous
-            else None,
-        )
-        annotations = dict(result.annotations)
-        if batch.dropped:
-            annotations["droppedItems"] = str(batch.dropped)
-        return SummaryRecord(
-            channel=channel,
-            text=result.text,
-            annotations=annotations,
-            first_offset=batch.items[0].offset,
-            last_offset=batch.last_offset,
-            first_message_id=messages[0].id,
-            last_message_id=messages[-1].id,
-            total_messages=(previous.total_messages if previous else 0) + len(messages),
-        )
+        return await summarise_batch(self.summariser, channel, batch, previous)
 
     async def check_time_thresholds(self) -> None:
         """Launch batches whose time threshold passed (the message threshold fires inline).
@@ -260,6 +249,79 @@ class Summariser:
                 self.maybe_launch(channel, self.batch_of(channel), partition, now)
 
 
+async def summarise_batch(
+    summariser: ContentSummariser[Message],
+    channel: str,
+    batch: PendingBatch,
+    previous: SummaryRecord | None,
+    at: datetime | None = None,
+) -> SummaryRecord:
+    """The record that folds `batch` into `previous`: what the stage publishes (updated
+    now, or `at`)."""
+    messages = batch.messages()
+    result = await summariser.summarise(
+        messages,
+        SummaryResult(text=previous.text, annotations=previous.annotations) if previous else None,
+    )
+    annotations = dict(result.annotations)
+    if batch.dropped:
+        annotations["droppedItems"] = str(batch.dropped)
+    return SummaryRecord(
+        channel=channel,
+        text=result.text,
+        annotations=annotations,
+        first_offset=batch.items[0].offset,
+        last_offset=batch.last_offset,
+        first_message_id=messages[0].id,
+        last_message_id=messages[-1].id,
+        total_messages=(previous.total_messages if previous else 0) + len(messages),
+        **({"updated_at": at} if at else {}),
+    )
+
+
+async def simulate(
+    messages: Iterable[Message],
+    settings: Settings,
+    summariser: ContentSummariser[Message] | None = None,
+) -> dict[str, SummaryRecord]:
+    """Each channel's final summary, as the stage would publish it, offline (no Kafka).
+
+    Offsets are positions in the input per channel; batching is `pending.replay` with the
+    stage's thresholds and bound; the summariser is the default wiring without an LLM.
+    """
+    summariser = summariser or summariser_from_settings(settings, None)
+    by_channel: dict[str, list[tuple[int, Message]]] = {}
+    for message in messages:
+        log_of = by_channel.setdefault(message.channel, [])
+        log_of.append((len(log_of), message))
+    latest: dict[str, SummaryRecord] = {}
+    for channel, log_of in by_channel.items():
+        after_messages = settings.summary_after_messages
+        for batch in replay(
+            log_of,
+            after_messages=after_messages,
+            after_seconds=settings.summary_after_seconds,
+            max_pending=settings.summary_max_pending,
+        ):
+            latest[channel] = await summarise_batch(
+                summariser, channel, batch, latest.get(channel), log_of[batch.last_offset][1].created_at
+            )
+    return latest
+
+
+def summariser_from_settings(
+    settings: Settings, client: ChatClient | None
+) -> ContentSummariser[Message]:
+    return default_summariser(
+        client,
+        settings.summary_small_threshold,
+        settings.summary_medium_threshold,
+        context_tokens=settings.llm_context_tokens,
+        max_tokens=settings.llm_max_tokens,
+        summary_max_tokens=settings.summary_max_tokens,
+    )
+
+
 def install(chorus: Chorus) -> Summariser:
     from streams.llm import client_from_settings
     from streams.metering import MeteredChatClient
@@ -267,12 +329,8 @@ def install(chorus: Chorus) -> Summariser:
     client = client_from_settings(chorus.settings)
     summariser = Summariser(
         chorus,
-        default_summariser(
-            MeteredChatClient(client, chorus.meter, "summary") if client else None,
-            chorus.settings.summary_small_threshold,
-            chorus.settings.summary_medium_threshold,
-            context_tokens=chorus.settings.llm_context_tokens,
-            max_tokens=chorus.settings.llm_max_tokens,
+        summariser_from_settings(
+            chorus.settings, MeteredChatClient(client, chorus.meter, "summary") if client else None
         ),
     )
 

@@ -5,6 +5,7 @@ Pure, so the agent's table holds exactly this and the rules are tested without K
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -92,3 +93,40 @@ def due(pending: PendingBatch, *, after_messages: int, after_seconds: float, now
 def next_batch(pending: PendingBatch, after_messages: int) -> PendingBatch:
     """The oldest `after_messages` items: one summary per threshold, even after a backlog."""
     return pending.model_copy(update={"items": pending.items[:after_messages]})
+
+
+def replay(
+    messages: Iterable[tuple[int, Message]],
+    *,
+    after_messages: int,
+    after_seconds: float,
+    max_pending: int,
+) -> Iterator[PendingBatch]:
+    """The batches the live stage would summarise, for `(offset, message)` in log order.
+
+    Time is each message's `created_at`; each batch is summarised at once (nothing in
+    flight), then trimmed away, as `chorus.summaries` records it. A batch falls due by count
+    when a message arrives, or by age at the next message's time; at the end of the input
+    what is still pending falls due as the time threshold would, one threshold at a time.
+    """
+    pending = PendingBatch()
+
+    def drain(now: datetime | None) -> Iterator[PendingBatch]:
+        nonlocal pending
+        while pending.items and (
+            now is None
+            or due(pending, after_messages=after_messages, after_seconds=after_seconds, now=now)
+        ):
+            chosen = next_batch(pending, after_messages)
+            yield chosen
+            pending = trim(pending, chosen.last_offset)
+
+    for offset, message in messages:
+        if not summarisable(message):
+            continue
+        now = message.created_at
+        yield from drain(now)
+        pending = add(pending, message, offset, covered_offset=-1, max_pending=max_pending, now=now)
+        if len(pending.items) >= after_messages:
+            yield from drain(now)
+    yield from drain(None)
