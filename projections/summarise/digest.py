@@ -43,6 +43,7 @@ TEXT_HASH_KEY = "digestTextHash"
 COMPACTED_FROM = "compactedFrom"
 
 PARTICIPANTS_HEADER = "Participants: "
+KEY_TERMS_HEADER = "Key terms: "
 DISCUSSED_HEADER = "Discussed:"
 DECIDED_HEADER = "Decided or done:"
 OPEN_HEADER = "Open:"
@@ -50,6 +51,11 @@ OPEN_HEADER = "Open:"
 _MARKUP = re.compile(r"\{[a-z_]+\}|<[^<>]{1,40}>")
 _FILLER = re.compile(
     r"\b(?:u+m+|u+h+|h+m+|m+-?h+m+|m+|uh-huh|um-hmm|ah+|oh+|er+|erm|eh|huh|mm-hmm)\b[\s,]*",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(
+    r"\b(?:you know|i mean|kind of|sort of|i guess|i think|i dunno|or something|or whatever)\b"
+    r"[\s,]*",
     re.IGNORECASE,
 )
 _REPEATED_WORD = re.compile(r"\b(\w+)(?:\s+\1\b)+", re.IGNORECASE)
@@ -94,6 +100,7 @@ def clean(text: str) -> str:
     """Transcript noise out: markup, fillers, stutters, spaces before punctuation."""
     text = _MARKUP.sub(" ", text)
     text = _FILLER.sub(" ", text)
+    text = _HEDGE.sub(" ", text)
     text = " ".join(text.split())
     text = _REPEATED_WORD.sub(r"\1", text)
     text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
@@ -111,6 +118,12 @@ def terms(text: str) -> list[str]:
             word = word[:-1]
         out.append(word)
     return out
+
+
+def features(text: str) -> list[str]:
+    """Content words and the pairs of adjacent content words (`a_b`): the term model's keys."""
+    words = terms(text)
+    return [*words, *(f"{a}_{b}" for a, b in zip(words, words[1:], strict=False))]
 
 
 def sentences(text: str) -> list[str]:
@@ -141,6 +154,8 @@ class DigestWeights:
     decision_bonus: float = 0.15
     redundancy: float = 0.7
     min_terms: int = 4
+    spread: float = 0.5
+    topic_terms: int = 8
     max_sentence_chars: int = 240
 
 
@@ -177,7 +192,7 @@ class DigestSummariser:
         max_tokens: int = 500,
         *,
         pool_size: int = 24,
-        max_terms: int = 160,
+        max_terms: int = 200,
         max_open: int = 8,
         max_done: int = 4,
         weights: DigestWeights | None = None,
@@ -210,7 +225,7 @@ class DigestSummariser:
         for offset, message in enumerate(items):
             position = seen + offset
             content = message.content or ""
-            counts.update(terms(clean(content)))
+            counts.update(features(clean(content)))
             self._track_commitments(message, open_items, done_items)
             if message.type in CLOSING_TYPES and message.correlation_id:
                 continue  # said in `Decided or done`
@@ -223,7 +238,7 @@ class DigestSummariser:
         participants = merge_list_annotation(
             annotations.get("participants"), (m.sender for m in items)
         )
-        text = self.render(pool, counts, participants, open_items, done_items)
+        text = self.render(pool, counts, participants, open_items, done_items, seen)
 
         annotations["tier"] = self.tier
         annotations["itemCount"] = str(len(items))
@@ -244,9 +259,13 @@ class DigestSummariser:
         participants: str,
         open_items: list[list[str]],
         done_items: list[list[str]],
+        seen: int,
     ) -> str:
         budget = self.max_tokens * 4
         head = f"{PARTICIPANTS_HEADER}{participants.replace(',', ', ')}" if participants else ""
+        top = [t for t, _ in counts.most_common() if "_" not in t][: self.weights.topic_terms]
+        if top:
+            head = "\n".join(filter(None, [head, f"{KEY_TERMS_HEADER}{', '.join(top)}"]))
         tail: list[str] = []
         if done_items:
             tail.append(DECIDED_HEADER)
@@ -261,7 +280,7 @@ class DigestSummariser:
         if len(fixed) > budget // 2:  # commitments never crowd out what was discussed
             fixed = fixed[: budget // 2 - 1].rstrip() + "…"
         room = budget - len(fixed) - len(DISCUSSED_HEADER) - 2
-        chosen = self._select(pool, counts, room)
+        chosen = self._select(pool, counts, room, seen)
         discussed = [f"- [{c.speaker}] {c.text}" for c in chosen]
         parts = [head] if head else []
         if discussed:
@@ -280,8 +299,8 @@ class DigestSummariser:
 
     def _score(self, candidate: Candidate, counts: Counter[str]) -> float:
         words = terms(candidate.text)
-        distinct = set(words)
-        if len(distinct) < self.weights.min_terms:
+        distinct = set(features(candidate.text))
+        if len(set(words)) < self.weights.min_terms:
             return 0.0
         total = sum(counts.values()) or 1
         salience = sum(math.log1p(counts[t] * 1000 / total) for t in distinct)
@@ -300,7 +319,9 @@ class DigestSummariser:
         kept = [c for c in scored if self._score(c, counts) > 0][:size]
         return sorted(kept, key=lambda c: c.position)
 
-    def _select(self, pool: list[Candidate], counts: Counter[str], room: int) -> list[Candidate]:
+    def _select(
+        self, pool: list[Candidate], counts: Counter[str], room: int, seen: int
+    ) -> list[Candidate]:
         """Greedy maximal marginal relevance within `room` characters, then in said order."""
         remaining = {id(c): (c, self._score(c, counts), set(terms(c.text))) for c in pool}
         chosen: list[tuple[Candidate, set[str]]] = []
@@ -309,7 +330,11 @@ class DigestSummariser:
             best_key, best_value = None, 0.0
             for key, (candidate, score, words) in remaining.items():
                 overlap = max((_jaccard(words, other) for _, other in chosen), default=0.0)
-                value = score * (1 - self.weights.redundancy * overlap)
+                nearby = max(
+                    (math.exp(-abs(candidate.position - c.position) * 12 / max(seen, 1)) for c, _ in chosen),
+                    default=0.0,
+                )
+                value = score * (1 - self.weights.redundancy * overlap) * (1 - self.weights.spread * nearby)
                 if best_key is None or value > best_value:
                     best_key, best_value = key, value
             assert best_key is not None
