@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Set when a batch had compacted items: how many of its messages reached the summariser
+# compacted (see pending.compact); the record's first/last offset say what it covers.
+COMPACTED_ITEMS = "compactedMessages"
+
 
 def summary_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:
     """get_channel_summary's answer; with no summary yet: content null, annotations {}."""
@@ -70,11 +74,20 @@ def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
     if "items" in raw:
         return PendingBatch.model_validate(raw)
     since = raw.get("pending_since")
+    spans: dict[str, list[int]] = raw.get("spans") or {}
     # Read on every message: built without validation from what `store` wrote.
     return PendingBatch.model_construct(
-        items=[PendingItem.model_construct(offset=offset, message={}) for offset in raw["offsets"]],
+        items=[item_of(offset, spans.get(str(offset))) for offset in raw["offsets"]],
         pending_since=datetime.fromisoformat(since) if since else None,
-        dropped=raw.get("dropped", 0),
+    )
+
+
+def item_of(offset: int, span: list[int] | None) -> PendingItem:
+    """A header's item: one message, or a compacted run `[first_offset, covers]`."""
+    if span is None:
+        return PendingItem.model_construct(offset=offset, message={}, first_offset=None, covers=1)
+    return PendingItem.model_construct(
+        offset=offset, message={}, first_offset=span[0], covers=span[1]
     )
 
 
@@ -83,7 +96,7 @@ class Summariser:
         self.chorus = chorus
         self.settings = chorus.settings
         self.summariser = summariser
-        # Per channel, the pending batch's header (offsets, pending_since, dropped); the
+        # Per channel, the pending batch's header (offsets, pending_since, compacted spans); the
         # messages themselves are in `items`, one key each, so adding a message writes one
         # message and a small header instead of rewriting the whole batch.
         # Both are staged: the fold agent flushes them once per batch (see streams.staging).
@@ -138,12 +151,16 @@ class Summariser:
             if item.message:  # added by `add` (or read from an old-format batch)
                 self.items[item_key(channel, item.offset)] = item.message
         for item in before.items:
-            if item.offset not in kept:  # summarised (trim) or dropped (overflow)
+            if item.offset not in kept:  # summarised (trim) or compacted into a later one
                 self.items.discard(item_key(channel, item.offset))
         self.pending[channel] = {
             "offsets": sorted(kept),
             "pending_since": batch.pending_since.isoformat() if batch.pending_since else None,
-            "dropped": batch.dropped,
+            "spans": {
+                str(item.offset): [item.start, item.covers]
+                for item in batch.items
+                if item.covers > 1
+            },
         }
         self.index(channel, batch)
 
@@ -170,6 +187,7 @@ class Summariser:
             covered_offset=self.covered_offset(channel),
             max_pending=self.settings.summary_max_pending,
             now=utc_now(),
+            load=lambda item: self.items.get(item_key(channel, item.offset)),
         )
         if batch is not before:
             self.store(channel, before, batch)
@@ -264,17 +282,21 @@ async def summarise_batch(
         SummaryResult(text=previous.text, annotations=previous.annotations) if previous else None,
     )
     annotations = dict(result.annotations)
-    if batch.dropped:
-        annotations["droppedItems"] = str(batch.dropped)
+    annotations.pop("droppedItems", None)  # written before compaction replaced dropping
+    compacted = sum(item.covers for item in batch.items if item.covers > 1)
+    if compacted:
+        annotations[COMPACTED_ITEMS] = str(compacted)
+    else:
+        annotations.pop(COMPACTED_ITEMS, None)
     return SummaryRecord(
         channel=channel,
         text=result.text,
         annotations=annotations,
-        first_offset=batch.items[0].offset,
+        first_offset=batch.first_offset,
         last_offset=batch.last_offset,
         first_message_id=messages[0].id,
         last_message_id=messages[-1].id,
-        total_messages=(previous.total_messages if previous else 0) + len(messages),
+        total_messages=(previous.total_messages if previous else 0) + batch.covers,
         **({"updated_at": at} if at else {}),
     )
 

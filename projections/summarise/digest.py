@@ -27,6 +27,7 @@ import orjson
 from projections.model import Message, MessageType
 from projections.summarise.heuristic import CLOSING_TYPES, OPENING_TYPES, merge_list_annotation
 from projections.summarise.llm import estimate_tokens
+from projections.summarise.pending import spoken
 from projections.summarise.result import (
     ContentSummariser,
     SummaryResult,
@@ -58,7 +59,8 @@ _HEDGE = re.compile(
     r"[\s,]*",
     re.IGNORECASE,
 )
-_REPEATED_WORD = re.compile(r"\b(\w+)(?:\s+\1\b)+", re.IGNORECASE)
+_REPEATED_WORD = re.compile(r"\b(\w+(?:\s+\w+)?)(?:\s+\1\b)+", re.IGNORECASE)
+_SPLIT_CONTRACTION = re.compile(r"\s+('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.?!;:])")
 _REPEATED_PUNCT = re.compile(r"([,.?!;:])(?:\s*[,;:])+")
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
@@ -102,6 +104,7 @@ def clean(text: str) -> str:
     text = _FILLER.sub(" ", text)
     text = _HEDGE.sub(" ", text)
     text = " ".join(text.split())
+    text = _SPLIT_CONTRACTION.sub(r"\1", text)
     text = _REPEATED_WORD.sub(r"\1", text)
     text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
     text = _REPEATED_PUNCT.sub(r"\1", text)
@@ -131,7 +134,7 @@ def sentences(text: str) -> list[str]:
     out = []
     for raw in _SENTENCE_END.split(clean(text)):
         sentence = _LEADING_DISCOURSE.sub("", raw).strip(" ,;:")
-        if sentence:
+        if any(ch.isalpha() for ch in sentence):
             out.append(sentence[0].upper() + sentence[1:])
     return out
 
@@ -222,22 +225,23 @@ class DigestSummariser:
 
         open_items = _load_rows(annotations.get(OPEN_KEY))
         done_items = _load_rows(annotations.get(DONE_KEY))
-        for offset, message in enumerate(items):
-            position = seen + offset
-            content = message.content or ""
-            counts.update(features(clean(content)))
+        speakers: list[str] = []
+        for message in items:
             self._track_commitments(message, open_items, done_items)
-            if message.type in CLOSING_TYPES and message.correlation_id:
-                continue  # said in `Decided or done`
-            for sentence in sentences(content):
-                pool.append(Candidate(position, message.sender, self._bounded(sentence)))
-        seen += len(items)
+            for sender, content in spoken(message):
+                speakers.append(sender)
+                counts.update(features(clean(content)))
+                if message.type not in CLOSING_TYPES or not message.correlation_id:
+                    # (a closing message is said in `Decided or done`)
+                    pool.extend(
+                        Candidate(seen, sender, self._bounded(sentence))
+                        for sentence in sentences(content)
+                    )
+                seen += 1
 
         counts = Counter(dict(counts.most_common(self.max_terms)))
         pool = self._best(pool, counts, self.pool_size)
-        participants = merge_list_annotation(
-            annotations.get("participants"), (m.sender for m in items)
-        )
+        participants = merge_list_annotation(annotations.get("participants"), speakers)
         text = self.render(pool, counts, participants, open_items, done_items, seen)
 
         annotations["tier"] = self.tier
