@@ -4,9 +4,9 @@ tiered default saves against calling the LLM for every batch.
 Batching follows the live stage (streams/summaries.py with projections/summarise/pending.py):
 `pending.replay`, the same rules `chorus summary simulate` runs: a channel's batch is due at
 `after_messages` pending messages or when its oldest pending message has waited
-`after_seconds`; at the end of the conversation what is pending falls due (the timer fires). Conversations with real
-timestamps (IRC minutes, chitchat seconds) give the time threshold real pauses to find;
-QMSum turns have none and are spaced 5 s apart.
+`after_seconds`; at the end of the conversation what is pending falls due (the timer fires).
+Conversations with real timestamps (IRC minutes, chitchat seconds) give the time threshold
+real pauses to find; QMSum turns have none and are spaced 5 s apart.
 
 The LLM is a fake ChatClient that counts tokens by the 4-chars rule (`estimate_tokens`) and
 answers like tests/fakes/llm_server.py, so no network and no model is involved.

@@ -3,8 +3,9 @@
 Each QMSum meeting (../shared/data/qmsum/<split>/*.json) is streamed as STATUS messages,
 topic "general", one per turn, 5 s apart, through `streams.summaries.simulate` (the live
 stage's batching and the default tiers, offline). Its final summary is scored against the
-human answer to "Summarize the whole meeting." (the general query) with ROUGE-1/2/L F1 (`rouge-score`, stemming
-on), next to three baselines cut to the same budget (tokens x 4 characters):
+human answer to "Summarize the whole meeting." (the general query) with ROUGE-1/2/L F1
+(`rouge-score`, stemming on), next to three baselines cut to the same budget (tokens x 4
+characters):
 
 - LEAD: the meeting's first turns;
 - TextRank: turns of four words or more ranked at once, similarity = shared words over

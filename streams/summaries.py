@@ -325,8 +325,9 @@ async def simulate(
             after_seconds=settings.summary_after_seconds,
             max_pending=settings.summary_max_pending,
         ):
+            at = log_of[batch.last_offset][1].created_at
             latest[channel] = await summarise_batch(
-                summariser, channel, batch, latest.get(channel), log_of[batch.last_offset][1].created_at
+                summariser, channel, batch, latest.get(channel), at
             )
     return latest
 

@@ -16,6 +16,7 @@ crosses runs through the summary record itself and nothing grows with the channe
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 from collections import Counter
@@ -42,6 +43,9 @@ DONE_KEY = "digestDone"
 SEEN_KEY = "digestSeen"
 TEXT_HASH_KEY = "digestTextHash"
 COMPACTED_FROM = "compactedFrom"
+# The `participants` and `topics` annotations keep the first names seen, up to this many.
+MAX_NAMES = 40
+SHOWN_NAMES = 12
 
 PARTICIPANTS_HEADER = "Participants: "
 KEY_TERMS_HEADER = "Key terms: "
@@ -76,8 +80,7 @@ _DECISION = re.compile(
     re.IGNORECASE,
 )
 
-STOPWORDS = frozenset(
-    """
+_STOPWORD_LIST = """
 a about above after again against all also am an and any are aren't as at be because been
 before being below between both but by can can't cannot could couldn't did didn't do does
 doesn't doing don't down during each few for from further had hadn't has hasn't have haven't
@@ -94,8 +97,8 @@ bit lot maybe probably actually basically sure one two get got go going goes say
 saw want need thing also even still much many way yep yup alright anyway guess quite pretty
 little stuff every lots put make made take took come came look looks looking let us okay
 will shall might must may can't could've would've should've they'll that'll there'll
-""".split()
-)
+"""
+STOPWORDS = frozenset(_STOPWORD_LIST.split())
 
 
 def clean(text: str) -> str:
@@ -126,7 +129,7 @@ def terms(text: str) -> list[str]:
 def features(text: str) -> list[str]:
     """Content words and the pairs of adjacent content words (`a_b`): the term model's keys."""
     words = terms(text)
-    return [*words, *(f"{a}_{b}" for a, b in zip(words, words[1:], strict=False))]
+    return [*words, *(f"{a}_{b}" for a, b in itertools.pairwise(words))]
 
 
 def sentences(text: str) -> list[str]:
@@ -183,7 +186,8 @@ class DigestSummariser:
     A previous text the digest did not write (another tier, a person) is read as material:
     its sentences join the candidate pool. An empty batch returns `previous` itself.
 
-    Annotations: previous ones, plus `tier=digest`, `itemCount`, `participants`, and the
+    Annotations: previous ones, plus `tier=digest`, `itemCount`, `participants` and
+    `topics` (comma-separated, the first `MAX_NAMES` seen), and the
     digest's own state: `digestTerms`, `digestPool`, `digestOpen`, `digestDone`,
     `digestSeen` and `digestTextHash`.
     """
@@ -241,16 +245,24 @@ class DigestSummariser:
 
         counts = Counter(dict(counts.most_common(self.max_terms)))
         pool = self._best(pool, counts, self.pool_size)
-        participants = merge_list_annotation(annotations.get("participants"), speakers)
+        participants = _capped(
+            merge_list_annotation(annotations.get("participants"), speakers), MAX_NAMES
+        )
+        topics = _capped(
+            merge_list_annotation(annotations.get("topics"), (m.topic for m in items)), MAX_NAMES
+        )
         text = self.render(pool, counts, participants, open_items, done_items, seen)
 
         annotations["tier"] = self.tier
         annotations["itemCount"] = str(len(items))
         if participants:
             annotations["participants"] = participants
+        if topics:
+            annotations["topics"] = topics
         annotations[SEEN_KEY] = str(seen)
         annotations[TERMS_KEY] = _dump_terms(counts)
-        annotations[POOL_KEY] = orjson.dumps([[c.position, c.speaker, c.text] for c in pool]).decode()
+        rows = [[c.position, c.speaker, c.text] for c in pool]
+        annotations[POOL_KEY] = orjson.dumps(rows).decode()
         annotations[OPEN_KEY] = orjson.dumps(open_items[-self.max_open :]).decode()
         annotations[DONE_KEY] = orjson.dumps(done_items[-self.max_done :]).decode()
         annotations[TEXT_HASH_KEY] = text_hash(text)
@@ -266,7 +278,10 @@ class DigestSummariser:
         seen: int,
     ) -> str:
         budget = self.max_tokens * 4
-        head = f"{PARTICIPANTS_HEADER}{participants.replace(',', ', ')}" if participants else ""
+        names = participants.split(",") if participants else []
+        head = PARTICIPANTS_HEADER + ", ".join(names[:SHOWN_NAMES]) if names else ""
+        if len(names) > SHOWN_NAMES:
+            head += f" and {len(names) - SHOWN_NAMES} more"
         top = [t for t, _ in counts.most_common() if "_" not in t][: self.weights.topic_terms]
         if top:
             head = "\n".join(filter(None, [head, f"{KEY_TERMS_HEADER}{', '.join(top)}"]))
@@ -308,7 +323,7 @@ class DigestSummariser:
             return 0.0
         total = sum(counts.values()) or 1
         salience = sum(math.log1p(counts[t] * 1000 / total) for t in distinct)
-        score = salience / (len(words) ** self.weights.length_exponent)
+        score = salience / math.pow(len(words), self.weights.length_exponent)
         if candidate.position < self.weights.opening_messages:
             score *= 1 + self.weights.opening_bonus
         if _DECISION.search(candidate.text):
@@ -335,10 +350,14 @@ class DigestSummariser:
             for key, (candidate, score, words) in remaining.items():
                 overlap = max((_jaccard(words, other) for _, other in chosen), default=0.0)
                 nearby = max(
-                    (math.exp(-abs(candidate.position - c.position) * 12 / max(seen, 1)) for c, _ in chosen),
+                    (_closeness(candidate.position, c.position, seen) for c, _ in chosen),
                     default=0.0,
                 )
-                value = score * (1 - self.weights.redundancy * overlap) * (1 - self.weights.spread * nearby)
+                value = (
+                    score
+                    * (1 - self.weights.redundancy * overlap)
+                    * (1 - self.weights.spread * nearby)
+                )
                 if best_key is None or value > best_value:
                     best_key, best_value = key, value
             assert best_key is not None
@@ -362,7 +381,7 @@ class DigestSummariser:
             return []
         own = _own_prefix(before, written)
         added = before[len(own) :]
-        out = []
+        out: list[Candidate] = []
         for line in added.splitlines():
             line = line.strip().removeprefix("- ")
             speaker, _, said = line.partition("] ")
@@ -370,7 +389,8 @@ class DigestSummariser:
                 name, content = speaker[1:], said
             else:
                 name, content = "summary", line
-            out.extend(Candidate(max(seen - 1, 0), name, self._bounded(s)) for s in sentences(content))
+            position = max(seen - 1, 0)
+            out.extend(Candidate(position, name, self._bounded(s)) for s in sentences(content))
         return out
 
     def _track_commitments(
@@ -410,6 +430,15 @@ def _own_prefix(text: str, written: str | None) -> str:
     return ""
 
 
+def _closeness(a: int, b: int, seen: int) -> float:
+    """1 for the same position, falling off over about a twelfth of the channel so far."""
+    return math.exp(-abs(a - b) * 12 / max(seen, 1))
+
+
+def _capped(names: str, limit: int) -> str:
+    return ",".join(names.split(",")[:limit]) if names else names
+
+
 def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
@@ -444,9 +473,7 @@ def _load_pool(raw: str | None) -> list[Candidate]:
 
 
 def _load_rows(raw: str | None) -> list[list[str]]:
-    return [
-        [str(cell) for cell in row] for row in _load_json_list(raw) if isinstance(row, list)
-    ]
+    return [[str(cell) for cell in row] for row in _load_json_list(raw) if isinstance(row, list)]
 
 
 def _load_json_list(raw: str | None) -> list[object]:

@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict
 
 from projections.model import Message, MessageType
 
-
 # A compacted item's content is cut to this many characters (shared by its parts by size).
 MAX_COMPACTED_CHARS = 4000
 COMPACTED = "compacted"
@@ -116,9 +115,7 @@ def compact(first: PendingItem, second: PendingItem) -> PendingItem:
     a, b = first.message, second.message
     total = first.covers + second.covers
     share = MAX_COMPACTED_CHARS * first.covers // total
-    content = "\n".join(
-        [_cut(_lines(a), share), _cut(_lines(b), MAX_COMPACTED_CHARS - share - 1)]
-    )
+    content = "\n".join([_cut(_lines(a), share), _cut(_lines(b), MAX_COMPACTED_CHARS - share - 1)])
     senders = list(dict.fromkeys([*_senders(a), *_senders(b)]))
     message = {
         **(b or a),
