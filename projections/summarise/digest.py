@@ -66,7 +66,7 @@ _HEDGE = re.compile(
 _REPEATED_WORD = re.compile(r"\b(\w+(?:\s+\w+)?)(?:\s+\1\b)+", re.IGNORECASE)
 _SPLIT_CONTRACTION = re.compile(r"\s+('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.?!;:])")
-_REPEATED_PUNCT = re.compile(r"([,.?!;:])(?:\s*[,;:])+")
+_REPEATED_PUNCT = re.compile(r"([,.?!;:])(?:\s*[,.;:])+")
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 _LEADING_DISCOURSE = re.compile(
     r"^(?:(?:so|well|okay|ok|yeah|yes|right|and|but|alright|now|anyway|like|actually|then)"
@@ -159,7 +159,7 @@ class DigestWeights:
     opening_bonus: float = 0.25
     decision_bonus: float = 0.15
     redundancy: float = 0.7
-    min_terms: int = 4
+    min_terms: int = 2
     spread: float = 0.5
     topic_terms: int = 8
     max_sentence_chars: int = 240
@@ -225,7 +225,10 @@ class DigestSummariser:
         seen = _int(annotations.get(SEEN_KEY))
         counts = _load_terms(annotations.get(TERMS_KEY))
         pool = _load_pool(annotations.get(POOL_KEY))
-        pool.extend(self._foreign_material(previous, annotations, seen))
+        foreign = self._foreign_material(previous, annotations, seen)
+        for candidate in foreign:
+            counts.update(features(candidate.text))
+        pool.extend(foreign)
 
         open_items = _load_rows(annotations.get(OPEN_KEY))
         done_items = _load_rows(annotations.get(DONE_KEY))
