@@ -338,7 +338,7 @@ def summary_simulate(source: TextIO, as_json: bool) -> None:
     records = asyncio.run(simulate(messages, get_settings()))
     for channel, record in records.items():
         if as_json:
-            print_json(record.model_dump(mode="json"))
+            click.echo(orjson.dumps(record.model_dump(mode="json")).decode())
         else:
             click.echo(f"== {channel} ({record.total_messages} messages) ==\n{record.text}\n")
     if errors:

@@ -46,6 +46,8 @@ COMPACTED_FROM = "compactedFrom"
 # The `participants` and `topics` annotations keep the first names seen, up to this many.
 MAX_NAMES = 40
 SHOWN_NAMES = 12
+# A sentence sharing this much of its content words with a chosen one says nothing new.
+NEAR_DUPLICATE = 0.8
 
 PARTICIPANTS_HEADER = "Participants: "
 KEY_TERMS_HEADER = "Key terms: "
@@ -365,6 +367,8 @@ class DigestSummariser:
                     best_key, best_value = key, value
             assert best_key is not None
             candidate, _, words = remaining.pop(best_key)
+            if any(_jaccard(words, other) >= NEAR_DUPLICATE for _, other in chosen):
+                continue
             cost = len(candidate.speaker) + len(candidate.text) + 6
             if used + cost > room:
                 continue

@@ -3,6 +3,7 @@ in-memory indexes for the timers. Through Faust's test harness: no Kafka, sends 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -106,7 +107,7 @@ async def test_a_burst_of_ten_times_the_bound_is_compacted_never_dropped() -> No
     batch = summariser.with_messages(CHANNEL, summariser.batch_of(CHANNEL))
     spans = [(item.start, item.offset) for item in batch.items]
     assert spans[0][0] == 0 and spans[-1][1] == count - 1
-    assert all(a[1] + 1 == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans))
     assert batch.covers == count
     said = [content for m in batch.messages() for _, content in spoken(m)]
     assert said == [f"m{n}" for n in range(count)]
