@@ -12,6 +12,9 @@ characters):
   log|a| + log|b| (Mihalcea & Tarau 2004), highest first;
 - LexRank: the same turns, TF-IDF cosine >= 0.1 as the graph (Erkan & Radev 2004).
 
+`digest_bare` is the digest's text without its section headers and speaker tags: what the
+structure costs (or earns) in ROUGE.
+
 Baselines read the turns with the transcript markup ({disfmarker} ...) removed; the digest
 gets the raw turns. Writes bench/results/<date>-summary-quality-<split>.json and .md.
 Skips (exit 0) when ../shared/data/qmsum is absent.
@@ -35,7 +38,11 @@ from bench.data import SHARED_DATA
 
 QMSUM = SHARED_DATA / "qmsum"
 RESULTS = Path(__file__).resolve().parent / "results"
-METHODS = ("digest", "lead", "textrank", "lexrank")
+METHODS = ("digest", "digest_bare", "lead", "textrank", "lexrank")
+_HEADER_LINE = re.compile(
+    r"^(?:Participants|Key terms|Discussed|Decided or done|Open):.*$\n?", re.MULTILINE
+)
+_SPEAKER_TAG = re.compile(r"^- \[[^\]]+\] ", re.MULTILINE)
 _MARKUP = re.compile(r"\{[a-z_]+\}")
 _WORD = re.compile(r"[a-z0-9']+")
 
@@ -78,6 +85,10 @@ def as_messages(name: str, turns: list[tuple[str, str]]) -> list[Any]:
         )
         for i, (speaker, content) in enumerate(turns)
     ]
+
+
+def bare(digest: str) -> str:
+    return _SPEAKER_TAG.sub("", _HEADER_LINE.sub("", digest)).strip()
 
 
 def cleaned(turns: list[tuple[str, str]]) -> list[str]:
@@ -185,8 +196,10 @@ async def evaluate(split: str, max_tokens: int, limit: int | None) -> dict[str, 
     digest_seconds = 0.0
     for name, turns, answer in meetings(split, limit):
         started = time.perf_counter()
-        outputs = {"digest": await digest_summary(name, turns, settings)}
+        digest = await digest_summary(name, turns, settings)
         digest_seconds += time.perf_counter() - started
+        # What the structure costs (or earns): the same sentences without headers and speakers.
+        outputs = {"digest": digest, "digest_bare": bare(digest)}
         texts = cleaned(turns)
         for method, baseline in baselines.items():
             outputs[method] = baseline(texts, chars)

@@ -131,6 +131,11 @@ class Summariser:
         last = latest.get("last_offset") if latest else None
         return last if last is not None else -1
 
+    def in_flight_through(self, channel: str) -> int:
+        """The last offset of a batch being summarised (-1: none): compaction leaves it be."""
+        launched = self.launched.get(channel, -1)
+        return launched if launched > self.covered_offset(channel) else -1
+
     def batch_of(self, channel: str) -> PendingBatch:
         """The pending batch with its items' offsets only (messages: `with_messages`)."""
         return header_batch(self.pending.get(channel))
@@ -187,6 +192,7 @@ class Summariser:
             covered_offset=self.covered_offset(channel),
             max_pending=self.settings.summary_max_pending,
             now=utc_now(),
+            in_flight_through=self.in_flight_through(channel),
             load=lambda item: self.items.get(item_key(channel, item.offset)),
         )
         if batch is not before:

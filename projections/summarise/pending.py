@@ -140,18 +140,24 @@ def add(
     covered_offset: int,
     max_pending: int,
     now: datetime,
+    in_flight_through: int = -1,
     load: Callable[[PendingItem], dict[str, Any] | None] | None = None,
 ) -> PendingBatch:
     """Append unless the offset is already summarised or pending (redelivery is harmless).
 
-    Past `max_pending` items two adjacent ones are compacted (`compact`); `load` supplies
-    the message of an item stored without one (the live stage keeps messages apart).
+    Past `max_pending` items two adjacent ones are compacted (`compact`), never one up to
+    `in_flight_through` (a batch being summarised: its summary will trim exactly those), so
+    the bound is `max_pending`, or the batch in flight plus one. `load` supplies the message
+    of an item stored without one (the live stage keeps messages apart).
     """
     if offset <= covered_offset or offset <= pending.last_offset:
         return pending
     items = [*pending.items, PendingItem(offset=offset, message=message.model_dump(mode="json"))]
-    while len(items) > max(max_pending, 2):
-        i = min(range(len(items) - 1), key=lambda k: items[k].covers + items[k + 1].covers)
+    while len(items) > max_pending:
+        pairs = [k for k in range(len(items) - 1) if items[k].start > in_flight_through]
+        if not pairs:
+            break
+        i = min(pairs, key=lambda k: items[k].covers + items[k + 1].covers)
         first, second = (_loaded(item, load) for item in items[i : i + 2])
         items[i : i + 2] = [compact(first, second)]
     return PendingBatch(items=items, pending_since=pending.pending_since or now)

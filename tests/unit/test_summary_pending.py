@@ -72,6 +72,23 @@ def test_a_burst_of_ten_times_the_bound_loses_no_message() -> None:
     assert all(len(m.content or "") <= MAX_COMPACTED_CHARS for m in batch.messages())
 
 
+def test_a_batch_in_flight_is_never_compacted() -> None:
+    batch = PendingBatch()
+    for i in range(30):
+        batch = add(
+            batch, msg(i), i, covered_offset=-1, max_pending=6, now=NOW, in_flight_through=3
+        )
+    assert spans(batch)[:4] == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    assert len(batch.items) == 6 and batch.covers == 30
+    # With the bound no larger than what is in flight, it holds that plus one.
+    tight = PendingBatch()
+    for i in range(10):
+        tight = add(
+            tight, msg(i), i, covered_offset=-1, max_pending=2, now=NOW, in_flight_through=3
+        )
+    assert spans(tight) == [(0, 0), (1, 1), (2, 2), (3, 3), (4, 9)]
+
+
 def test_compacted_content_is_bounded_and_keeps_every_part_in_order() -> None:
     long = "x" * 3000
     batch = PendingBatch()
