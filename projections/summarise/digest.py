@@ -54,6 +54,19 @@ KEY_TERMS_HEADER = "Key terms: "
 DISCUSSED_HEADER = "Discussed:"
 DECIDED_HEADER = "Decided or done:"
 OPEN_HEADER = "Open:"
+# Lines of a previous text that are structure (the digest's or the grouped tier's), not material.
+STRUCTURE_LINES = (
+    PARTICIPANTS_HEADER,
+    KEY_TERMS_HEADER,
+    DISCUSSED_HEADER,
+    DECIDED_HEADER,
+    OPEN_HEADER,
+    "--- Update (",
+    "Period: ",
+    "Topics: ",
+    "Opened: ",
+    "Closed: ",
+)
 
 _MARKUP = re.compile(r"\{[a-z_]+\}|<[^<>]{1,40}>")
 _FILLER = re.compile(
@@ -391,6 +404,8 @@ class DigestSummariser:
         out: list[Candidate] = []
         for line in added.splitlines():
             line = line.strip().removeprefix("- ")
+            if line.startswith(STRUCTURE_LINES):
+                continue
             speaker, _, said = line.partition("] ")
             if line.startswith("[") and said:
                 name, content = speaker[1:], said

@@ -156,6 +156,16 @@ async def test_a_text_the_digest_did_not_write_becomes_material() -> None:
     assert again.annotations[POOL_KEY].count("launch moved") == 1
 
 
+async def test_an_old_grouped_summary_gives_its_content_not_its_headers() -> None:
+    old = SummaryResult(
+        "--- Update (20 messages) ---\nParticipants: ann, bob\nPeriod: 2026-01-01T10:00:00Z\n"
+        "Topics: general\nThe index rebuild finished overnight."
+    )
+    result = await DigestSummariser().summarise([say("cy", "Okay.")], old)
+    assert "Period" not in result.annotations[POOL_KEY]
+    assert "[summary] The index rebuild finished overnight." in result.text
+
+
 async def test_compacted_items_keep_their_speakers() -> None:
     batch = PendingBatch()
     for i, (who, what) in enumerate(
