@@ -227,7 +227,8 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| 7 | summarisers, {size.replace('_', ' ')} (items/s) | verbatim "
                 f"{_rate(_get(block, 'verbatim', 'items_per_s'))}, heuristic "
-                f"{_rate(_get(block, 'heuristic', 'items_per_s'))} | in process |"
+                f"{_rate(_get(block, 'heuristic', 'items_per_s'))}, digest "
+                f"{_rate(_get(block, 'digest', 'items_per_s'))} | in process |"
             )
         for corpus, row in (summ.get("llm_cost") or {}).items():
             tiered, always = row.get("tiered", {}), row.get("always_llm", {})
@@ -239,6 +240,16 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{always.get('tokens_per_1k', 0):,.0f} "
                 f"tokens | {_pct(row.get('tokens_saved'))} tokens saved |"
             )
+    quality = results.get("summary_quality") or {}
+    if quality.get("mean"):
+        mean, bar = quality["mean"], quality["bar"]
+        lines.append(
+            f"| 9 | summary ROUGE-1/2 F1, QMSum {quality['split']} ({quality['meetings']} "
+            f"meetings, {quality['max_tokens']} tokens): digest vs LEAD, TextRank, LexRank | "
+            + ", ".join(f"{mean[m]['r1']:.1f}/{mean[m]['r2']:.1f}" for m in _QUALITY_METHODS)
+            + f" | bar {bar['r1']:.1f}/{bar['r2']:.1f} "
+            f"{'met' if quality['digest_meets_bar'] else 'NOT met'} |"
+        )
     memory = results.get("memory", {})
     if memory and memory.get("stalled_at_channels"):
         lines.append(
@@ -387,6 +398,9 @@ def charts(results: dict[str, Any], out: Path, stem: str) -> list[Path]:
         plt.close(fig)
         written.append(path)
     return written
+
+
+_QUALITY_METHODS = ("digest", "lead", "textrank", "lexrank")
 
 
 def write(results: dict[str, Any], out: Path, stem: str) -> tuple[Path, Path, list[Path]]:

@@ -9,7 +9,8 @@ stopped at the end) unless CHORUS_BOOTSTRAP_SERVERS names one, then measures, si
   3. the peer: the same fold with Quix Streams, in bench/.venv-quix (created when missing);
   4. latency, produce → driver event, at a fixed rate, with and without a 2 s LLM;
   5. replay against the raw read; 6. recovery (warm restart, cold restore) of the worker
-     from (2); 7. summarisers in process; 8. worker RSS per 10,000 channels.
+     from (2); 7. summarisers in process; 8. worker RSS per 10,000 channels; 9. summary
+     quality (ROUGE on QMSum val, bench/summary_quality.py; skipped without ../shared).
 
 Writes bench/results/<date>.json, <date>.md (printed) and <date>-*.png. `--quick` is a
 smoke run of a few minutes; the default takes about 10 minutes on 2 cores (limit 25).
@@ -44,13 +45,17 @@ PHASES = (
     "recovery",
     "summarisers",
     "memory",
+    "quality",
 )
+# Phases that need no broker.
+IN_PROCESS = ("summarisers", "quality")
 
 
 def ensure_requirements() -> None:
-    """matplotlib and psutil (bench-only): installed with pip into this interpreter if absent."""
+    """matplotlib, psutil, rouge-score (bench-only): pip-installed into this interpreter if
+    absent."""
     missing = []
-    for module in ("matplotlib", "psutil"):
+    for module in ("matplotlib", "psutil", "rouge_score"):
         try:
             __import__(module)
         except ImportError:
@@ -124,7 +129,20 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
         except Exception as error:
             failed("summarisers", error)
 
-    needs_broker = any(wanted(args, p) for p in PHASES if p != "summarisers")
+    if wanted(args, "quality"):
+        log("9. summary quality (QMSum val)")
+        try:
+            from bench import summary_quality
+
+            quality = await asyncio.to_thread(summary_quality.measure, "val")
+            if quality is None:
+                log("  skipped: ../shared/data/qmsum is absent")
+            else:
+                results["summary_quality"] = {k: v for k, v in quality.items() if k != "rows"}
+        except Exception as error:
+            failed("quality", error)
+
+    needs_broker = any(wanted(args, p) for p in PHASES if p not in IN_PROCESS)
     if not needs_broker:
         return
     log("starting the broker")

@@ -2,11 +2,11 @@
 tiered default saves against calling the LLM for every batch.
 
 Batching follows the live stage (streams/summaries.py with projections/summarise/pending.py):
-a channel's batch is due at `after_messages` pending messages or when its oldest pending
-message has waited `after_seconds`; the time threshold is checked at each message's time and
-once at the end of the conversation (the timer eventually fires). Conversations with real
-timestamps (IRC minutes, chitchat seconds) give the time threshold real pauses to find;
-QMSum turns have none and are spaced 5 s apart.
+`pending.replay`, the same rules `chorus summary simulate` runs: a channel's batch is due at
+`after_messages` pending messages or when its oldest pending message has waited
+`after_seconds`; at the end of the conversation what is pending falls due (the timer fires).
+Conversations with real timestamps (IRC minutes, chitchat seconds) give the time threshold
+real pauses to find; QMSum turns have none and are spaced 5 s apart.
 
 The LLM is a fake ChatClient that counts tokens by the 4-chars rule (`estimate_tokens`) and
 answers like tests/fakes/llm_server.py, so no network and no model is involved.
@@ -32,7 +32,8 @@ from projections.summarise import (
     estimate_tokens,
     render_message,
 )
-from projections.summarise.pending import PendingBatch, add, due, next_batch, trim
+from projections.summarise.digest import DigestSummariser
+from projections.summarise.pending import replay
 
 _IRC_LINE = re.compile(r"^\[(\d\d):(\d\d)\] <([^>]+)> (.+)$")
 _NEW_ITEMS = re.compile(r"New items \((\d+)\):")
@@ -117,26 +118,22 @@ def live_batches(
     messages: list[Message], after_messages: int, after_seconds: float
 ) -> Iterator[list[Message]]:
     """The batches the live stage would hand to the summariser, in order."""
-    pending = PendingBatch()
-    for offset, message in enumerate(messages):
-        now = message.created_at
-        while due(pending, after_messages=after_messages, after_seconds=after_seconds, now=now):
-            chosen = next_batch(pending, after_messages)
-            yield chosen.messages()
-            pending = trim(pending, chosen.last_offset)
-        pending = add(pending, message, offset, covered_offset=-1, max_pending=10_000, now=now)
-    while pending.items:
-        chosen = next_batch(pending, after_messages)
+    for chosen in replay(
+        enumerate(messages),
+        after_messages=after_messages,
+        after_seconds=after_seconds,
+        max_pending=10_000,
+    ):
         yield chosen.messages()
-        pending = trim(pending, chosen.last_offset)
 
 
 async def tier_speed(messages: list[Message], batch_size: int, seconds: float) -> dict[str, Any]:
-    """Items/s of the verbatim and heuristic tiers, folding batches into a running summary."""
+    """Items/s of the non-LLM tiers, folding batches into a running summary."""
     out: dict[str, Any] = {}
     tiers: dict[str, Any] = {
         "verbatim": VerbatimContentSummariser(render_message),
         "heuristic": HeuristicMessageSummariser(),
+        "digest": DigestSummariser(),
     }
     for name, summariser in tiers.items():
         items = 0
@@ -192,7 +189,7 @@ async def llm_cost(
         row["batches"] = len(sizes)
         row["batch_sizes"] = {
             f"verbatim(<={small})": sum(1 for s in sizes if s <= small),
-            f"heuristic(<={medium})": sum(1 for s in sizes if small < s <= medium),
+            f"digest(<={medium})": sum(1 for s in sizes if small < s <= medium),
             f"llm(>{medium})": sum(1 for s in sizes if s > medium),
         }
         tiered, always = row["tiered"]["tokens_per_1k"], row["always_llm"]["tokens_per_1k"]

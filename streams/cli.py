@@ -363,6 +363,31 @@ def summary_show(channel: str) -> None:
     )
 
 
+@summary.command("simulate")
+@click.option(
+    "--file", "source", type=click.File("r"), required=True, help="JSON lines ('-' for stdin)."
+)
+@click.option("--json", "as_json", is_flag=True, help="One SummaryRecord JSON object per line.")
+def summary_simulate(source: TextIO, as_json: bool) -> None:
+    """Summarise messages offline as the summary stage would: its batching (time from each
+    message's created_at; what is pending at the end is summarised as the time threshold
+    would) and the default tiers without an LLM. No Kafka. Exit 2 if any line was bad."""
+    from streams.produce import parse_json_lines
+    from streams.summaries import simulate
+
+    messages, errors = parse_json_lines(source)
+    for line_error in errors:
+        click.echo(f"error: {line_error}", err=True)
+    records = asyncio.run(simulate(messages, get_settings()))
+    for channel, record in records.items():
+        if as_json:
+            click.echo(orjson.dumps(record.model_dump(mode="json")).decode())
+        else:
+            click.echo(f"== {channel} ({record.total_messages} messages) ==\n{record.text}\n")
+    if errors:
+        sys.exit(2)
+
+
 @summary.command("set")
 @click.argument("channel")
 @click.argument("text")

@@ -74,6 +74,8 @@ class Settings(BaseSettings):
     summary_max_pending: int = 200
     summary_small_threshold: int = 3
     summary_medium_threshold: int = 15
+    # The summary's budget, tokens estimated at about four characters each.
+    summary_max_tokens: int = Field(default=500, ge=16)
 
     # Recaps.
     recap_debounce_seconds: float = 30.0

@@ -12,29 +12,41 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from projections.model import Message, utc_now
-from projections.summarise import ContentSummariser, SummaryResult, default_summariser
+from projections.summarise import (
+    ChatClient,
+    ContentSummariser,
+    SummaryResult,
+    default_summariser,
+)
 from projections.summarise.pending import (
     PendingBatch,
     PendingItem,
     add,
     due,
     next_batch,
+    replay,
     summarisable,
     trim,
 )
 from streams.records import SummaryRecord
+from streams.settings import Settings
 from streams.staging import CACHED_KEYS
 
 if TYPE_CHECKING:
     from streams.app import Chorus
 
 log = logging.getLogger(__name__)
+
+# Set when a batch had compacted items: how many of its messages reached the summariser
+# compacted (see pending.compact); the record's first/last offset say what it covers.
+COMPACTED_ITEMS = "compactedMessages"
 
 
 def summary_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:
@@ -62,11 +74,20 @@ def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
     if "items" in raw:
         return PendingBatch.model_validate(raw)
     since = raw.get("pending_since")
+    spans: dict[str, list[int]] = raw.get("spans") or {}
     # Read on every message: built without validation from what `store` wrote.
     return PendingBatch.model_construct(
-        items=[PendingItem.model_construct(offset=offset, message={}) for offset in raw["offsets"]],
+        items=[item_of(offset, spans.get(str(offset))) for offset in raw["offsets"]],
         pending_since=datetime.fromisoformat(since) if since else None,
-        dropped=raw.get("dropped", 0),
+    )
+
+
+def item_of(offset: int, span: list[int] | None) -> PendingItem:
+    """A header's item: one message, or a compacted run `[first_offset, covers]`."""
+    if span is None:
+        return PendingItem.model_construct(offset=offset, message={}, first_offset=None, covers=1)
+    return PendingItem.model_construct(
+        offset=offset, message={}, first_offset=span[0], covers=span[1]
     )
 
 
@@ -75,7 +96,7 @@ class Summariser:
         self.chorus = chorus
         self.settings = chorus.settings
         self.summariser = summariser
-        # Per channel, the pending batch's header (offsets, pending_since, dropped); the
+        # Per channel, the pending batch's header (offsets, pending_since, compacted spans); the
         # messages themselves are in `items`, one key each, so adding a message writes one
         # message and a small header instead of rewriting the whole batch.
         # Both are staged: the fold agent flushes them once per batch (see streams.staging).
@@ -108,6 +129,11 @@ class Summariser:
         last = latest.get("last_offset") if latest else None
         return last if last is not None else -1
 
+    def in_flight_through(self, channel: str) -> int:
+        """The last offset of a batch being summarised (-1: none): compaction leaves it be."""
+        launched = self.launched.get(channel, -1)
+        return launched if launched > self.covered_offset(channel) else -1
+
     def batch_of(self, channel: str) -> PendingBatch:
         """The pending batch with its items' offsets only (messages: `with_messages`)."""
         return header_batch(self.pending.get(channel))
@@ -128,12 +154,16 @@ class Summariser:
             if item.message:  # added by `add` (or read from an old-format batch)
                 self.items[item_key(channel, item.offset)] = item.message
         for item in before.items:
-            if item.offset not in kept:  # summarised (trim) or dropped (overflow)
+            if item.offset not in kept:  # summarised (trim) or compacted into a later one
                 self.items.discard(item_key(channel, item.offset))
         self.pending[channel] = {
             "offsets": sorted(kept),
             "pending_since": batch.pending_since.isoformat() if batch.pending_since else None,
-            "dropped": batch.dropped,
+            "spans": {
+                str(item.offset): [item.start, item.covers]
+                for item in batch.items
+                if item.covers > 1
+            },
         }
         self.index(channel, batch)
 
@@ -160,6 +190,8 @@ class Summariser:
             covered_offset=self.covered_offset(channel),
             max_pending=self.settings.summary_max_pending,
             now=utc_now(),
+            in_flight_through=self.in_flight_through(channel),
+            load=lambda item: self.items.get(item_key(channel, item.offset)),
         )
         if batch is not before:
             self.store(channel, before, batch)
@@ -219,26 +251,7 @@ class Summariser:
         self, channel: str, batch: PendingBatch, previous_raw: dict[str, Any] | None
     ) -> SummaryRecord:
         previous = SummaryRecord.model_validate(previous_raw) if previous_raw else None
-        messages = batch.messages()
-        result = await self.summariser.summarise(
-            messages,
-            SummaryResult(text=previous.text, annotations=previous.annotations)
-            if previous
-            else None,
-        )
-        annotations = dict(result.annotations)
-        if batch.dropped:
-            annotations["droppedItems"] = str(batch.dropped)
-        return SummaryRecord(
-            channel=channel,
-            text=result.text,
-            annotations=annotations,
-            first_offset=batch.items[0].offset,
-            last_offset=batch.last_offset,
-            first_message_id=messages[0].id,
-            last_message_id=messages[-1].id,
-            total_messages=(previous.total_messages if previous else 0) + len(messages),
-        )
+        return await summarise_batch(self.summariser, channel, batch, previous)
 
     async def check_time_thresholds(self) -> None:
         """Launch batches whose time threshold passed (the message threshold fires inline).
@@ -258,6 +271,84 @@ class Summariser:
                 self.maybe_launch(channel, self.batch_of(channel), partition, now)
 
 
+async def summarise_batch(
+    summariser: ContentSummariser[Message],
+    channel: str,
+    batch: PendingBatch,
+    previous: SummaryRecord | None,
+    at: datetime | None = None,
+) -> SummaryRecord:
+    """The record that folds `batch` into `previous`: what the stage publishes (updated
+    now, or `at`)."""
+    messages = batch.messages()
+    result = await summariser.summarise(
+        messages,
+        SummaryResult(text=previous.text, annotations=previous.annotations) if previous else None,
+    )
+    annotations = dict(result.annotations)
+    annotations.pop("droppedItems", None)  # written before compaction replaced dropping
+    compacted = sum(item.covers for item in batch.items if item.covers > 1)
+    if compacted:
+        annotations[COMPACTED_ITEMS] = str(compacted)
+    else:
+        annotations.pop(COMPACTED_ITEMS, None)
+    return SummaryRecord(
+        channel=channel,
+        text=result.text,
+        annotations=annotations,
+        first_offset=batch.first_offset,
+        last_offset=batch.last_offset,
+        first_message_id=messages[0].id,
+        last_message_id=messages[-1].id,
+        total_messages=(previous.total_messages if previous else 0) + batch.covers,
+        **({"updated_at": at} if at else {}),
+    )
+
+
+async def simulate(
+    messages: Iterable[Message],
+    settings: Settings,
+    summariser: ContentSummariser[Message] | None = None,
+) -> dict[str, SummaryRecord]:
+    """Each channel's final summary, as the stage would publish it, offline (no Kafka).
+
+    Offsets are positions in the input per channel; batching is `pending.replay` with the
+    stage's thresholds and bound; the summariser is the default wiring without an LLM.
+    """
+    summariser = summariser or summariser_from_settings(settings, None)
+    by_channel: dict[str, list[tuple[int, Message]]] = {}
+    for message in messages:
+        log_of = by_channel.setdefault(message.channel, [])
+        log_of.append((len(log_of), message))
+    latest: dict[str, SummaryRecord] = {}
+    for channel, log_of in by_channel.items():
+        after_messages = settings.summary_after_messages
+        for batch in replay(
+            log_of,
+            after_messages=after_messages,
+            after_seconds=settings.summary_after_seconds,
+            max_pending=settings.summary_max_pending,
+        ):
+            at = log_of[batch.last_offset][1].created_at
+            latest[channel] = await summarise_batch(
+                summariser, channel, batch, latest.get(channel), at
+            )
+    return latest
+
+
+def summariser_from_settings(
+    settings: Settings, client: ChatClient | None
+) -> ContentSummariser[Message]:
+    return default_summariser(
+        client,
+        settings.summary_small_threshold,
+        settings.summary_medium_threshold,
+        context_tokens=settings.llm_context_tokens,
+        max_tokens=settings.llm_max_tokens,
+        summary_max_tokens=settings.summary_max_tokens,
+    )
+
+
 def install(chorus: Chorus) -> Summariser:
     from streams.llm import client_from_settings
     from streams.metering import MeteredChatClient
@@ -265,12 +356,8 @@ def install(chorus: Chorus) -> Summariser:
     client = client_from_settings(chorus.settings)
     summariser = Summariser(
         chorus,
-        default_summariser(
-            MeteredChatClient(client, chorus.meter, "summary") if client else None,
-            chorus.settings.summary_small_threshold,
-            chorus.settings.summary_medium_threshold,
-            context_tokens=chorus.settings.llm_context_tokens,
-            max_tokens=chorus.settings.llm_max_tokens,
+        summariser_from_settings(
+            chorus.settings, MeteredChatClient(client, chorus.meter, "summary") if client else None
         ),
     )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from projections.model import Message
-from projections.summarise.heuristic import HeuristicMessageSummariser
+from projections.summarise.digest import CompactingSummariser, DigestSummariser
 from projections.summarise.llm import ChatClient
 from projections.summarise.render import render_message
 from projections.summarise.result import ContentSummariser
@@ -16,6 +16,7 @@ from projections.summarise.tiered import (
 from projections.summarise.verbatim import VerbatimContentSummariser
 
 NO_LLM_REASON = "no LLM configured"
+DEFAULT_SUMMARY_MAX_TOKENS = 500
 
 
 def default_summariser(
@@ -27,18 +28,21 @@ def default_summariser(
     preamble: str | None = None,
     context_tokens: int = 8192,
     max_tokens: int = 512,
+    summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS,
 ) -> ContentSummariser[Message]:
-    """≤ small: verbatim `[sender] content`; ≤ medium: heuristic; above: the LLM.
+    """≤ small: verbatim `[sender] content`; ≤ medium: the digest; above: the LLM.
 
-    The LLM tier falls back to the heuristic one when the model fails, so a summary is never
-    lost because the LLM is down. With no client the large tier is the heuristic one,
-    annotated `fallbackFrom=synthesised`, `fallbackReason=no LLM configured`.
+    The LLM tier falls back to the digest when the model fails or its answer is unusable
+    (see `LlmContentSummariser.summary_max_tokens`), so a summary is never lost because the
+    LLM is down. With no client the large tier is the digest, annotated
+    `fallbackFrom=synthesised`, `fallbackReason=no LLM configured`. Whatever a tier returns
+    is kept within `summary_max_tokens`: a longer text is rewritten by the digest.
     """
     verbatim = VerbatimContentSummariser(render_message)
-    heuristic = HeuristicMessageSummariser()
+    digest = DigestSummariser(summary_max_tokens)
     large: ContentSummariser[Message]
     if client is None:
-        large = FixedFallbackSummariser(heuristic, LlmContentSummariser.tier, NO_LLM_REASON)
+        large = FixedFallbackSummariser(digest, LlmContentSummariser.tier, NO_LLM_REASON)
     else:
         llm = LlmContentSummariser(
             client,
@@ -47,6 +51,8 @@ def default_summariser(
             preamble=preamble,
             context_tokens=context_tokens,
             max_tokens=max_tokens,
+            summary_max_tokens=summary_max_tokens if mode is SummaryMode.EDIT else None,
         )
-        large = FallbackSummariser(llm, heuristic)
-    return TieredContentSummariser(verbatim, heuristic, large, small_threshold, medium_threshold)
+        large = FallbackSummariser(llm, digest)
+    tiered = TieredContentSummariser(verbatim, digest, large, small_threshold, medium_threshold)
+    return CompactingSummariser(tiered, digest)

@@ -104,7 +104,11 @@ class LlmContentSummariser(Generic[T]):
     actually in the prompt; the `itemCount` annotation is the whole batch and `itemsOmitted`
     the number dropped. The newest item is always kept, cut short if it alone is too long.
 
-    The model's reply, stripped, replaces the summary in both modes. An empty batch returns
+    The model's reply, stripped, replaces the summary in both modes. With
+    `summary_max_tokens` set, the system prompt asks for at most that budget (in words,
+    three a four-token budget) and the reply is checked first (`unusable_answer`): one that
+    is over budget, echoes the prompt's markers or mostly copies the new items raises `LlmError`
+    with the reason, so a `FallbackSummariser` uses its fallback instead. An empty batch returns
     `previous` itself (or an empty summary) without calling the model. Any client failure,
     or an empty reply, raises `LlmError`.
 
@@ -122,6 +126,7 @@ class LlmContentSummariser(Generic[T]):
         preamble: str | None = None,
         context_tokens: int = 8192,
         max_tokens: int = 512,
+        summary_max_tokens: int | None = None,
     ) -> None:
         if max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
@@ -131,6 +136,7 @@ class LlmContentSummariser(Generic[T]):
         self.preamble = preamble.strip() if preamble and preamble.strip() else None
         self.context_tokens = context_tokens
         self.max_tokens = max_tokens
+        self.summary_max_tokens = summary_max_tokens
         budget = context_tokens - max_tokens - estimate_tokens(self.system_prompt)
         if budget < MIN_PROMPT_BUDGET_TOKENS:
             raise ValueError(
@@ -142,7 +148,11 @@ class LlmContentSummariser(Generic[T]):
 
     @property
     def system_prompt(self) -> str:
-        return EDIT_SYSTEM_PROMPT if self.mode is SummaryMode.EDIT else APPEND_SYSTEM_PROMPT
+        prompt = EDIT_SYSTEM_PROMPT if self.mode is SummaryMode.EDIT else APPEND_SYSTEM_PROMPT
+        if self.summary_max_tokens is None:
+            return prompt
+        words = self.summary_max_tokens * 3 // 4
+        return f"{prompt} Keep the summary under {words} words."
 
     def build_prompt(self, items: list[T], previous: SummaryResult | None = None) -> Prompt:
         budget_chars = self.prompt_budget_tokens * 4
@@ -189,6 +199,11 @@ class LlmContentSummariser(Generic[T]):
         text = completion.text.strip()
         if not text:
             raise LlmError("the model returned an empty summary")
+        if self.summary_max_tokens is not None:
+            items_block = prompt.user[prompt.user.rfind(ITEMS_OPEN) :]
+            problem = unusable_answer(text, items_block, self.summary_max_tokens)
+            if problem:
+                raise LlmError(f"the model's summary was rejected: {problem}")
         annotations = base_annotations(previous)
         annotations.update(
             {
@@ -202,6 +217,38 @@ class LlmContentSummariser(Generic[T]):
             }
         )
         return SummaryResult(text, annotations)
+
+
+PROMPT_MARKERS = ("Current summary:", "New items (", ITEMS_OPEN, ITEMS_CLOSE, "items omitted")
+# An answer whose word 8-grams are mostly found in the new items copies them rather than
+# summarising (the current summary may be kept as it is: that is what EDIT allows).
+COPY_NGRAM = 8
+MAX_COPY_RATIO = 0.5
+
+
+def copy_ratio(answer: str, source: str, n: int = COPY_NGRAM) -> float:
+    """The share of the answer's word n-grams that appear in `source` (0 for short answers)."""
+    words, known = answer.lower().split(), source.lower().split()
+    if len(words) < n:
+        return 0.0
+    grams = {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+    seen = {tuple(known[i : i + n]) for i in range(len(known) - n + 1)}
+    return len(grams & seen) / len(grams)
+
+
+def unusable_answer(text: str, items_block: str, max_tokens: int) -> str | None:
+    """Why a model's summary must not be used, or None when it is fine."""
+    size = estimate_tokens(text)
+    if size > max_tokens:
+        return f"over budget ({size} > {max_tokens} tokens)"
+    lowered = text.lower()
+    for marker in PROMPT_MARKERS:
+        if marker.lower() in lowered:
+            return f"it echoes the prompt marker {marker!r}"
+    ratio = copy_ratio(text, items_block)
+    if ratio > MAX_COPY_RATIO:
+        return f"it copies the input ({ratio:.0%} of its {COPY_NGRAM}-word runs)"
+    return None
 
 
 def _omitted_line(count: int) -> str:

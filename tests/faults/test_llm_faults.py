@@ -195,7 +195,7 @@ async def test_llm_faults_fall_back_retry_boundedly_and_never_slow_folding(
             annotations = summary["annotations"]
             assert annotations["fallbackFrom"] == "synthesised", annotations
             assert reason in annotations["fallbackReason"], annotations
-            assert annotations["tier"] == "grouped", annotations  # the heuristic tier
+            assert annotations["tier"] == "digest", annotations  # the fallback tier
 
             async def recap_failed(channel: str = channel, reason: str = reason) -> bool:
                 records = (await latest(settings, RECAPS)).get(channel, [])

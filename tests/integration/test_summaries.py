@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import orjson
 import pytest
@@ -68,12 +70,14 @@ async def test_threshold_of_20_gives_three_summaries_readable_everywhere(
     summaries = [r.value for r in records]
     assert [s["total_messages"] for s in summaries] == [20, 40, 60]
     assert summaries[1]["first_offset"] == summaries[0]["last_offset"] + 1
-    # 20 messages: above the heuristic tier, no LLM configured -> heuristic fallback
-    assert summaries[0]["annotations"]["tier"] == "grouped"
+    # 20 messages: above the medium tier, no LLM configured -> the digest
+    assert summaries[0]["annotations"]["tier"] == "digest"
     assert summaries[0]["annotations"]["fallbackReason"] == "no LLM configured"
-    # participants accumulate across runs
+    # participants accumulate across runs; the text is rewritten within the budget
     assert summaries[2]["annotations"]["participants"] == "warmup,alice,bob,carol,dave"
-    assert summaries[2]["text"].startswith(summaries[1]["text"])
+    assert summaries[2]["text"].startswith("Participants: warmup, alice, bob, carol, dave")
+    assert "working on item" in summaries[2]["text"]
+    assert all(len(s["text"]) <= 500 * 4 for s in summaries)
 
     for _ in range(40):  # the worker records the summary when it reads it back
         over_http = worker.get(f"/channels/{CHANNEL}/summary").json()
@@ -131,3 +135,27 @@ async def test_manual_summary_keeps_annotations_and_time_threshold_fires(
         await asyncio.sleep(0.25)
     else:
         pytest.fail("manual summary not served over HTTP")
+
+
+async def test_a_burst_of_ten_times_the_pending_bound_leaves_no_message_out(
+    chorus_settings: Settings, start_worker: object
+) -> None:
+    await create_topics(chorus_settings)
+    bound, count = 10, 100
+    start_worker(  # type: ignore[operator]
+        CHORUS_SUMMARY_AFTER_MESSAGES="5",
+        CHORUS_SUMMARY_MAX_PENDING=str(bound),
+        CHORUS_SUMMARY_AFTER_SECONDS="1",
+    )
+    await send_messages(chorus_settings, talk(count, ["fay", "gus"]))
+
+    def covered(records: list[Any]) -> bool:
+        return bool(records) and records[-1].value["total_messages"] == count
+
+    records = [r.value for r in await read_until(chorus_settings, "summaries", covered, 120)]
+    # Consecutive records cover consecutive offsets, from the first message to the last.
+    assert records[0]["first_offset"] == 0
+    assert all(b["first_offset"] == a["last_offset"] + 1 for a, b in itertools.pairwise(records))
+    assert records[-1]["last_offset"] == count - 1
+    assert sum(b["last_offset"] - b["first_offset"] + 1 for b in records) == count
+    assert not any("droppedItems" in r["annotations"] for r in records)

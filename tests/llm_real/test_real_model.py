@@ -18,8 +18,10 @@ from projections.summarise import (
     LlmContentSummariser,
     SummaryResult,
     default_summariser,
+    estimate_tokens,
     render_message,
 )
+from projections.summarise.defaults import DEFAULT_SUMMARY_MAX_TOKENS
 from streams.llm import OpenAIChatClient
 from streams.recaps import write_recap
 from tests.llm_real.conftest import N_CTX, LlmServer
@@ -162,7 +164,15 @@ async def test_default_summariser_uses_the_model_for_a_large_batch(
 
     result = await summariser.summarise(messages, None)
 
-    assert_synthesised(result, len(messages), llm_server.model)
+    # A small model may echo the prompt or copy the items: then the digest answers, saying why.
+    if result.annotations["tier"] == "synthesised":
+        assert_synthesised(result, len(messages), llm_server.model)
+    else:
+        assert result.annotations["tier"] == "digest"
+        assert result.annotations[FALLBACK_FROM] == "synthesised"
+        assert "rejected" in result.annotations[FALLBACK_REASON]
+    assert "Current summary:" not in result.text and "New items (" not in result.text
+    assert estimate_tokens(result.text) <= DEFAULT_SUMMARY_MAX_TOKENS
 
 
 async def test_write_recap_gives_one_short_line(

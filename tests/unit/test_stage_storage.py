@@ -3,6 +3,7 @@ in-memory indexes for the timers. Through Faust's test harness: no Kafka, sends 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -10,6 +11,7 @@ from unittest.mock import patch
 
 import orjson
 
+from projections.summarise.pending import spoken
 from streams import folding, recaps, summaries
 from streams.app import Chorus
 from streams.recaps import RECAP_WINDOW
@@ -88,7 +90,29 @@ def test_an_old_format_batch_with_inline_messages_is_read_as_it_is() -> None:
     batch = header_batch(old)
 
     assert [(i.offset, i.message["content"]) for i in batch.items] == [(3, "old")]
-    assert batch.dropped == 2
     header = header_batch({"offsets": [4, 5], "pending_since": "2026-03-01T12:00:00+00:00"})
     assert header.last_offset == 5 and header.pending_since == datetime(2026, 3, 1, 12, tzinfo=UTC)
     assert header_batch(None).items == []
+
+
+async def test_a_burst_of_ten_times_the_bound_is_compacted_never_dropped() -> None:
+    # The first batch is in flight (its summary never comes back here), so the burst piles up.
+    bound, count = 10, 100
+    _, summariser, _ = await fold_messages(
+        count, summary_after_messages=5, summary_max_pending=bound
+    )
+
+    header = summariser.pending.get(CHANNEL)
+    assert len(header["offsets"]) == bound
+    batch = summariser.with_messages(CHANNEL, summariser.batch_of(CHANNEL))
+    spans = [(item.start, item.offset) for item in batch.items]
+    # The batch in flight (0-4) is left as it is: its summary trims exactly those.
+    assert spans[:5] == [(n, n) for n in range(5)] and spans[-1][1] == count - 1
+    assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans))
+    assert batch.covers == count
+    said = [content for m in batch.messages() for _, content in spoken(m)]
+    assert said == [f"m{n}" for n in range(count)]
+    # What compaction merged away is no longer stored on its own.
+    start, end = spans[5]
+    assert start < end and summariser.items.get(item_key(CHANNEL, start)) is None
+    assert summariser.items.get(item_key(CHANNEL, end))["payload"]["compacted"]

@@ -467,30 +467,31 @@ async def test_default_summariser_tiers() -> None:
     assert "[alice] Let's use Redis" in two.text
 
     five = await summariser.summarise(conversation(5), None)
-    assert five.annotations["tier"] == "grouped"
+    assert five.annotations["tier"] == "digest"
     assert len(five.annotations["participants"].split(",")) == 4
     assert len(five.annotations["topics"].split(",")) == 3
-    assert "5 messages" in five.text
+    assert "Participants: alice, bob, carol, dave" in five.text
 
     twenty = await summariser.summarise(conversation(20), None)
     assert twenty.annotations["tier"] == "synthesised"
     assert twenty.text == "Synthesised summary."
 
 
-async def test_default_summariser_falls_back_when_the_llm_is_down() -> None:
+async def test_default_summariser_falls_back_to_the_digest_when_the_llm_is_down() -> None:
     summariser = default_summariser(FakeChatClient(error=RuntimeError("LLM unavailable")))
-    result = await summariser.summarise(conversation(20), SummaryResult("old", {"domain": "d"}))
-    assert result.annotations["tier"] == "grouped"
+    items = [*conversation(19), msg("bob", "Deployed the cache fix to staging")]
+    result = await summariser.summarise(items, SummaryResult("old", {"domain": "d"}))
+    assert result.annotations["tier"] == "digest"
     assert result.annotations[FALLBACK_FROM] == "synthesised"
     assert "LLM unavailable" in result.annotations[FALLBACK_REASON]
     assert result.annotations["domain"] == "d"
-    assert "20 messages" in result.text
+    assert "[bob] Deployed the cache fix to staging" in result.text
 
 
 async def test_default_summariser_without_client() -> None:
     summariser = default_summariser(None, small_threshold=2, medium_threshold=4)
     large = await summariser.summarise(conversation(5), None)
-    assert large.annotations["tier"] == "grouped"
+    assert large.annotations["tier"] == "digest"
     assert large.annotations[FALLBACK_REASON] == "no LLM configured"
     medium = await summariser.summarise(conversation(4), None)
     assert FALLBACK_REASON not in medium.annotations
@@ -499,24 +500,27 @@ async def test_default_summariser_without_client() -> None:
 async def test_default_summariser_accumulates_across_tiers() -> None:
     summariser = default_summariser(FakeChatClient())
     senders = ["alice", "bob", "alice", "bob"]
-    caching = [msg(s, f"cache {i}", topic="caching", at=i) for i, s in enumerate(senders)]
+    caching = [
+        msg(s, f"the cache layer needs eviction rule number {i}", topic="caching", at=i)
+        for i, s in enumerate(senders)
+    ]
     first = await summariser.summarise(caching, SummaryResult("", {"domain": "infra"}))
     assert first.annotations["participants"] == "alice,bob"
 
     second = await summariser.summarise([msg("carol", "hi", topic="caching")], first)
     assert second.annotations["tier"] == "verbatim"
     assert second.annotations["participants"] == "alice,bob"
+    assert second.text.startswith(first.text)
 
     deploy = [
-        msg(s, "ship", topic="deployment", at=100 + i)
+        msg(s, f"we ship the release candidate to staging on day {i}", topic="deployment")
         for i, s in enumerate(["alice", "bob", "carol", "dave"])
     ]
     third = await summariser.summarise(deploy, second)
-    assert third.annotations["tier"] == "grouped"
+    assert third.annotations["tier"] == "digest"
     assert third.annotations["participants"] == "alice,bob,carol,dave"
     assert {"caching", "deployment"} <= set(third.annotations["topics"].split(","))
-    assert third.text.startswith(second.text)
-    assert "4 messages" in third.text
+    assert "eviction rule" in third.text and "release candidate" in third.text
     assert third.annotations["domain"] == "infra"
 
 

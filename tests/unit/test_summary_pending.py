@@ -1,11 +1,16 @@
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from projections.model import Message, MessageType
 from projections.summarise.pending import (
+    MAX_COMPACTED_CHARS,
     PendingBatch,
+    PendingItem,
     add,
     due,
     next_batch,
+    replay,
+    spoken,
     summarisable,
     trim,
 )
@@ -40,10 +45,113 @@ def test_pending_since_is_the_first_arrival() -> None:
     assert later.pending_since == NOW
 
 
-def test_bounded_drops_oldest_and_counts_them() -> None:
+def spans(batch: PendingBatch) -> list[tuple[int, int]]:
+    return [(item.start, item.offset) for item in batch.items]
+
+
+def test_bounded_compacts_the_smallest_adjacent_pair_never_drops() -> None:
     batch = filled(7, max_pending=5)
-    assert [item.offset for item in batch.items] == [2, 3, 4, 5, 6]
-    assert batch.dropped == 2
+    assert spans(batch) == [(0, 1), (2, 3), (4, 4), (5, 5), (6, 6)]
+    assert batch.covers == 7 and batch.first_offset == 0 and batch.last_offset == 6
+    first = batch.messages()[0]
+    assert first.content == "[s] m0\n[s] m1"
+    assert first.payload == {"compacted": {"messages": 2, "senders": ["s"]}}
+    assert spoken(first) == [("s", "m0"), ("s", "m1")]
+
+
+def test_a_burst_of_ten_times_the_bound_loses_no_message() -> None:
+    bound = 20
+    batch = filled(10 * bound, max_pending=bound)
+    assert len(batch.items) == bound and batch.covers == 10 * bound
+    covered = [offset for start, end in spans(batch) for offset in range(start, end + 1)]
+    assert covered == list(range(10 * bound))
+    # Balanced: every item stands for about the same number of messages.
+    assert max(item.covers for item in batch.items) <= 2 * min(i.covers for i in batch.items)
+    said = [part for m in batch.messages() for part in spoken(m)]
+    assert [content for _, content in said] == [f"m{i}" for i in range(10 * bound)]
+    assert all(len(m.content or "") <= MAX_COMPACTED_CHARS for m in batch.messages())
+
+
+def test_a_batch_in_flight_is_never_compacted() -> None:
+    batch = PendingBatch()
+    for i in range(30):
+        batch = add(
+            batch, msg(i), i, covered_offset=-1, max_pending=6, now=NOW, in_flight_through=3
+        )
+    assert spans(batch)[:4] == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    assert len(batch.items) == 6 and batch.covers == 30
+    # With the bound no larger than what is in flight, it holds that plus one.
+    tight = PendingBatch()
+    for i in range(10):
+        tight = add(
+            tight, msg(i), i, covered_offset=-1, max_pending=2, now=NOW, in_flight_through=3
+        )
+    assert spans(tight) == [(0, 0), (1, 1), (2, 2), (3, 3), (4, 9)]
+
+
+def test_compacted_content_is_bounded_and_keeps_every_part_in_order() -> None:
+    long = "x" * 3000
+    batch = PendingBatch()
+    for i in range(40):
+        message = Message(
+            id=f"id{i}", channel="c", sender=f"s{i}", type=MessageType.STATUS, content=f"{i} {long}"
+        )
+        batch = add(batch, message, i, covered_offset=-1, max_pending=2, now=NOW)
+    assert len(batch.items) == 2 and batch.covers == 40
+    contents = [m.content or "" for m in batch.messages()]
+    assert all(len(c) <= MAX_COMPACTED_CHARS for c in contents)
+    senders = [s for m in batch.messages() for s in m.payload["compacted"]["senders"]]  # type: ignore[index]
+    assert senders == [f"s{i}" for i in range(40)]
+
+
+def test_add_loads_messages_stored_apart_to_compact_them() -> None:
+    stored = {i: msg(i).model_dump(mode="json") for i in range(3)}
+    header = PendingBatch(items=[PendingItem(offset=i, message={}) for i in range(3)])
+    loaded: list[int] = []
+
+    def load(item: PendingItem) -> dict[str, Any]:
+        loaded.append(item.offset)
+        return stored[item.offset]
+
+    batch = add(header, msg(3), 3, covered_offset=-1, max_pending=3, now=NOW, load=load)
+    assert loaded == [0, 1]
+    assert spans(batch) == [(0, 1), (2, 2), (3, 3)]
+    assert batch.items[0].message["content"] == "[s] m0\n[s] m1"
+    assert batch.items[1].message == {}  # not needed, not loaded
+
+
+def batches(messages: list[tuple[int, Message]], **rules: Any) -> list[list[int]]:
+    settings = {"after_messages": 3, "after_seconds": 60.0, "max_pending": 100, **rules}
+    return [[item.offset for item in b.items] for b in replay(messages, **settings)]
+
+
+def at(i: int, seconds: float, kind: MessageType = MessageType.STATUS) -> tuple[int, Message]:
+    content = None if kind is MessageType.EVENT else f"m{i}"
+    message = Message(
+        id=f"id{i}",
+        channel="c",
+        sender="s",
+        type=kind,
+        content=content,
+        created_at=NOW + timedelta(seconds=seconds),
+    )
+    return i, message
+
+
+def test_replay_batches_by_count_then_by_time_then_at_the_end() -> None:
+    log = [at(0, 0), at(1, 1), at(2, 2), at(3, 3), at(4, 100), at(5, 101), at(6, 102), at(7, 103)]
+    # 0-2 by count; 3 waits 60 s: due when 4 arrives at 100 s; 4-6 by count; 7 at the end.
+    assert batches(log) == [[0, 1, 2], [3], [4, 5, 6], [7]]
+
+
+def test_replay_skips_events_and_splits_a_long_tail_by_the_threshold() -> None:
+    log = [at(0, 0), at(1, 0, MessageType.EVENT), at(2, 0)]
+    assert batches(log, after_messages=5) == [[0, 2]]
+    assert batches([at(i, 0) for i in range(7)], after_messages=3, after_seconds=1e9) == [
+        [0, 1, 2],
+        [3, 4, 5],
+        [6],
+    ]
 
 
 def test_trim_removes_what_a_summary_covers() -> None:
@@ -52,7 +160,7 @@ def test_trim_removes_what_a_summary_covers() -> None:
     assert [item.offset for item in trimmed.items] == [3, 4]
     assert trim(trimmed, 1) is trimmed
     empty = trim(batch, 10)
-    assert empty.items == [] and empty.pending_since is None and empty.dropped == 0
+    assert empty.items == [] and empty.pending_since is None
 
 
 def test_due_by_count_or_by_age() -> None:

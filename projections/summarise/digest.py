@@ -1,0 +1,534 @@
+"""The digest tier: a bounded, extractive summary that says what was said, rewritten each run.
+
+No model. Each run rebuilds the summary from the previous result and the new batch:
+
+- a running term model (content-word counts over everything seen, the most frequent
+  `max_terms` kept) says what the channel is about;
+- a bounded pool of candidate sentences (the best `pool_size` so far) is re-scored against
+  it, so an early sentence can win once the channel's topic is clear;
+- the text is re-selected from the pool (salience, a prior for the channel's opening, a
+  redundancy penalty) and cut to `max_tokens` (estimated at about four characters a token).
+
+Both live in the annotations (`digestTerms`, `digestPool`, a few KB at most), so the state
+crosses runs through the summary record itself and nothing grows with the channel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import ClassVar
+
+import orjson
+
+from projections.model import Message, MessageType
+from projections.summarise.heuristic import CLOSING_TYPES, OPENING_TYPES, merge_list_annotation
+from projections.summarise.llm import estimate_tokens
+from projections.summarise.pending import spoken
+from projections.summarise.result import (
+    ContentSummariser,
+    SummaryResult,
+    base_annotations,
+    previous_text,
+)
+
+TERMS_KEY = "digestTerms"
+POOL_KEY = "digestPool"
+OPEN_KEY = "digestOpen"
+DONE_KEY = "digestDone"
+SEEN_KEY = "digestSeen"
+TEXT_HASH_KEY = "digestTextHash"
+COMPACTED_FROM = "compactedFrom"
+# The `participants` and `topics` annotations keep the first names seen, up to this many.
+MAX_NAMES = 40
+SHOWN_NAMES = 12
+# A sentence sharing this much of its content words with a chosen one says nothing new.
+NEAR_DUPLICATE = 0.8
+
+PARTICIPANTS_HEADER = "Participants: "
+KEY_TERMS_HEADER = "Key terms: "
+DISCUSSED_HEADER = "Discussed:"
+DECIDED_HEADER = "Decided or done:"
+OPEN_HEADER = "Open:"
+# Lines of a previous text that are structure (the digest's or the grouped tier's), not material.
+STRUCTURE_LINES = (
+    PARTICIPANTS_HEADER,
+    KEY_TERMS_HEADER,
+    DISCUSSED_HEADER,
+    DECIDED_HEADER,
+    OPEN_HEADER,
+    "--- Update (",
+    "Period: ",
+    "Topics: ",
+    "Opened: ",
+    "Closed: ",
+)
+
+_MARKUP = re.compile(r"\{[a-z_]+\}|<[^<>]{1,40}>")
+_FILLER = re.compile(
+    r"\b(?:u+m+|u+h+|h+m+|m+-?h+m+|m+|uh-huh|um-hmm|ah+|oh+|er+|erm|eh|huh|mm-hmm)\b[\s,]*",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(
+    r"\b(?:you know|i mean|kind of|sort of|i guess|i think|i dunno|or something|or whatever)\b"
+    r"[\s,]*",
+    re.IGNORECASE,
+)
+_REPEATED_WORD = re.compile(r"\b(\w+(?:\s+\w+)?)(?:\s+\1\b)+", re.IGNORECASE)
+_SPLIT_CONTRACTION = re.compile(r"\s+('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.?!;:])")
+_REPEATED_PUNCT = re.compile(r"([,.?!;:])(?:\s*[,.;:])+")
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+_LEADING_DISCOURSE = re.compile(
+    r"^(?:(?:so|well|okay|ok|yeah|yes|right|and|but|alright|now|anyway|like|actually|then)"
+    r"\b[\s,]*)+",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[a-z][a-z0-9']+")
+_DECISION = re.compile(
+    r"\b(?:agreed|agree on|decided|decide on|decision|settled|let's go with|we'll go with|"
+    r"we will|we're going to|conclusion|final|chose|choose|done|finished|completed|fixed)\b",
+    re.IGNORECASE,
+)
+
+_STOPWORD_LIST = """
+a about above after again against all also am an and any are aren't as at be because been
+before being below between both but by can can't cannot could couldn't did didn't do does
+doesn't doing don't down during each few for from further had hadn't has hasn't have haven't
+having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
+i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
+not of off on once only or other ought our ours ourselves out over own same shan't she she'd
+she'll she's should shouldn't so some such than that that's the their theirs them themselves
+then there there's these they they'd they'll they're they've this those through to too under
+until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where
+where's which while who who's whom why why's with won't would wouldn't you you'd you'll
+you're you've your yours yourself yourselves yeah yes okay ok oh um uh hmm mm just like
+really think know mean well right gonna wanna gotta kind sort thing things something stuff
+bit lot maybe probably actually basically sure one two get got go going goes say said see
+saw want need thing also even still much many way yep yup alright anyway guess quite pretty
+little stuff every lots put make made take took come came look looks looking let us okay
+will shall might must may can't could've would've should've they'll that'll there'll
+"""
+STOPWORDS = frozenset(_STOPWORD_LIST.split())
+
+
+def clean(text: str) -> str:
+    """Transcript noise out: markup, fillers, stutters, spaces before punctuation."""
+    text = _MARKUP.sub(" ", text)
+    text = _FILLER.sub(" ", text)
+    text = _HEDGE.sub(" ", text)
+    text = " ".join(text.split())
+    text = _SPLIT_CONTRACTION.sub(r"\1", text)
+    text = _REPEATED_WORD.sub(r"\1", text)
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    text = _REPEATED_PUNCT.sub(r"\1", text)
+    return text.strip(" ,;:")
+
+
+def terms(text: str) -> list[str]:
+    """Content words, lower case, with a plural `s` folded away."""
+    out = []
+    for word in _WORD.findall(text.lower()):
+        if word in STOPWORDS or len(word) < 3:
+            continue
+        if word.endswith("s") and len(word) > 4 and not word.endswith("ss"):
+            word = word[:-1]
+        out.append(word)
+    return out
+
+
+def features(text: str) -> list[str]:
+    """Content words and the pairs of adjacent content words (`a_b`): the term model's keys."""
+    words = terms(text)
+    return [*words, *(f"{a}_{b}" for a, b in itertools.pairwise(words))]
+
+
+def sentences(text: str) -> list[str]:
+    """Cleaned sentences of a message, leading discourse markers removed, capitalised."""
+    out = []
+    for raw in _SENTENCE_END.split(clean(text)):
+        sentence = _LEADING_DISCOURSE.sub("", raw).strip(" ,;:")
+        if any(ch.isalpha() for ch in sentence):
+            out.append(sentence[0].upper() + sentence[1:])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    position: int
+    """The channel-wide index of the message it came from (messages seen before it)."""
+    speaker: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class DigestWeights:
+    """Scoring knobs (tuned on QMSum train, see bench/summary_quality.py)."""
+
+    length_exponent: float = 0.6
+    opening_messages: int = 40
+    opening_bonus: float = 0.25
+    decision_bonus: float = 0.15
+    redundancy: float = 0.7
+    min_terms: int = 2
+    spread: float = 0.5
+    topic_terms: int = 8
+    max_sentence_chars: int = 240
+
+
+class DigestSummariser:
+    """A bounded summary that carries content, rewritten from the previous one each run.
+
+    Text (sections left out when empty; the whole within `max_tokens`, estimated as
+    chars/4):
+
+        Participants: alice, bob
+        Discussed:
+        - [alice] <salient sentence>            (in the order they were said)
+        Decided or done:
+        - [bob] <DONE/RESPONSE content, or a sentence that states a decision>
+        Open:
+        - <what was asked> (owed by <target>, asked by <sender>)
+
+    `Open` lists commitments (QUERY, COMMAND, PROPOSE with a correlation id) not yet closed by
+    a RESPONSE, DONE, DECLINE, FAILURE or HANDOFF with the same id; at most
+    `max_open` are kept, the oldest leaving first.
+
+    A previous text the digest did not write (another tier, a person) is read as material:
+    its sentences join the candidate pool. An empty batch returns `previous` itself.
+
+    Annotations: previous ones, plus `tier=digest`, `itemCount`, `participants` and
+    `topics` (comma-separated, the first `MAX_NAMES` seen), and the
+    digest's own state: `digestTerms`, `digestPool`, `digestOpen`, `digestDone`,
+    `digestSeen` and `digestTextHash`.
+    """
+
+    tier: ClassVar[str] = "digest"
+
+    def __init__(
+        self,
+        max_tokens: int = 500,
+        *,
+        pool_size: int = 24,
+        max_terms: int = 200,
+        max_open: int = 8,
+        max_done: int = 4,
+        weights: DigestWeights | None = None,
+    ) -> None:
+        if max_tokens < 16:
+            raise ValueError(f"max_tokens must be >= 16, got {max_tokens}")
+        self.max_tokens = max_tokens
+        self.pool_size = pool_size
+        self.max_terms = max_terms
+        self.max_open = max_open
+        self.max_done = max_done
+        self.weights = weights or DigestWeights()
+
+    async def summarise(
+        self, items: list[Message], previous: SummaryResult | None = None
+    ) -> SummaryResult:
+        return self.digest(items, previous)
+
+    def digest(self, items: list[Message], previous: SummaryResult | None = None) -> SummaryResult:
+        if not items:
+            return previous if previous is not None else SummaryResult("")
+        annotations = base_annotations(previous)
+        seen = _int(annotations.get(SEEN_KEY))
+        counts = _load_terms(annotations.get(TERMS_KEY))
+        pool = _load_pool(annotations.get(POOL_KEY))
+        foreign = self._foreign_material(previous, annotations, seen)
+        for candidate in foreign:
+            counts.update(features(candidate.text))
+        pool.extend(foreign)
+
+        open_items = _load_rows(annotations.get(OPEN_KEY))
+        done_items = _load_rows(annotations.get(DONE_KEY))
+        speakers: list[str] = []
+        for message in items:
+            self._track_commitments(message, open_items, done_items)
+            for sender, content in spoken(message):
+                speakers.append(sender)
+                counts.update(features(clean(content)))
+                if message.type not in CLOSING_TYPES or not message.correlation_id:
+                    # (a closing message is said in `Decided or done`)
+                    pool.extend(
+                        Candidate(seen, sender, self._bounded(sentence))
+                        for sentence in sentences(content)
+                    )
+                seen += 1
+
+        counts = Counter(dict(counts.most_common(self.max_terms)))
+        pool = self._best(pool, counts, self.pool_size)
+        participants = _capped(
+            merge_list_annotation(annotations.get("participants"), speakers), MAX_NAMES
+        )
+        topics = _capped(
+            merge_list_annotation(annotations.get("topics"), (m.topic for m in items)), MAX_NAMES
+        )
+        text = self.render(pool, counts, participants, open_items, done_items, seen)
+
+        annotations["tier"] = self.tier
+        annotations["itemCount"] = str(len(items))
+        if participants:
+            annotations["participants"] = participants
+        if topics:
+            annotations["topics"] = topics
+        annotations[SEEN_KEY] = str(seen)
+        annotations[TERMS_KEY] = _dump_terms(counts)
+        rows = [[c.position, c.speaker, c.text] for c in pool]
+        annotations[POOL_KEY] = orjson.dumps(rows).decode()
+        annotations[OPEN_KEY] = orjson.dumps(open_items[-self.max_open :]).decode()
+        annotations[DONE_KEY] = orjson.dumps(done_items[-self.max_done :]).decode()
+        annotations[TEXT_HASH_KEY] = text_hash(text)
+        return SummaryResult(text, annotations)
+
+    def render(
+        self,
+        pool: list[Candidate],
+        counts: Counter[str],
+        participants: str,
+        open_items: list[list[str]],
+        done_items: list[list[str]],
+        seen: int,
+    ) -> str:
+        budget = self.max_tokens * 4
+        names = participants.split(",") if participants else []
+        head = PARTICIPANTS_HEADER + ", ".join(names[:SHOWN_NAMES]) if names else ""
+        if len(names) > SHOWN_NAMES:
+            head += f" and {len(names) - SHOWN_NAMES} more"
+        top = [t for t, _ in counts.most_common() if "_" not in t][: self.weights.topic_terms]
+        if top:
+            head = "\n".join(filter(None, [head, f"{KEY_TERMS_HEADER}{', '.join(top)}"]))
+        tail: list[str] = []
+        if done_items:
+            tail.append(DECIDED_HEADER)
+            tail.extend(f"- [{who}] {what}" for who, what in done_items[-self.max_done :])
+        if open_items:
+            tail.append(OPEN_HEADER)
+            tail.extend(
+                f"- {what} (owed by {owner}, asked by {asker})"
+                for _, asker, owner, what in open_items[-self.max_open :]
+            )
+        fixed = "\n".join([head, *tail]).strip()
+        if len(fixed) > budget // 2:  # commitments never crowd out what was discussed
+            fixed = fixed[: budget // 2 - 1].rstrip() + "…"
+        room = budget - len(fixed) - len(DISCUSSED_HEADER) - 2
+        chosen = self._select(pool, counts, room, seen)
+        discussed = [f"- [{c.speaker}] {c.text}" for c in chosen]
+        parts = [head] if head else []
+        if discussed:
+            parts.extend([DISCUSSED_HEADER, *discussed])
+        parts.extend(tail)
+        text = "\n".join(parts)
+        if len(text) > budget:
+            text = text[: budget - 1].rstrip() + "…"
+        return text
+
+    def _bounded(self, sentence: str) -> str:
+        limit = self.weights.max_sentence_chars
+        if len(sentence) <= limit:
+            return sentence
+        return sentence[:limit].rsplit(" ", 1)[0] + "…"
+
+    def _score(self, candidate: Candidate, counts: Counter[str]) -> float:
+        words = terms(candidate.text)
+        distinct = set(features(candidate.text))
+        if len(set(words)) < self.weights.min_terms:
+            return 0.0
+        total = sum(counts.values()) or 1
+        salience = sum(math.log1p(counts[t] * 1000 / total) for t in distinct)
+        score = salience / math.pow(len(words), self.weights.length_exponent)
+        if candidate.position < self.weights.opening_messages:
+            score *= 1 + self.weights.opening_bonus
+        if _DECISION.search(candidate.text):
+            score *= 1 + self.weights.decision_bonus
+        return score
+
+    def _best(self, pool: list[Candidate], counts: Counter[str], size: int) -> list[Candidate]:
+        unique: dict[str, Candidate] = {}
+        for candidate in pool:
+            unique.setdefault(candidate.text.lower(), candidate)
+        scored = sorted(unique.values(), key=lambda c: -self._score(c, counts))
+        kept = [c for c in scored if self._score(c, counts) > 0][:size]
+        return sorted(kept, key=lambda c: c.position)
+
+    def _select(
+        self, pool: list[Candidate], counts: Counter[str], room: int, seen: int
+    ) -> list[Candidate]:
+        """Greedy maximal marginal relevance within `room` characters, then in said order."""
+        remaining = {id(c): (c, self._score(c, counts), set(terms(c.text))) for c in pool}
+        chosen: list[tuple[Candidate, set[str]]] = []
+        used = 0
+        while remaining:
+            best_key, best_value = None, 0.0
+            for key, (candidate, score, words) in remaining.items():
+                overlap = max((_jaccard(words, other) for _, other in chosen), default=0.0)
+                nearby = max(
+                    (_closeness(candidate.position, c.position, seen) for c, _ in chosen),
+                    default=0.0,
+                )
+                value = (
+                    score
+                    * (1 - self.weights.redundancy * overlap)
+                    * (1 - self.weights.spread * nearby)
+                )
+                if best_key is None or value > best_value:
+                    best_key, best_value = key, value
+            assert best_key is not None
+            candidate, _, words = remaining.pop(best_key)
+            if any(_jaccard(words, other) >= NEAR_DUPLICATE for _, other in chosen):
+                continue
+            cost = len(candidate.speaker) + len(candidate.text) + 6
+            if used + cost > room:
+                continue
+            chosen.append((candidate, words))
+            used += cost
+        return sorted((c for c, _ in chosen), key=lambda c: c.position)
+
+    def _foreign_material(
+        self, previous: SummaryResult | None, annotations: dict[str, str], seen: int
+    ) -> list[Candidate]:
+        """Sentences of a previous text the digest did not write (or of what was added to it)."""
+        before = previous_text(previous)
+        if not before:
+            return []
+        written = annotations.get(TEXT_HASH_KEY)
+        if written and text_hash(before) == written:
+            return []
+        own = _own_prefix(before, written)
+        added = before[len(own) :]
+        out: list[Candidate] = []
+        for line in added.splitlines():
+            line = line.strip().removeprefix("- ")
+            if line.startswith(STRUCTURE_LINES):
+                continue
+            speaker, _, said = line.partition("] ")
+            if line.startswith("[") and said:
+                name, content = speaker[1:], said
+            else:
+                name, content = "summary", line
+            position = max(seen - 1, 0)
+            out.extend(Candidate(position, name, self._bounded(s)) for s in sentences(content))
+        return out
+
+    def _track_commitments(
+        self, message: Message, open_items: list[list[str]], done_items: list[list[str]]
+    ) -> None:
+        what = " ".join(clean(message.content or message.type.value).split())[:120]
+        correlation = message.correlation_id
+        if correlation and message.type in OPENING_TYPES:
+            owner = message.target or "anyone"
+            open_items[:] = [row for row in open_items if row[0] != correlation]
+            open_items.append([correlation, message.sender, owner, what])
+        elif correlation and message.type in CLOSING_TYPES:
+            if message.type is MessageType.HANDOFF and message.target:
+                for row in open_items:
+                    if row[0] == correlation:
+                        row[2] = message.target
+                return
+            open_items[:] = [row for row in open_items if row[0] != correlation]
+            done_items.append([message.sender, f"{message.type.value.lower()}: {what}"])
+        elif message.type is MessageType.DONE:
+            done_items.append([message.sender, f"done: {what}"])
+        del open_items[: max(0, len(open_items) - self.max_open)]
+        del done_items[: max(0, len(done_items) - self.max_done)]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _own_prefix(text: str, written: str | None) -> str:
+    """The longest prefix of `text`, ending at a line break, whose hash the digest wrote."""
+    if not written:
+        return ""
+    for end in (i for i in range(len(text), 0, -1) if i == len(text) or text[i] == "\n"):
+        if text_hash(text[:end].rstrip()) == written:
+            return text[:end]
+    return ""
+
+
+def _closeness(a: int, b: int, seen: int) -> float:
+    """1 for the same position, falling off over about a twelfth of the channel so far."""
+    return math.exp(-abs(a - b) * 12 / max(seen, 1))
+
+
+def _capped(names: str, limit: int) -> str:
+    return ",".join(names.split(",")[:limit]) if names else names
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        return 0
+
+
+def _load_terms(raw: str | None) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for pair in (raw or "").split(","):
+        term, _, count = pair.rpartition(":")
+        if term and count.isdigit():
+            counts[term] = int(count)
+    return counts
+
+
+def _dump_terms(counts: Counter[str]) -> str:
+    return ",".join(f"{term}:{count}" for term, count in counts.most_common())
+
+
+def _load_pool(raw: str | None) -> list[Candidate]:
+    rows = _load_json_list(raw)
+    return [
+        Candidate(int(row[0]), str(row[1]), str(row[2]))
+        for row in rows
+        if isinstance(row, list) and len(row) == 3 and isinstance(row[0], int)
+    ]
+
+
+def _load_rows(raw: str | None) -> list[list[str]]:
+    return [[str(cell) for cell in row] for row in _load_json_list(raw) if isinstance(row, list)]
+
+
+def _load_json_list(raw: str | None) -> list[object]:
+    if not raw:
+        return []
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+class CompactingSummariser:
+    """Runs `inner`; a text over the digest's budget is rewritten by the digest instead.
+
+    The digest runs on the same batch and previous summary, so what the longer text said is
+    not lost: the previous text's foreign lines join its pool. The result is annotated
+    `compactedFrom=<inner result's tier>`; a result within budget clears that key.
+    """
+
+    def __init__(self, inner: ContentSummariser[Message], digest: DigestSummariser) -> None:
+        self.inner = inner
+        self.digest = digest
+
+    async def summarise(
+        self, items: list[Message], previous: SummaryResult | None = None
+    ) -> SummaryResult:
+        result = await self.inner.summarise(items, previous)
+        if estimate_tokens(result.text) <= self.digest.max_tokens:
+            if COMPACTED_FROM not in result.annotations:
+                return result
+            kept = {k: v for k, v in result.annotations.items() if k != COMPACTED_FROM}
+            return SummaryResult(result.text, kept)
+        tier = result.annotations.get("tier", "unknown")
+        compacted = self.digest.digest(items, previous)
+        return SummaryResult(compacted.text, {**compacted.annotations, COMPACTED_FROM: tier})

@@ -1,0 +1,283 @@
+"""The digest tier, the budget the default wiring keeps, and the checks on a model's answer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from projections.model import Message, MessageType
+from projections.summarise import (
+    FALLBACK_FROM,
+    FALLBACK_REASON,
+    Completion,
+    LlmContentSummariser,
+    LlmError,
+    SummaryResult,
+    VerbatimContentSummariser,
+    default_summariser,
+    estimate_tokens,
+    render_message,
+)
+from projections.summarise.digest import (
+    COMPACTED_FROM,
+    POOL_KEY,
+    CompactingSummariser,
+    DigestSummariser,
+    clean,
+    sentences,
+)
+from projections.summarise.pending import PendingBatch, add
+from projections.summarise.synthesised import copy_ratio, unusable_answer
+
+T0 = datetime(2026, 5, 1, 9, tzinfo=UTC)
+TOPICS = [
+    "the billing service times out when the invoice queue grows past ten thousand jobs",
+    "we should shard the invoice queue by customer region before the quarterly run",
+    "the dashboard latency doubled after the cache eviction change last week",
+]
+
+
+def say(sender: str, content: str, i: int = 0, **fields: Any) -> Message:
+    return Message(
+        channel="team/dev",
+        sender=sender,
+        type=fields.pop("type", MessageType.STATUS),
+        content=content,
+        created_at=T0 + timedelta(seconds=i),
+        **fields,
+    )
+
+
+def chatter(count: int, start: int = 0) -> list[Message]:
+    """A long channel: mostly filler, a few recurring subjects."""
+    out = []
+    for i in range(start, start + count):
+        if i % 5 == 0:
+            content = f"Um, {TOPICS[i % 3]} {{disfmarker}} I mean, item {i}."
+        else:
+            content = ["Yeah.", "Okay.", "Hmm.", "Mm-hmm, right."][i % 4]
+        out.append(say(["ann", "bob", "cy"][i % 3], content, i))
+    return out
+
+
+async def fold(summariser: Any, messages: list[Message], size: int) -> SummaryResult | None:
+    previous = None
+    for n in range(0, len(messages), size):
+        previous = await summariser.summarise(messages[n : n + size], previous)
+    return previous
+
+
+def test_clean_removes_markup_fillers_and_stutters() -> None:
+    assert clean("So {disfmarker} the the um remote , uh , control you 're holding") == (
+        "So the remote, control you're holding"
+    )
+    assert sentences("Yeah. okay so the budget is fine? Hmm .") == ["The budget is fine?"]
+
+
+async def test_digest_says_what_was_discussed_within_budget_however_long_the_channel() -> None:
+    digest = DigestSummariser(max_tokens=120)
+    result = await fold(digest, chatter(2000), 20)
+    assert result is not None
+    assert estimate_tokens(result.text) <= 120
+    assert result.text.startswith("Participants: ann, bob, cy")
+    assert "invoice queue" in result.text
+    assert "Yeah" not in result.text and "disfmarker" not in result.text
+    # The cross-run state is bounded too: a few KB whatever the length.
+    assert sum(len(v) for v in result.annotations.values()) < 8000
+    assert result.annotations["digestSeen"] == "2000"
+
+
+async def test_each_run_rewrites_the_summary_from_a_pool_that_keeps_early_points() -> None:
+    digest = DigestSummariser(max_tokens=100)
+    first = await digest.summarise([say("ann", "The parser rejects unicode channel names.", 0)])
+    noise = [
+        say("bob", f"Lunch at the {place} sounds fine.", i)
+        for i, place in enumerate(["deli", "noodle bar", "taco stand", "pub", "cafe", "diner"])
+    ]
+    later = await digest.summarise(noise * 3, first)
+    assert "The parser rejects unicode channel names." in later.annotations[POOL_KEY]
+    unicode = [say("cy", f"Unicode names broke {what} again.", 30) for what in ("CI", "deploys")]
+    final = await digest.summarise([*unicode, say("bob", "Parser unicode fix next?")], later)
+    assert not final.text.startswith(later.text)
+    assert "[ann] The parser rejects unicode channel names." in final.text
+    assert estimate_tokens(final.text) <= 100
+
+
+async def test_digest_keeps_other_keys_and_an_empty_batch_returns_previous_itself() -> None:
+    digest = DigestSummariser()
+    previous = SummaryResult("", {"domain": "legal", "tier": "verbatim"})
+    result = await digest.summarise([say("ann", "The contract renewal is due in March.")], previous)
+    assert result.annotations["domain"] == "legal" and result.annotations["tier"] == "digest"
+    assert await digest.summarise([], result) is result
+    assert (await digest.summarise([], None)).text == ""
+
+
+async def test_open_commitments_say_who_owes_them_and_closing_moves_them_to_done() -> None:
+    digest = DigestSummariser()
+    ask = say(
+        "planner",
+        "Please migrate the user table to the new schema.",
+        type=MessageType.COMMAND,
+        correlation_id="c1",
+        target="role:worker",
+    )
+    result = await digest.summarise([ask])
+    assert (
+        "Open:\n- Please migrate the user table to the new schema. "
+        "(owed by role:worker, asked by planner)" in result.text
+    )
+    done = say(
+        "worker-1",
+        "Migrated, 3 rows fixed.",
+        type=MessageType.DONE,
+        correlation_id="c1",
+        in_reply_to=ask.id,
+    )
+    closed = await digest.summarise([done], result)
+    assert "Open:" not in closed.text
+    assert "Decided or done:\n- [worker-1] done: Migrated, 3 rows fixed." in closed.text
+
+
+async def test_a_text_the_digest_did_not_write_becomes_material() -> None:
+    digest = DigestSummariser()
+    by_hand = SummaryResult("The launch moved to Friday because legal review is pending.")
+    result = await digest.summarise([say("ann", "Okay.")], by_hand)
+    assert "[summary] The launch moved to Friday because legal review is pending." in result.text
+
+    verbatim = VerbatimContentSummariser(render_message)
+    appended = await verbatim.summarise(
+        [say("bob", "Rollback plan is in the runbook now.")], result
+    )
+    again = await digest.summarise([say("cy", "Hmm.")], appended)
+    assert "[bob] Rollback plan is in the runbook now." in again.text
+    assert "[summary] The launch moved to Friday" in again.text
+    assert again.annotations[POOL_KEY].count("launch moved") == 1
+
+
+async def test_an_old_grouped_summary_gives_its_content_not_its_headers() -> None:
+    old = SummaryResult(
+        "--- Update (20 messages) ---\nParticipants: ann, bob\nPeriod: 2026-01-01T10:00:00Z\n"
+        "Topics: general\nThe index rebuild finished overnight."
+    )
+    result = await DigestSummariser().summarise([say("cy", "Okay.")], old)
+    assert "Period" not in result.annotations[POOL_KEY]
+    assert "[summary] The index rebuild finished overnight." in result.text
+
+
+async def test_compacted_items_keep_their_speakers() -> None:
+    batch = PendingBatch()
+    for i, (who, what) in enumerate(
+        [("ann", "Shard the invoice queue."), ("bob", "Agreed, by region.")]
+    ):
+        batch = add(batch, say(who, what, i), i, covered_offset=-1, max_pending=2, now=T0)
+    batch = add(
+        batch,
+        say("cy", "Queue sharding ships Monday.", 2),
+        2,
+        covered_offset=-1,
+        max_pending=2,
+        now=T0,
+    )
+    result = await DigestSummariser().summarise(batch.messages())
+    assert "[ann] Shard the invoice queue." in result.text
+    assert "[bob] Agreed, by region." in result.text
+    assert result.annotations["participants"] == "ann,bob,cy"
+
+
+async def test_compacting_rewrites_an_over_budget_text_with_the_digest() -> None:
+    digest = DigestSummariser(max_tokens=40)
+    compacting = CompactingSummariser(VerbatimContentSummariser(render_message), digest)
+    short = await compacting.summarise([say("ann", "Ship it.")])
+    assert short.annotations["tier"] == "verbatim" and COMPACTED_FROM not in short.annotations
+    long = await compacting.summarise(chatter(40), short)
+    assert long.annotations["tier"] == "digest"
+    assert long.annotations[COMPACTED_FROM] == "verbatim"
+    assert estimate_tokens(long.text) <= 40
+    after = await compacting.summarise([say("bob", "Done.")], SummaryResult("x", long.annotations))
+    assert COMPACTED_FROM not in after.annotations
+
+
+@pytest.mark.parametrize("sizes", [[1, 2, 3] * 30, [20] * 20, [7, 1, 19, 2, 40, 3] * 8])
+async def test_the_default_summary_stays_within_budget_for_any_batch_sizes(
+    sizes: list[int],
+) -> None:
+    summariser = default_summariser(None, summary_max_tokens=100)
+    messages = chatter(sum(sizes))
+    previous: SummaryResult | None = None
+    position = 0
+    for size in sizes:
+        previous = await summariser.summarise(messages[position : position + size], previous)
+        position += size
+        assert estimate_tokens(previous.text) <= 100
+    assert previous is not None and "invoice" in previous.text
+
+
+class ScriptedClient:
+    model = "scripted"
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+        self.systems: list[str] = []
+
+    async def complete(self, system: str, user: str, max_tokens: int) -> Completion:
+        self.systems.append(system)
+        return Completion(self.reply, self.model, 10, 10, 1)
+
+
+ITEMS = [
+    say("ann", f"Status update {i}: the nightly import finished without errors.", i)
+    for i in range(20)
+]
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("word " * 400, "over budget"),
+        ("Current summary:\nnothing yet", "Current summary:"),
+        ("New items (20):\n<items>\n[ann] hi", "New items ("),
+        ("All good.</items>", "</items>"),
+        (
+            "\n".join(render_message(m) for m in ITEMS[:8]),
+            "copies the input",
+        ),
+    ],
+)
+async def test_a_degenerate_model_answer_falls_back_to_the_digest_with_the_reason(
+    reply: str, reason: str
+) -> None:
+    summariser = default_summariser(ScriptedClient(reply), summary_max_tokens=200)
+    result = await summariser.summarise(ITEMS)
+    assert result.annotations["tier"] == "digest"
+    assert result.annotations[FALLBACK_FROM] == "synthesised"
+    assert reason in result.annotations[FALLBACK_REASON]
+    assert result.text != reply.strip()
+    assert estimate_tokens(result.text) <= 200
+
+
+async def test_a_good_model_answer_is_used_and_the_prompt_states_the_budget() -> None:
+    client = ScriptedClient("The nightly import ran cleanly twenty times; nothing is open.")
+    summariser = default_summariser(client, summary_max_tokens=200)
+    result = await summariser.summarise(ITEMS)
+    assert result.annotations["tier"] == "synthesised"
+    assert result.text == client.reply
+    assert client.systems[0].endswith("Keep the summary under 150 words.")
+
+
+async def test_without_a_budget_the_llm_tier_keeps_its_old_contract() -> None:
+    long = "word " * 400
+    summariser = LlmContentSummariser(ScriptedClient(long), render_message)
+    assert (await summariser.summarise(ITEMS)).text == long.strip()
+    checked = LlmContentSummariser(ScriptedClient(long), render_message, summary_max_tokens=50)
+    with pytest.raises(LlmError, match="over budget"):
+        await checked.summarise(ITEMS)
+
+
+def test_copy_ratio_and_unusable_answer() -> None:
+    source = "one two three four five six seven eight nine ten eleven"
+    assert copy_ratio(source, source) == 1.0
+    assert copy_ratio("one two three", source) == 0.0  # too short to judge
+    assert copy_ratio("the team agreed to ship the import fix on monday after review", source) == 0
+    assert unusable_answer("Fine summary.", source, 100) is None
