@@ -31,6 +31,7 @@ from projections.readable import (
     scrub_ids,
     top_keyphrases,
 )
+from projections.summarise.digest import clean
 
 __all__ = [
     "ELLIPSIS",
@@ -418,9 +419,6 @@ def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
 
 _GOAL_TYPES = frozenset({MessageType.COMMAND, MessageType.QUERY, MessageType.PROPOSE})
 _SETBACK_TYPES = frozenset({MessageType.DECLINE, MessageType.FAILURE})
-_FILLER = re.compile(r"\b(?:uh|um|umm|er|erm|hmm|mm|mhm)\b[,.]?\s*", re.IGNORECASE)
-_STUTTER = re.compile(r"\b(\w+)(?:\s+\1\b)+", re.IGNORECASE)
-_DETACHED = re.compile(r"\s+(?=[,.;:!?]|'s\b|'re\b|'ll\b|'ve\b|'d\b|'m\b|n't\b)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _NEXT_STEP = re.compile(
     r"\b(?:next|need to|needs to|have to|has to|should|going to|gonna|will|'ll|let's|"
@@ -432,10 +430,9 @@ RECAP_MAX_WORDS = 80
 
 
 def _tidy(text: str) -> str:
-    """Spoken text as it reads: no ids, no "uh"/"um", no stutter, no detached "' s"."""
-    text = _FILLER.sub("", scrub_ids(text))
-    text = _STUTTER.sub(r"\1", text)
-    return _one_line(_DETACHED.sub("", text)).strip(" ,;")
+    """Spoken text as it reads: no ids, no "uh"/"um", no stutter, no detached "' s" (the
+    digest's cleaning, `projections.summarise.digest.clean`)."""
+    return _one_line(clean(scrub_ids(text))).strip(" ,;")
 
 
 def _sentence(text: str) -> str:
