@@ -44,9 +44,10 @@ broker-stop: $(STAMP)
 	$(BIN)/chorus broker stop
 
 lint: $(STAMP)
-	$(BIN)/ruff check projections streams tests
-	$(BIN)/ruff format --check projections streams tests
+	$(BIN)/ruff check projections streams tests bench
+	$(BIN)/ruff format --check projections streams tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run

@@ -22,7 +22,7 @@ from typing import Any
 from bench.common import Phase, log, produce, start_broker, work_dir
 from bench.data import encoded_messages, load_conversations
 from bench.fold import run_chorus
-from streams.topics import create_topics
+from streams.ops.topics import create_topics
 
 
 async def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:

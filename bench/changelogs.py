@@ -7,7 +7,7 @@ minutes later. Creating them beforehand, exactly as Faust would (compacted, the 
 partition count), takes the race out of the measurement. Run in the worker's own
 environment, so a checkout under test (BENCH_WORKER_SRC) lists its own tables:
 
-    python -m bench.changelogs streams.cli|bench.fold_worker|bench.faust_floor
+    python -m bench.changelogs streams.interfaces.cli.main|bench.fold_worker|bench.faust_floor
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from streams.settings import Settings
+from streams.worker.compose import EVERY_STAGE
 
 
 def app_for(module: str, settings: Settings) -> Any:
@@ -24,17 +25,11 @@ def app_for(module: str, settings: Settings) -> Any:
         from bench.faust_floor import build
 
         return build(settings, "table", settings.topic("floor-out"))
-    from streams.app import Chorus
+    from bench.fold_worker import FOLD_ONLY
+    from streams.worker.compose import build_worker
 
-    chorus = Chorus(settings)
-    if module == "bench.fold_worker":
-        from streams import channel_config, folding
-
-        channel_config.install(chorus)
-        folding.install(chorus)
-    else:
-        chorus.install()
-    return chorus.app
+    stages = FOLD_ONLY if module == "bench.fold_worker" else EVERY_STAGE
+    return build_worker(settings, stages=stages).runtime.app
 
 
 async def create(settings: Settings, names: list[str]) -> None:
@@ -63,7 +58,7 @@ async def create(settings: Settings, names: list[str]) -> None:
 
 def main() -> None:
     settings = Settings()
-    app = app_for(sys.argv[1] if len(sys.argv) > 1 else "streams.cli", settings)
+    app = app_for(sys.argv[1] if len(sys.argv) > 1 else "streams.interfaces.cli", settings)
     names = sorted(table.changelog_topic.get_topic_name() for table in app.tables.values())
     asyncio.run(create(settings, names))
     print("\n".join(names))

@@ -21,9 +21,9 @@ from typing import Any
 
 import faust
 
-from streams.app import RAW
+from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
+from streams.worker.runtime import RAW
 
 EVENT_BYTES = 2500
 STATE = {"note": "x" * 2000, "offset": 0}

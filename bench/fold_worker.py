@@ -1,6 +1,6 @@
 """A chorus worker running only the fold stage (channel config + fold agent), for the bench.
 
-It is `streams.worker.run_worker` with the summary and recap stages left out, so the fold's
+It is `streams.worker.run.run_worker` with the summary and recap stages left out, so the fold's
 own cost (validation → projections → tables → driver events, the real code of
 streams/folding.py) can be set beside the whole worker's and the peer's. Driver events go to
 `<prefix>driver-events-<suffix>` so this run does not mix with the full worker's.
@@ -16,9 +16,13 @@ import logging
 
 import faust
 
-from streams.app import RAW, Chorus
+from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
+from streams.worker.compose import Stage, build_worker
+from streams.worker.runtime import RAW
+
+# The fold stage alone: the worker without its summary, recap, shadow and HTTP stages.
+FOLD_ONLY: tuple[Stage, ...] = ("config", "fold")
 
 
 def main() -> None:
@@ -29,14 +33,10 @@ def main() -> None:
     settings = Settings()
     asyncio.run(create_topics(settings))
     asyncio.set_event_loop(asyncio.new_event_loop())
-    chorus = Chorus(settings)
+    chorus = build_worker(settings, stages=FOLD_ONLY).runtime
     chorus.driver_events = chorus.app.topic(
         f"{settings.topic('driver-events')}-{args.driver_events_suffix}", **RAW
     )
-    from streams import channel_config, folding
-
-    channel_config.install(chorus)
-    folding.install(chorus)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     worker = faust.Worker(chorus.app, loglevel=args.loglevel, quiet=True)
     # Faust's terminal spinner turns the root logger to DEBUG at loglevel >= WARNING, and

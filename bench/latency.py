@@ -24,8 +24,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.common import REPO, Phase, Worker, log, percentile
 from bench.data import Conversation, encoded_messages
-from streams.broker import free_port
-from streams.topics import create_topics
+from streams.ops.broker.cluster import free_port
+from streams.ops.topics import create_topics
 
 
 class FakeLlm:

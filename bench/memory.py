@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.common import Phase, Worker, log, produce, wait_for_count
 from bench.data import Conversation, encoded_messages
-from streams.topics import create_topics
+from streams.ops.topics import create_topics
 
 
 async def measure(

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.common import Phase, Worker, log, produce, start_broker, wait_for_count, work_dir
 from bench.data import encoded_messages, load_conversations
-from streams.topics import create_topics
+from streams.ops.topics import create_topics
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -76,7 +76,7 @@ async def run(args: argparse.Namespace) -> Path:
         _, conversations = load_conversations()
         records = encoded_messages(conversations, args.messages, args.channels)
         await produce(broker.bootstrap, phase.topic("messages"), records)
-        module = ("bench.fold_worker",) if args.fold_only else ("streams.cli", "worker")
+        module = ("bench.fold_worker",) if args.fold_only else ("streams.interfaces.cli", "worker")
         topic = phase.topic("driver-events") + ("-fold-only" if args.fold_only else "")
         if args.fold_only:
             from bench.common import create_topic

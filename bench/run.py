@@ -1,6 +1,6 @@
 """`python -m bench.run` (`make bench`): chorus against the limit and a peer, in one run.
 
-Starts one local Kafka broker (streams.broker.start_cluster on free ports, in a temp dir,
+Starts one local Kafka broker (streams.ops.broker.start_cluster on free ports, in a temp dir,
 stopped at the end) unless CHORUS_BOOTSTRAP_SERVERS names one, then measures, side by side:
 
   1. the limit: Kafka's ConsumerPerformance and a raw aiokafka getmany loop over N messages;
@@ -113,7 +113,7 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
     from bench import fold, latency, limits, memory, recovery, replay_phase, summarisers
     from bench.common import Phase, log, produce, start_broker
     from bench.data import encoded_messages, load_conversations, size_stats
-    from streams.topics import create_topics
+    from streams.ops.topics import create_topics
 
     errors: dict[str, str] = results.setdefault("errors", {})
 

@@ -1,8 +1,8 @@
 """`python -m bench.summary_quality`: what the default summary (no LLM) says, against people.
 
 Each QMSum meeting (../shared/data/qmsum/<split>/*.json) is streamed as STATUS messages,
-topic "general", one per turn, 5 s apart, through `streams.summaries.simulate` (the live
-stage's batching and the default tiers, offline). Its final summary is scored against the
+topic "general", one per turn, 5 s apart, through `streams.worker.stages.summaries.simulate`
+(the live stage's batching and the default tiers, offline). Its final summary is scored against the
 human answer to "Summarize the whole meeting." (the general query) with ROUGE-1/2/L F1
 (`rouge-score`, stemming on), next to three baselines cut to the same budget (tokens x 4
 characters):
@@ -173,7 +173,7 @@ def lexrank(texts: list[str], chars: int, threshold: float = 0.1) -> str:
 
 
 async def digest_summary(name: str, turns: list[tuple[str, str]], settings: Any) -> str:
-    from streams.summaries import simulate
+    from streams.worker.stages.summaries import simulate
 
     records = await simulate(as_messages(name, turns), settings)
     return next(iter(records.values())).text

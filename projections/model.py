@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from projections.errors import ChorusError
+
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024
 # JSON parsers read deeper than encoders write (orjson: 1,024 in, ~255 out); a payload
 # must survive being encoded again by every stage.
@@ -67,7 +69,7 @@ NEEDS_REPLY_LINK = frozenset(
 NEEDS_CONTENT = frozenset({MessageType.DECLINE, MessageType.FAILURE, MessageType.PROPOSE})
 
 
-class MessageError(ValueError):
+class MessageError(ChorusError, ValueError):
     """A record that is not a valid channel message; `reason` is fit for a dead letter."""
 
     def __init__(self, reason: str) -> None:

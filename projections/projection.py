@@ -14,6 +14,7 @@ import orjson
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from projections.errors import ChorusError
 from projections.model import Message
 
 S = TypeVar("S")
@@ -77,7 +78,7 @@ def canonical_hash(data: Any) -> str:
     return hashlib.sha256(encoded).hexdigest()
 
 
-class StaleFoldError(ValueError):
+class StaleFoldError(ChorusError, ValueError):
     """A stored fold belongs to another projection or version; rebuild it from the log."""
 
 

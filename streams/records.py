@@ -140,6 +140,18 @@ class SummaryRecord(WireRecord):
     updated_by: str = "system:summariser"
 
 
+def summary_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:
+    """get_channel_summary's answer; with no summary yet: content null, annotations {}."""
+    if latest is None:
+        return {"channel": channel, "content": None, "annotations": {}}
+    record = SummaryRecord.model_validate(latest)
+    return {
+        "channel": channel,
+        "content": record.text,
+        **record.model_dump(mode="json", exclude={"channel", "text"}),
+    }
+
+
 class RecapRecord(WireRecord):
     """Recap status and text for a channel, on the compacted `chorus.recaps` topic."""
 

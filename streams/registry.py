@@ -9,10 +9,11 @@ from typing import Any
 from projections.commitments import CommitmentProjection
 from projections.overview import ChannelOverviewProjection
 from projections.projection import ChannelProjection
+from streams.errors import ChorusError
 from streams.settings import Settings
 
 
-class ProjectionImportError(ValueError):
+class ProjectionImportError(ChorusError, ValueError):
     pass
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streams.consume import Record, read_topic
+from streams.kafka.consume import Record, read_topic
 from streams.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if configured:
         yield configured
         return
-    from streams.broker import free_port, start_cluster, stop_cluster
+    from streams.ops.broker.cluster import free_port, start_cluster, stop_cluster
 
     run_dir = tmp_path_factory.mktemp("kafka")
     cluster = start_cluster(
@@ -49,7 +49,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def chorus_env(kafka_bootstrap: str, tmp_path: Path) -> dict[str, str]:
     """Environment for one test: its own topics, consumer group, data dir and web port."""
-    from streams.broker import free_port
+    from streams.ops.broker.cluster import free_port
 
     tag = uuid.uuid4().hex[:8]
     return {
@@ -88,7 +88,7 @@ class WorkerProcess:
     def start(self, timeout: float = 90.0) -> WorkerProcess:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "warning"],
+            [sys.executable, "-m", "streams.interfaces.cli", "worker", "--loglevel", "warning"],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from projections.errors import ChorusError
 
-class LlmError(Exception):
+
+class LlmError(ChorusError):
     """The model could not produce a completion. Messages never contain credentials."""
 
 

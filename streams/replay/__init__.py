@@ -13,7 +13,8 @@ committed), folds each channel through the registered projections, and then
 Modules: `core` (the hot loop, `Replayer`: pure), `compare` (live against replayed folds:
 pure), `log` (reading spans of the log), `run` (`replay`), `parallel` (partitions in worker
 processes), `checks` (`verify`, the shadow check), `tables` (rebuilds), `speed` (the
-benchmark), `command` (`chorus replay`). Everything is importable from `streams.replay`.
+benchmark). The package exports the few names below; the command line (`chorus replay`)
+is in `streams.interfaces.cli.replay`, so nothing here loads the CLI.
 
 Positions in the log
 --------------------
@@ -82,7 +83,7 @@ changelog`), so a new version never touches the old one's data.
    records already folded are skipped by the fold's offset guard. Readers switch with the
    workers: a worker serves the versions it folds, and the new table is current from its
    first read. `catch_up_rebuilds` does step 2's middle command automatically when a worker
-   starts (wired in `streams.worker`), and also builds a projection (or version) deployed
+   starts (wired in `streams.worker.run`), and also builds a projection (or version) deployed
    into a running system without a rebuild, which would otherwise start mid-log from its
    identity.
 3. `chorus replay --drop-old` deletes older versions' changelogs, only once the worker serves
@@ -99,119 +100,26 @@ the non-LLM tiers over batches of `summary_after_messages`, so they match the li
 where the count threshold (not the time threshold or an LLM) made the batches.
 """
 
-from streams.replay.checks import (
-    ShadowHost,
-    VerifyReport,
-    install_shadow_check,
-    run_shadow_check,
-    shadow_check,
-    verify,
-)
-from streams.replay.command import recompute_summary, replay_command, select_projections
-from streams.replay.compare import (
-    Difference,
-    compare_channel,
-    live_folds,
-    render_diff,
-    sample_channels,
-    snapshot_folds,
-    verify_limits,
-)
-from streams.replay.core import (
-    LimitFor,
-    Rec,
-    RecordLike,
-    Replayer,
-    ReplayStats,
-    TimeField,
-    state_view,
-)
-from streams.replay.log import (
-    ReplayError,
-    Span,
-    committed_offsets,
-    log_consumer,
-    read_spans,
-    reading,
-    topic_spans,
-)
-from streams.replay.parallel import (
-    _Part,
-    fewer_collections,
-    merge_parts,
-    resolve_workers,
-    share_partitions,
-)
+from streams.replay.checks import VerifyReport, shadow_check, verify
+from streams.replay.compare import Difference, render_diff
+from streams.replay.core import Rec, Replayer
+from streams.replay.log import ReplayError
 from streams.replay.run import ReplayRun, replay
-from streams.replay.speed import Benchmark, measure_replay_vs_raw, raw_read_rate
-from streams.replay.tables import (
-    RebuildMarker,
-    RebuildOutcome,
-    RebuildPlan,
-    catch_up_rebuilds,
-    changelog_record,
-    changelog_topic,
-    drop_old_versions,
-    end_offsets,
-    fold_table,
-    marker_key,
-    plan_rebuild,
-    read_markers,
-    rebuild,
-)
+from streams.replay.speed import measure_replay_vs_raw
+from streams.replay.tables import catch_up_rebuilds, rebuild
 
 __all__ = [
-    "Benchmark",
     "Difference",
-    "LimitFor",
-    "RebuildMarker",
-    "RebuildOutcome",
-    "RebuildPlan",
     "Rec",
-    "RecordLike",
     "ReplayError",
     "ReplayRun",
-    "ReplayStats",
     "Replayer",
-    "ShadowHost",
-    "Span",
-    "TimeField",
     "VerifyReport",
-    "_Part",
     "catch_up_rebuilds",
-    "changelog_record",
-    "changelog_topic",
-    "committed_offsets",
-    "compare_channel",
-    "drop_old_versions",
-    "end_offsets",
-    "fewer_collections",
-    "fold_table",
-    "install_shadow_check",
-    "live_folds",
-    "log_consumer",
-    "marker_key",
     "measure_replay_vs_raw",
-    "merge_parts",
-    "plan_rebuild",
-    "raw_read_rate",
-    "read_markers",
-    "read_spans",
-    "reading",
     "rebuild",
-    "recompute_summary",
     "render_diff",
     "replay",
-    "replay_command",
-    "resolve_workers",
-    "run_shadow_check",
-    "sample_channels",
-    "select_projections",
     "shadow_check",
-    "share_partitions",
-    "snapshot_folds",
-    "state_view",
-    "topic_spans",
     "verify",
-    "verify_limits",
 ]

@@ -189,7 +189,7 @@ def _version(projections: Sequence[ChannelProjection[Any]], name: str) -> int:
 
 
 class ShadowHost(Protocol):
-    """What the shadow check needs from the worker (`streams.app.Chorus` has it)."""
+    """What the shadow check needs from the worker (`streams.worker.runtime.Runtime` has it)."""
 
     settings: Settings
     projections: list[ChannelProjection[Any]]
@@ -216,26 +216,3 @@ async def run_shadow_check(
     for difference in differences:
         await report(difference)
     return differences
-
-
-def install_shadow_check(
-    host: Any,
-    *,
-    every_seconds: float,
-    sample: int,
-    report: Callable[[Difference], Awaitable[object]],
-) -> None:
-    """Register the shadow-check timer on the worker's Faust app (off when every_seconds
-    <= 0). `host` is the `Chorus`; `report` turns a difference into a metric and an event."""
-    if every_seconds <= 0:
-        return
-    rng = random.Random()
-
-    @host.app.timer(every_seconds, name="shadow-check")
-    async def shadow() -> None:
-        try:
-            await run_shadow_check(host, sample, rng, report)
-        except Exception:  # a failed check must never stop the worker
-            import logging
-
-            logging.getLogger(__name__).exception("shadow check failed")

@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import click
 from aiokafka import TopicPartition
 
-from streams.kafka import admin, consumer, producer
+from streams.errors import ChorusError
+from streams.kafka.clients import admin, consumer, producer
 from streams.settings import Settings
-from streams.topics import MESSAGES
+from streams.topology import MESSAGES
 
 # A fetch brings whole record batches; large limits mean few round trips per partition.
 FETCH_OPTIONS: dict[str, Any] = {
@@ -26,9 +26,10 @@ CHUNK = 5_000
 IDLE_TIMEOUT_SECONDS = 60.0
 
 
-class ReplayError(click.ClickException):
-    """An operational failure (no broker, no worker, refused rebuild): exit code 3, so
-    it is never mistaken for `--verify`'s exit code 1 (the log and live state differ)."""
+class ReplayError(ChorusError):
+    """An operational failure (no broker, no worker, refused rebuild); `chorus replay`
+    exits 3 on it, so it is never mistaken for `--verify`'s exit code 1 (the log and live
+    state differ)."""
 
     exit_code = 3
 

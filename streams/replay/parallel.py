@@ -19,7 +19,7 @@ from projections.projection import (
 from streams.replay.core import Replayer, ReplayStats, _Channel
 from streams.replay.log import Span, _Progress, read_spans, reading
 from streams.settings import Settings
-from streams.topics import MESSAGES
+from streams.topology import MESSAGES
 
 #
 # A channel lives in one partition (key = channel, murmur2; validation rejects a record

@@ -12,7 +12,7 @@ from projections.projection import (
     ChannelProjection,
     Folded,
 )
-from streams.kafka import topic_partitions
+from streams.kafka.clients import topic_partitions
 from streams.replay.core import LimitFor, Replayer, TimeField
 from streams.replay.log import Span, _Progress, read_spans, reading, topic_spans
 from streams.replay.parallel import (
@@ -24,7 +24,7 @@ from streams.replay.parallel import (
     share_partitions,
 )
 from streams.settings import Settings
-from streams.topics import MESSAGES
+from streams.topology import MESSAGES
 
 
 @dataclass

@@ -15,7 +15,7 @@ from streams.replay.log import read_spans, reading, topic_spans
 from streams.replay.parallel import resolve_workers
 from streams.replay.run import replay
 from streams.settings import Settings
-from streams.topics import MESSAGES
+from streams.topology import MESSAGES
 
 
 @dataclass(frozen=True)

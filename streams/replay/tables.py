@@ -30,20 +30,14 @@ from streams.replay.log import (
 )
 from streams.replay.run import replay
 from streams.settings import Settings
-from streams.topics import MESSAGES
+from streams.topology import MESSAGES, changelog_name, fold_table_name
 
 REBUILDS = "rebuilds"
 
 
-def fold_table(projection: ChannelProjection[Any]) -> str:
-    from streams.app import fold_table_name
-
-    return fold_table_name(projection)
-
-
 def changelog_topic(settings: Settings, projection: ChannelProjection[Any]) -> str:
     """The changelog Faust gives the projection's table: `<app_id>-<table>-changelog`."""
-    return f"{settings.app_id}-{fold_table(projection)}-changelog"
+    return changelog_name(settings, fold_table_name(projection))
 
 
 def changelog_record(channel: str, folded: Folded) -> tuple[bytes, bytes]:
@@ -78,7 +72,7 @@ class RebuildMarker(BaseModel):
 
 
 def marker_key(settings: Settings, projection: ChannelProjection[Any]) -> bytes:
-    return f"{settings.app_id}/{fold_table(projection)}".encode()
+    return f"{settings.app_id}/{fold_table_name(projection)}".encode()
 
 
 @dataclass(frozen=True)
@@ -202,7 +196,7 @@ async def _write_marker(
         app_id=settings.app_id,
         projection=projection.name,
         version=projection.version,
-        table=fold_table(projection),
+        table=fold_table_name(projection),
         changelog=changelog_topic(settings, projection),
         status=status,
         **progress,
@@ -368,7 +362,7 @@ async def _prepare_changelog(
 async def catch_up_rebuilds(
     settings: Settings, projections: Sequence[ChannelProjection[Any]]
 ) -> list[RebuildOutcome]:
-    """Run before a worker starts folding (see the lead's wiring in `streams.worker`).
+    """Run before a worker starts folding (see the lead's wiring in `streams.worker.run`).
 
     Brings every fold table that a worker has not taken over yet up to the log: resumes a
     finished rebuild from where it stopped (the records folded by old-version workers in the

@@ -45,7 +45,7 @@ class FaultWorker(WorkerProcess):
     def spawn(self) -> FaultWorker:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", "--loglevel", self.loglevel],
+            [sys.executable, "-m", "streams.interfaces.cli", "worker", "--loglevel", self.loglevel],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,

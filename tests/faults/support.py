@@ -18,9 +18,9 @@ import httpx
 from aiokafka import TopicPartition
 
 from projections.model import ActorType, Message, MessageType, decode_message, encode_message
-from streams.kafka import admin, consumer, producer, topic_partitions
+from streams.kafka.clients import admin, consumer, producer, topic_partitions
 from streams.settings import Settings
-from streams.topics import DRIVER_EVENTS, MESSAGES
+from streams.topology import DRIVER_EVENTS, MESSAGES
 from tests.factories import worker_states
 
 AGENTS = ["planner", "coder", "reviewer", "tester"]
@@ -162,11 +162,13 @@ async def prepare_topics(settings: Settings, timeout: float = 60.0) -> None:
     from aiokafka.admin import NewTopic
     from aiokafka.errors import TopicAlreadyExistsError
 
-    from streams.app import Chorus
-    from streams.topics import create_topics, topic_specs
+    from streams.ops.topics import create_topics
+    from streams.topology import topic_specs
 
     await create_topics(settings)
-    chorus = Chorus(settings).install()  # registers every table; no I/O
+    from streams.worker.compose import build_worker
+
+    chorus = build_worker(settings).runtime  # registers every table; no I/O
     changelogs = {table.changelog_topic.get_topic_name() for table in chorus.app.tables.values()}
     client = admin(settings)
     await client.start()

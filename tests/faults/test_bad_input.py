@@ -25,11 +25,11 @@ from projections.model import (
     decode_message,
     encode_message,
 )
-from streams.folding import DEAD_LETTER_COPY_LIMIT, dead_letter_for
-from streams.kafka import bootstrap_servers
+from streams.dead_letters import DEAD_LETTER_COPY_LIMIT, dead_letter_for
+from streams.kafka.clients import bootstrap_servers
 from streams.records import validate_record
 from streams.settings import Settings
-from streams.topics import DEAD_LETTERS, MESSAGES
+from streams.topology import DEAD_LETTERS, MESSAGES
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import (
     eventually,

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import (
+from streams.kafka.clients import consumer
+from streams.kafka.produce import send_messages
+from streams.ops.broker.cluster import (
     ClusterInfo,
     free_port,
     kill_node,
@@ -25,10 +27,9 @@ from streams.broker import (
     start_cluster,
     stop_cluster,
 )
-from streams.kafka import consumer
-from streams.produce import send_messages
+from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topics import MESSAGES, create_topics
+from streams.topology import MESSAGES
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import (
     Producing,

@@ -21,9 +21,9 @@ import pytest
 from aiokafka import TopicPartition
 
 from projections.model import ActorType, Message, MessageType, encode_message
-from streams.kafka import consumer, producer
+from streams.kafka.clients import consumer, producer
 from streams.settings import Settings
-from streams.topics import DRIVER_EVENTS, MESSAGES, RECAPS, SUMMARIES
+from streams.topology import DRIVER_EVENTS, MESSAGES, RECAPS, SUMMARIES
 from tests.fakes.llm_server import FakeLlmServer
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import (

@@ -21,7 +21,7 @@ import httpx
 import orjson
 import pytest
 
-from streams.broker import free_port
+from streams.ops.broker.cluster import free_port
 from streams.settings import Settings
 from tests.conftest import REPO
 from tests.faults.conftest import FaultWorker
@@ -77,7 +77,7 @@ class Cli:
         started = time.monotonic()
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "streams.cli", *args],
+                [sys.executable, "-m", "streams.interfaces.cli", *args],
                 env={**clean, **env},
                 input=stdin,
                 capture_output=True,
@@ -286,7 +286,7 @@ async def test_the_bearer_token_also_guards_faust_table_views(
     chorus_settings: Settings, fault_workers: Callable[..., FaultWorker]
 ) -> None:
     """Bug 4: Faust's /table views served table data without the token."""
-    from streams.produce import send_messages
+    from streams.kafka.produce import send_messages
     from tests.faults.support import traffic
 
     await prepare_topics(chorus_settings)

@@ -103,7 +103,7 @@ async def test_sigkilled_worker_loses_and_duplicates_nothing(
 
 
 class _Chorus(SimpleNamespace):
-    """Stands in for streams.app.Chorus: any other table the fold keeps is a dict."""
+    """Stands in for streams.worker.runtime.Runtime: any other table the fold keeps is a dict."""
 
     def __getattr__(self, name: str) -> dict[str, object]:
         table: dict[str, object] = {}
@@ -131,9 +131,9 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
     from projections.commitments import CommitmentProjection
     from projections.model import encode_message
     from projections.overview import ChannelOverviewProjection
-    from streams.channel_config import ChannelConfigs
-    from streams.folding import Folder, signal_of
-    from streams.staging import Staging
+    from streams.worker.configs import ChannelConfigs
+    from streams.worker.stages.fold import Folder, signal_of
+    from streams.worker.staging import Staging
     from tests.faults.support import expected_state
 
     seeks: list[tuple[object, int]] = []

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from projections.model import Message, MessageType
-from streams.produce import send_messages
+from streams.kafka.produce import send_messages
+from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
 from tests.conftest import WorkerProcess, read_until
 
 pytestmark = pytest.mark.kafka

@@ -1,4 +1,4 @@
-"""The embedded Kafka cluster (streams.broker) against real JVMs. Jars: Settings().broker_home."""
+"""The embedded Kafka cluster (streams.ops.broker) against real JVMs; jars in broker_home."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from streams.broker import (
+from streams.ops.broker.cluster import (
     BrokerError,
     ClusterInfo,
     cluster_status,
@@ -171,7 +171,7 @@ def test_three_nodes_survive_one_kill(run_dir: Path) -> None:
 def test_a_cluster_id_starting_with_a_dash_formats(
     run_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import streams.broker as broker
+    import streams.ops.broker.cluster as broker
 
     # base64url ids start with "-" one time in 64; "-t <id>" would take it for an option
     monkeypatch.setattr(broker, "_new_cluster_id", lambda: "-" + "A" * 21)

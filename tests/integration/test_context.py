@@ -15,10 +15,10 @@ import pytest
 
 from projections.model import utc_now
 from projections.summarise import estimate_tokens
-from streams.demo import SCENARIO_CHANNEL, scenario_messages
-from streams.produce import send_messages
+from streams.interfaces.demo import SCENARIO_CHANNEL, scenario_messages
+from streams.kafka.produce import send_messages
+from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
 from tests.conftest import REPO, WorkerProcess
 
 pytestmark = pytest.mark.kafka
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.kafka
 
 def chorus(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *args],
+        [sys.executable, "-m", "streams.interfaces.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,

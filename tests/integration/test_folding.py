@@ -10,12 +10,12 @@ import orjson
 import pytest
 
 from projections.model import Message
-from streams.consume import Record
-from streams.kafka import producer
-from streams.produce import send_messages
+from streams.kafka.clients import producer
+from streams.kafka.consume import Record
+from streams.kafka.produce import send_messages
+from streams.ops.topics import create_topics
 from streams.records import key_partition
 from streams.settings import Settings
-from streams.topics import create_topics
 from tests.conftest import read_until
 from tests.factories import conversation, worker_states
 
@@ -189,8 +189,8 @@ async def test_killed_worker_resumes_without_double_applying(
 async def test_driver_events_client_stops_at_the_termination_decision(
     chorus_settings: Settings, start_worker: object
 ) -> None:
-    from streams.client import decided, driver_events
-    from streams.control import configure_channel
+    from streams.interfaces.control import configure_channel
+    from streams.interfaces.driver_events import decided, driver_events
 
     await create_topics(chorus_settings)
     start_worker()  # type: ignore[operator]

@@ -17,10 +17,11 @@ import pytest
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from projections.model import LogPosition, decode_message
-from streams.kafka import admin
+from streams.kafka.clients import admin
+from streams.ops.topics import create_topics
 from streams.records import MisplacedRecord, key_partition, validate_record
 from streams.settings import Settings
-from streams.topics import create_topics, topic_specs
+from streams.topology import topic_specs
 from tests.conftest import REPO, WorkerProcess, read_until
 
 pytestmark = pytest.mark.kafka
@@ -32,7 +33,7 @@ def chorus(
     import os
 
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *args],
+        [sys.executable, "-m", "streams.interfaces.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -222,7 +223,8 @@ async def test_records_kcat_misplaces_are_dead_lettered_and_the_rest_fold(
     """kcat's default partitioner (consistent_random) places a key by CRC32, not murmur2:
     such a record is dead-lettered with the fix, and nothing is skipped silently."""
     from streams.registry import registered_projections
-    from streams.replay import live_folds, shadow_check, verify
+    from streams.replay import shadow_check, verify
+    from streams.replay.compare import live_folds
 
     await create_topics(chorus_settings)
     worker = start_worker()

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
 from tests.conftest import WorkerProcess
 
 pytestmark = pytest.mark.kafka

@@ -13,10 +13,10 @@ import orjson
 import pytest
 
 from projections.model import ActorType, Message, MessageType
-from streams.consume import Record, read_topic
-from streams.produce import send_messages
+from streams.kafka.consume import Record, read_topic
+from streams.kafka.produce import send_messages
+from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
 from tests.conftest import REPO, WorkerProcess, read_until
 from tests.fakes.llm_server import FakeLlmServer
 
@@ -127,7 +127,7 @@ async def test_recap_fires_after_a_kill_during_the_countdown_and_costs_are_visib
 
         env = {**os.environ, **chorus_env, **settings}
         cli = subprocess.run(
-            [sys.executable, "-m", "streams.cli", "costs"],
+            [sys.executable, "-m", "streams.interfaces.cli", "costs"],
             capture_output=True,
             text=True,
             env=env,
@@ -136,7 +136,7 @@ async def test_recap_fires_after_a_kill_during_the_countdown_and_costs_are_visib
         )
         assert "recap    tiny-recapper" in cli.stdout and "calls=1" in cli.stdout, cli.stderr
         watch = subprocess.run(
-            [sys.executable, "-m", "streams.cli", "watch", "--once"],
+            [sys.executable, "-m", "streams.interfaces.cli", "watch", "--once"],
             capture_output=True,
             text=True,
             env=env,
@@ -146,7 +146,7 @@ async def test_recap_fires_after_a_kill_during_the_countdown_and_costs_are_visib
         # the title is the first message that says something until a phrase repeats
         assert "tiny-recapper | #1 | we are migrating the billing tables | - |" in watch.stdout
         shown = subprocess.run(
-            [sys.executable, "-m", "streams.cli", "recap", CHANNEL],
+            [sys.executable, "-m", "streams.interfaces.cli", "recap", CHANNEL],
             capture_output=True,
             text=True,
             env=env,

@@ -21,22 +21,16 @@ from projections.commitments import CommitmentsState
 from projections.model import Message, MessageError, encode_message
 from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded, dump_state, fold
-from streams.kafka import admin, producer
-from streams.produce import send_messages
+from streams.interfaces.cli.replay import recompute_summary, replay_command
+from streams.kafka.clients import admin, producer
+from streams.kafka.produce import send_messages
+from streams.ops.topics import create_topics
 from streams.records import key_partition, validate_record
 from streams.registry import registered_projections
-from streams.replay import (
-    catch_up_rebuilds,
-    changelog_record,
-    live_folds,
-    measure_replay_vs_raw,
-    recompute_summary,
-    replay_command,
-    shadow_check,
-    verify,
-)
+from streams.replay import catch_up_rebuilds, measure_replay_vs_raw, shadow_check, verify
+from streams.replay.compare import live_folds
+from streams.replay.tables import changelog_record
 from streams.settings import Settings, get_settings
-from streams.topics import create_topics
 from tests.conftest import WorkerProcess, read_until
 from tests.factories import conversation, worker_states
 from tests.replay_projections import TallyV2, message_sequences
@@ -383,7 +377,7 @@ async def test_rebuild_after_a_version_bump_while_reads_keep_working(
 async def test_a_version_deployed_without_a_rebuild_is_built_when_the_worker_starts(
     chorus_settings: Settings, start_worker: Callable[..., WorkerProcess]
 ) -> None:
-    """What `catch_up_rebuilds` does in `streams.worker` before Faust starts."""
+    """What `catch_up_rebuilds` does in `streams.worker.run` before Faust starts."""
     await create_topics(chorus_settings)
     blue = start_worker(CHORUS_PROJECTIONS=TALLY_V1)
     messages = conversation(CHANNELS, 45, seed=41)

@@ -16,10 +16,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from projections.model import ActorType, Message, MessageType
-from streams.control import configure_channel, set_summary
-from streams.produce import send_messages
+from streams.interfaces.control import configure_channel, set_summary
+from streams.kafka.produce import send_messages
+from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
 from tests.conftest import REPO, WorkerProcess, read_until
 
 pytestmark = pytest.mark.kafka
@@ -89,7 +89,7 @@ async def test_threshold_of_20_gives_three_summaries_readable_everywhere(
 
     env = {**os.environ, **chorus_env}
     cli = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "summary", CHANNEL],
+        [sys.executable, "-m", "streams.interfaces.cli", "summary", CHANNEL],
         capture_output=True,
         text=True,
         env=env,
@@ -99,7 +99,7 @@ async def test_threshold_of_20_gives_three_summaries_readable_everywhere(
     assert orjson.loads(cli.stdout)["content"] == summaries[-1]["text"], cli.stderr
 
     server = StdioServerParameters(
-        command=sys.executable, args=["-m", "streams.cli", "mcp"], env=env, cwd=str(REPO)
+        command=sys.executable, args=["-m", "streams.interfaces.cli", "mcp"], env=env, cwd=str(REPO)
     )
     async with Client(server) as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}

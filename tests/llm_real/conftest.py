@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streams.llm import OpenAIChatClient
+from streams.llm.client import OpenAIChatClient
 
 MODEL_ALIAS = "gemma-3-270m-q4_k_m"
 N_CTX = 2048

@@ -22,8 +22,8 @@ from projections.summarise import (
     render_message,
 )
 from projections.summarise.defaults import DEFAULT_SUMMARY_MAX_TOKENS
-from streams.llm import OpenAIChatClient
-from streams.recaps import write_recap
+from streams.llm.client import OpenAIChatClient
+from streams.worker.stages.recaps import write_recap
 from tests.llm_real.conftest import N_CTX, LlmServer
 
 pytestmark = pytest.mark.llm_real

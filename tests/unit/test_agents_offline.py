@@ -9,9 +9,10 @@ from unittest.mock import patch
 import orjson
 import pytest
 
-from streams.app import Chorus
 from streams.records import DeadLetter, DriverEvent, MisplacedRecord, key_partition
 from streams.settings import Settings
+from streams.worker.compose import build_worker
+from streams.worker.runtime import Runtime
 
 # Offline, the consumer knows no partition count: the settings' (4) is the topic's.
 HOME = key_partition(b"off/line", 4)
@@ -19,7 +20,7 @@ HOME = key_partition(b"off/line", 4)
 
 async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
     settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    chorus = Chorus(settings, broker="127.0.0.1:1").install()
+    chorus = build_worker(settings, broker="127.0.0.1:1").runtime
     sent: list[tuple[str, Any]] = []
 
     async def capture(topic: Any, key: bytes | None = None, value: bytes = b"", **_: Any) -> None:
@@ -51,7 +52,7 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    chorus = Chorus(settings, broker="127.0.0.1:1").install()
+    chorus = build_worker(settings, broker="127.0.0.1:1").runtime
     away = "off/away"  # its records below sit in off/line's partition, not in its own
     assert key_partition(away.encode(), 4) != HOME
     sent: list[tuple[str, bytes]] = []
@@ -64,7 +65,7 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
             {"channel": channel, "sender": "ann", "type": "STATUS", "content": content}
         )
 
-    caplog.set_level(logging.DEBUG, logger="streams.folding")
+    caplog.set_level(logging.DEBUG, logger="streams.worker.stages.fold")
     with patch("faust.topics.Topic.send", capture):
         async with chorus.app.agents["fold-messages"].test_context() as agent:
             for offset in range(5):  # off/line at 0, 2, 4; off/away (misplaced) at 1, 3
@@ -99,16 +100,16 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
 async def test_misplaced_records_are_explained_once_per_channel_within_a_bound(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import streams.folding
+    import streams.worker.stages.fold
 
-    monkeypatch.setattr(streams.folding, "MISPLACED_LOGGED_LIMIT", 2)
+    monkeypatch.setattr(streams.worker.stages.fold, "MISPLACED_LOGGED_LIMIT", 2)
     settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    folder = streams.folding.Folder(Chorus(settings, broker="127.0.0.1:1"))
+    folder = streams.worker.stages.fold.Folder(Runtime(settings, broker="127.0.0.1:1"))
 
     async def ignore(*_: Any, **__: Any) -> None:
         return None
 
-    caplog.set_level(logging.WARNING, logger="streams.folding")
+    caplog.set_level(logging.WARNING, logger="streams.worker.stages.fold")
     with patch("faust.topics.Topic.send", ignore):
         for channel in ["a/1", "a/2", "a/1", "a/3", "a/2", "a/1"]:
             error = MisplacedRecord(channel, 0, 1, 4)
@@ -127,11 +128,11 @@ def test_worker_settings_reach_faust() -> None:
         producer_batch_bytes=65_536,
         standby_replicas=0,
     )
-    conf = Chorus(settings, broker="127.0.0.1:1").app.conf
+    conf = Runtime(settings, broker="127.0.0.1:1").app.conf
     assert conf.producer_linger == 0.007
     assert conf.producer_max_batch_size == 65_536
     assert conf.table_standby_replicas == 0
 
     # A produce batch must fit the smallest topic limit (max_message_bytes + 64 KiB).
     small = Settings(store="memory://", bootstrap_servers="x:1", max_message_bytes=25_000)
-    assert Chorus(small, broker="127.0.0.1:1").app.conf.producer_max_batch_size == 25_000
+    assert Runtime(small, broker="127.0.0.1:1").app.conf.producer_max_batch_size == 25_000

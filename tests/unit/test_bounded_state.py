@@ -22,7 +22,7 @@ from projections.model import Message, MessageType
 from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded, dump_state, fold
 from projections.termination import AllCommitmentsResolved, EscalateOnDecline, TerminationContext
-from streams.client import LastOffsets
+from streams.interfaces.driver_events import LastOffsets
 from streams.records import DriverEvent, ProjectionState
 from streams.replay import Replayer
 from tests.replay_projections import message_sequences

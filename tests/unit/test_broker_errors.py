@@ -1,4 +1,4 @@
-"""streams.broker without a JVM: error messages, the jar cache, and pid safety."""
+"""streams.ops.broker.cluster without a JVM: error messages, the jar cache, and pid safety."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from streams import broker
-from streams.broker import (
+from streams.ops.broker import cluster as broker
+from streams.ops.broker.cluster import (
     BrokerError,
     cluster_status,
     ensure_kafka_jars,

@@ -10,8 +10,7 @@ from projections.commitments import CommitmentProjection
 from projections.model import LogPosition, Message, MessageError
 from projections.overview import ChannelOverviewProjection
 from projections.termination import Complete, Continue, MaxMessages, TerminationContext
-from streams.channel_config import ChannelConfigs
-from streams.folding import (
+from streams.dead_letters import (
     DEAD_LETTER_COPY_LIMIT,
     DEAD_LETTER_MAX_BYTES,
     dead_letter_for,
@@ -24,6 +23,7 @@ from streams.records import (
     validate_record,
 )
 from streams.registry import ProjectionImportError, load_projection, registered_projections
+from streams.worker.configs import ChannelConfigs
 
 
 def test_validate_record_checks_key_against_channel() -> None:

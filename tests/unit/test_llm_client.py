@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from projections.summarise import LlmContentSummariser, LlmError, SummaryResult
-from streams.llm import OpenAIChatClient, client_from_settings
+from streams.llm.client import OpenAIChatClient, client_from_settings
 from streams.settings import Settings
 from tests.fakes.llm_server import FakeLlmServer
 

@@ -14,8 +14,8 @@ from projections.projection import fold
 from projections.readable import is_backchannel
 from projections.recap import extractive_recap
 from streams.conversations import as_messages, qmsum_meetings, shared_data_dir
-from streams.demo import scenario_messages
-from streams.recaps import ChannelRecap, channel_commitments, with_message
+from streams.interfaces.demo import scenario_messages
+from streams.worker.stages.recaps import ChannelRecap, channel_commitments, with_message
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 IDS = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")

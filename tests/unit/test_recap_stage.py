@@ -9,8 +9,13 @@ from projections.model import ActorType, Message, MessageType
 from projections.projection import fold
 from projections.recap import RecapPhase
 from projections.summarise.llm import Completion
-from streams.recaps import ChannelRecap, channel_commitments, with_message, write_recap
-from streams.watch import render, status_line
+from streams.interfaces.watch import render, status_line
+from streams.worker.stages.recaps import (
+    ChannelRecap,
+    channel_commitments,
+    with_message,
+    write_recap,
+)
 
 NOW = datetime(2026, 6, 1, 10, tzinfo=UTC)
 

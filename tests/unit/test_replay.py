@@ -20,24 +20,18 @@ from projections.model import Message, MessageError, MessageType, encode_message
 from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded, dump_state, fold, fold_at, load_state
 from projections.summarise import batch, default_summariser, summarise_batches
+from streams.interfaces.cli.replay import recompute_summary, replay_command
 from streams.records import key_partition, validate_record
-from streams.replay import (
-    Difference,
-    RebuildMarker,
-    Rec,
-    Replayer,
-    changelog_record,
+from streams.replay import Difference, Rec, Replayer, render_diff
+from streams.replay.compare import (
     compare_channel,
     live_folds,
-    plan_rebuild,
-    recompute_summary,
-    render_diff,
-    replay_command,
     sample_channels,
     snapshot_folds,
-    state_view,
     verify_limits,
 )
+from streams.replay.core import state_view
+from streams.replay.tables import RebuildMarker, changelog_record, plan_rebuild
 from streams.settings import get_settings
 from tests.factories import conversation
 from tests.replay_projections import PairsProjection, TallyV1, TallyV2, message_sequences
@@ -65,8 +59,8 @@ def records_of(messages: list[Message], junk_every: int = 0) -> list[Rec]:
 def worker_fold(
     projections: list[Any], records: list[Rec], max_state_bytes: int = MAX_STATE_BYTES
 ) -> dict[str, dict[str, Folded]]:
-    """What `streams.folding.Folder.fold` leaves in rocksdb tables: `step` per record, every
-    applied fold stored as JSON and read back for the next record."""
+    """What `streams.worker.stages.fold.Folder.fold` leaves in rocksdb tables: `step` per record,
+    every applied fold stored as JSON and read back for the next record."""
     tables: dict[str, dict[str, bytes]] = {p.name: {} for p in projections}
     for record in records:
         try:
@@ -544,7 +538,7 @@ class FakeConsumer:
 def test_read_spans_stops_each_partition_at_its_span() -> None:
     import asyncio
 
-    from streams.replay import Span, read_spans
+    from streams.replay.log import Span, read_spans
 
     log = {
         0: [Rec(i, b"k", b"v") for i in range(10)],
@@ -574,7 +568,6 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
 ) -> None:
     import asyncio
 
-    import streams.replay as replay_module
     import streams.replay.checks as checks_module
     from streams.settings import Settings
 
@@ -606,13 +599,14 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
     async def report(difference: Difference) -> None:
         reported.append(difference)
 
-    result = asyncio.run(replay_module.run_shadow_check(Host(), 5, random.Random(0), report))
+    result = asyncio.run(checks_module.run_shadow_check(Host(), 5, random.Random(0), report))
     assert checked == [{"mine/a": {"overview": folded(3, {"n": 1})}}]  # only owned channels
     assert result == reported == [found]
 
 
 def test_partitions_are_shared_out_evenly_and_deterministically() -> None:
-    from streams.replay import Span, share_partitions
+    from streams.replay.log import Span
+    from streams.replay.parallel import share_partitions
 
     spans = [Span(0, 0, 100), Span(1, 0, 10), Span(2, 0, 90), Span(3, 0, 0), Span(4, 5, 25)]
     shares = share_partitions(spans, 2)
@@ -626,7 +620,7 @@ def test_partitions_are_shared_out_evenly_and_deterministically() -> None:
 
 
 def test_merged_shares_equal_one_replayer_over_every_partition() -> None:
-    from streams.replay import _Part, merge_parts
+    from streams.replay.parallel import _Part, merge_parts
 
     # Three channels, each in its own partition of four, with invalid records mixed in.
     by_partition = {
@@ -688,7 +682,7 @@ def test_records_without_id_or_time_take_them_from_their_position_as_in_the_work
 def test_fewer_collections_while_folding_and_the_thresholds_restored_after() -> None:
     import gc
 
-    from streams.replay import fewer_collections
+    from streams.replay.parallel import fewer_collections
 
     before = gc.get_threshold()
     with pytest.raises(RuntimeError), fewer_collections(threshold=before[0] + 1234):

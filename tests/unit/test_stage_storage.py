@@ -12,26 +12,26 @@ from unittest.mock import patch
 import orjson
 
 from projections.summarise.pending import spoken
-from streams import folding, recaps, summaries
-from streams.app import Chorus
-from streams.recaps import RECAP_WINDOW
 from streams.records import SummaryRecord
 from streams.settings import Settings
-from streams.summaries import header_batch, item_key
+from streams.worker.compose import build_worker
+from streams.worker.runtime import Runtime
+from streams.worker.stages.recaps import RECAP_WINDOW
+from streams.worker.stages.summaries import header_batch, item_key
 
 CHANNEL = "store/age"
 
 
 async def fold_messages(
     count: int, published: Sequence[SummaryRecord] = (), **settings: Any
-) -> tuple[Chorus, Any, Any]:
-    chorus = Chorus(
+) -> tuple[Runtime, Any, Any]:
+    worker = build_worker(
         Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1", **settings),
         broker="127.0.0.1:1",
+        stages=("fold", "summaries", "recaps"),
     )
-    summariser = summaries.install(chorus)
-    recapper = recaps.install(chorus, summariser)
-    folding.install(chorus, followers=[summariser.on_message, recapper.on_message])
+    chorus, summariser, recapper = worker.runtime, worker.summariser, worker.recapper
+    assert summariser is not None and recapper is not None
 
     async def discard(*_: Any, **__: Any) -> None:
         return None

@@ -7,7 +7,7 @@ from typing import Any
 
 from faust.streams import current_event
 
-from streams.staging import Staging, processing
+from streams.worker.staging import Staging, processing
 
 
 class Event:

@@ -7,10 +7,10 @@ from typing import Any
 
 from faust.types import TP
 
-from streams.app import Chorus
-from streams.folding import Folder
 from streams.settings import Settings
-from streams.stall import Stall, StallWatch
+from streams.worker.runtime import Runtime
+from streams.worker.stages.fold import Folder
+from streams.worker.stall import Stall, StallWatch
 
 
 def test_a_partition_with_waiting_records_that_does_not_move_is_stalled() -> None:
@@ -60,7 +60,7 @@ class FakeConsumer:
 
 async def test_the_fold_stage_seeks_a_stalled_partition_back_and_resumes_it() -> None:
     settings = Settings(store="memory://", topic_prefix="stall.", bootstrap_servers="x:1")
-    chorus = Chorus(settings, broker="127.0.0.1:1")
+    chorus = Runtime(settings, broker="127.0.0.1:1")
     folder = Folder(chorus)
     topic = chorus.messages.get_topic_name()
     consumer = FakeConsumer({0: 50, 1: 7})

@@ -9,10 +9,10 @@ import orjson
 from click.testing import CliRunner
 
 from projections.model import Message, MessageType
-from streams.cli import main
+from streams.interfaces.cli.main import main
 from streams.records import SummaryRecord
 from streams.settings import Settings
-from streams.summaries import simulate
+from streams.worker.stages.summaries import simulate
 
 T0 = datetime(2026, 4, 1, 9, tzinfo=UTC)
 

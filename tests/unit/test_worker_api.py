@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from streams.interfaces.worker_api import WorkerApi, WorkerUnavailable
 from streams.settings import Settings
-from streams.worker_api import WorkerApi, WorkerUnavailable
 
 
 def not_ready_then_ready(not_ready: int) -> tuple[httpx.MockTransport, list[str]]:

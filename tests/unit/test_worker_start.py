@@ -1,7 +1,7 @@
 import pytest
 from aiokafka.errors import GroupCoordinatorNotAvailableError, TopicAuthorizationFailedError
 
-from streams.worker import with_retries
+from streams.worker.run import with_retries
 
 
 async def test_transient_startup_errors_are_retried() -> None:

@@ -37,28 +37,16 @@ from projections.summarise.pending import (
 )
 from streams.records import SummaryRecord
 from streams.settings import Settings
-from streams.staging import CACHED_KEYS
+from streams.worker.staging import CACHED_KEYS
 
 if TYPE_CHECKING:
-    from streams.app import Chorus
+    from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 # Set when a batch had compacted items: how many of its messages reached the summariser
 # compacted (see pending.compact); the record's first/last offset say what it covers.
 COMPACTED_ITEMS = "compactedMessages"
-
-
-def summary_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:
-    """get_channel_summary's answer; with no summary yet: content null, annotations {}."""
-    if latest is None:
-        return {"channel": channel, "content": None, "annotations": {}}
-    record = SummaryRecord.model_validate(latest)
-    return {
-        "channel": channel,
-        "content": record.text,
-        **record.model_dump(mode="json", exclude={"channel", "text"}),
-    }
 
 
 def item_key(channel: str, offset: int) -> str:
@@ -92,14 +80,14 @@ def item_of(offset: int, span: list[int] | None) -> PendingItem:
 
 
 class Summariser:
-    def __init__(self, chorus: Chorus, summariser: ContentSummariser[Message]) -> None:
+    def __init__(self, chorus: Runtime, summariser: ContentSummariser[Message]) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.summariser = summariser
         # Per channel, the pending batch's header (offsets, pending_since, compacted spans); the
         # messages themselves are in `items`, one key each, so adding a message writes one
         # message and a small header instead of rewriting the whole batch.
-        # Both are staged: the fold agent flushes them once per batch (see streams.staging).
+        # Both are staged: the fold agent flushes them once per batch (see streams.worker.staging).
         self.pending = chorus.staging.stage(
             chorus.table("summary-pending"),
             cache=CACHED_KEYS,
@@ -257,7 +245,7 @@ class Summariser:
         """Launch batches whose time threshold passed (the message threshold fires inline).
 
         Only channels the index says are due are loaded; a full scan refreshes the index
-        from time to time (`streams.staging.Rescan`).
+        from time to time (`streams.worker.staging.Rescan`).
         """
         now = utc_now()
         if self.rescan.due():
@@ -349,9 +337,9 @@ def summariser_from_settings(
     )
 
 
-def install(chorus: Chorus) -> Summariser:
-    from streams.llm import client_from_settings
-    from streams.metering import MeteredChatClient
+def install(chorus: Runtime) -> Summariser:
+    from streams.llm.client import client_from_settings
+    from streams.llm.metering import MeteredChatClient
 
     client = client_from_settings(chorus.settings)
     summariser = Summariser(

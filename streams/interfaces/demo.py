@@ -26,13 +26,13 @@ import orjson
 from rich.console import Console
 
 from projections.model import Message, utc_now
-from streams.consume import read_topic
-from streams.control import configure_channel
 from streams.conversations import as_messages, conversations
-from streams.produce import send_messages
+from streams.interfaces.control import configure_channel
+from streams.interfaces.worker_api import WorkerApi
+from streams.kafka.consume import read_topic
+from streams.kafka.produce import send_messages
+from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
-from streams.worker_api import WorkerApi
 
 console = Console(highlight=False)
 
@@ -40,7 +40,7 @@ console = Console(highlight=False)
 def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "worker", "--loglevel", "warning"],
+        [sys.executable, "-m", "streams.interfaces.cli", "worker", "--loglevel", "warning"],
         stdout=log_path.open("ab"),
         stderr=subprocess.STDOUT,
         start_new_session=True,

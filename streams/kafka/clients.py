@@ -9,10 +9,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
+from streams.errors import ChorusError
 from streams.settings import Settings
 
 
-class NoBrokerError(RuntimeError):
+class NoBrokerError(ChorusError):
     """No cluster is configured and no local broker is running."""
 
 
@@ -24,7 +25,7 @@ def bootstrap_servers(settings: Settings) -> str:
     """The configured cluster, else the local broker started by `chorus broker start`."""
     if settings.bootstrap_servers:
         return settings.bootstrap_servers
-    from streams.broker import cluster_status
+    from streams.ops.broker.cluster import cluster_status
 
     cluster = cluster_status(local_run_dir(settings))
     if cluster is None:
@@ -35,7 +36,7 @@ def bootstrap_servers(settings: Settings) -> str:
     return cluster.bootstrap_servers
 
 
-class MissingTopicError(LookupError):
+class MissingTopicError(ChorusError, LookupError):
     pass
 
 

@@ -9,10 +9,11 @@ from urllib.parse import quote
 
 import httpx
 
+from streams.errors import ChorusError
 from streams.settings import Settings
 
 
-class WorkerUnavailable(RuntimeError):
+class WorkerUnavailable(ChorusError):
     pass
 
 

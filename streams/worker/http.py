@@ -7,50 +7,26 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from projections.context import ChannelContext, RecentMessage, assemble_context
 from projections.model import utc_now
-from projections.projection import Folded
-from streams.recaps import channel_commitments
-from streams.summaries import summary_view
+from streams.records import summary_view
+from streams.worker.read_model import channel_context, channel_state, context_budget
 
 if TYPE_CHECKING:
-    from streams.app import Chorus
-    from streams.recaps import Recapper
-    from streams.summaries import Summariser
-
-
-def channel_state(chorus: Chorus, channel: str) -> dict[str, Any] | None:
-    """Every projection's fold of the channel, or None when the channel is unknown here."""
-    folds = {name: table.get(channel) for name, table in chorus.folds.items()}
-    if all(raw is None for raw in folds.values()):
-        return None
-    projections = {}
-    for name, raw in folds.items():
-        if raw is None:
-            continue
-        folded = Folded.model_validate(raw)
-        projections[name] = {
-            "version": folded.version,
-            "offset": folded.offset,
-            "state": folded.state,
-        }
-    return {
-        "channel": channel,
-        "projections": projections,
-        "config": chorus.channel_config.get(channel),
-    }
+    from streams.worker.runtime import Runtime
+    from streams.worker.stages.recaps import Recapper
+    from streams.worker.stages.summaries import Summariser
 
 
 # What a 503 tells a client to wait before it asks again, in seconds.
 RETRY_AFTER_SECONDS = 2
 
 
-def routable(chorus: Chorus) -> bool:
+def routable(chorus: Runtime) -> bool:
     """True once the group has assigned partitions and no rebalance is under way."""
     app = chorus.app
     try:
@@ -67,48 +43,12 @@ def not_yet(view: View, reason: str) -> Response:
     return response
 
 
-DEFAULT_CONTEXT_TOKENS = 1000
-# Far above anything the stages keep (summary, ring, commitments); a bound on the work.
-MAX_CONTEXT_TOKENS = 100_000
-
-
-def channel_context(
-    summariser: Summariser, recapper: Recapper, channel: str, max_tokens: int
-) -> ChannelContext:
-    """What an agent reads before deciding whether to read the history (see
-    `projections.context`): the summary, open commitments, latest recap, recent messages."""
-    latest = summariser.latest.get(channel)
-    recap = recapper.recap_of(channel)
-    window = recapper.with_window(channel, recap).messages()
-    return assemble_context(
-        channel,
-        max_tokens,
-        summary=latest.get("text") if latest else None,
-        commitments=channel_commitments(recapper.commitments_fold(channel), window),
-        recap=recap.latest.text if recap.latest else None,
-        messages=[RecentMessage(m.sender, m.type.value, m.content, m.created_at) for m in window],
-    )
-
-
-def context_budget(raw: str | None) -> int:
-    """`max_tokens` from the query string; ValueError with the rule when it breaks it."""
-    if raw is None:
-        return DEFAULT_CONTEXT_TOKENS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"max_tokens must be an integer, got {raw[:40]!r}") from None
-    if not 0 <= value <= MAX_CONTEXT_TOKENS:
-        raise ValueError(f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {value}")
-    return value
-
-
-def local_channels(chorus: Chorus) -> list[str]:
+def local_channels(chorus: Runtime) -> list[str]:
     overview = chorus.folds.get("overview") or next(iter(chorus.folds.values()))
     return sorted(str(key) for key in overview)
 
 
-def install(chorus: Chorus, summariser: Summariser, recapper: Recapper) -> None:
+def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None:
     app = chorus.app
     token = chorus.settings.api_token
 

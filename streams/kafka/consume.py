@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from streams.kafka import consumer, topic_partitions
+from streams.kafka.clients import consumer, topic_partitions
 from streams.settings import Settings
 
 

@@ -2,7 +2,7 @@
 then wake drivers with the new state (state first, then the signal).
 
 Records arrive in batches (`Stream.take_events`); every table write of the batch, the later
-stages' included, is staged (`streams.staging`) and each changed key written once before
+stages' included, is staged (`streams.worker.staging`) and each changed key written once before
 the batch's driver events are sent. The batch is acknowledged after that.
 
 Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
@@ -13,13 +13,12 @@ state; consumers dedupe by (channel, offset).
 
 from __future__ import annotations
 
-import base64
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from faust.types import TP as TopicPartition
 from faust.types import EventT
@@ -36,28 +35,19 @@ from projections.model import (
 )
 from projections.projection import Folded
 from projections.termination import decision_to_json
+from streams.dead_letters import dead_letter_for
 from streams.records import (
-    DeadLetter,
     DriverEvent,
     MisplacedRecord,
-    ProjectionState,
     driver_event,
     validate_record,
 )
-from streams.staging import CACHED_KEYS, processing
-from streams.stall import Stall, StallWatch
-
-if TYPE_CHECKING:
-    from streams.app import Chorus
-    from streams.replay import Difference
+from streams.worker.runtime import Runtime
+from streams.worker.staging import CACHED_KEYS, processing
+from streams.worker.stall import Stall, StallWatch
 
 log = logging.getLogger(__name__)
 
-# The encoded letter stays under 60 KiB: below the dead-letter topic's max.message.bytes
-# and the producer's request limit, which are at least 64 KiB.
-DEAD_LETTER_MAX_BYTES = 60 * 1024
-DEAD_LETTER_COPY_LIMIT = 48 * 1024
-DEAD_LETTER_REASON_LIMIT = 2_000
 LOADED_STATES_LIMIT = 20_000
 # How often the stall watchdog looks at the owned partitions (it acts after STALL_PATIENCE).
 STALL_CHECK_SECONDS = 5.0
@@ -80,47 +70,10 @@ def signal_of(event: DriverEvent, limit: int) -> Signal:
     return event.channel.encode(), event.fitted(limit), event.partition
 
 
-def dead_letter_for(
-    reason: str,
-    stage: str,
-    *,
-    topic: str,
-    partition: int,
-    offset: int,
-    key: bytes | None,
-    value: bytes | None,
-) -> DeadLetter:
-    """Keep the original bytes (text when it is text) and the reason, both capped so the
-    encoded letter always fits the dead-letter topic: escaping can grow text sixfold."""
-    if len(reason) > DEAD_LETTER_REASON_LIMIT:
-        reason = reason[: DEAD_LETTER_REASON_LIMIT - 1] + "…"
-    limit = DEAD_LETTER_COPY_LIMIT
-    while True:
-        original = (value or b"")[:limit]
-        try:
-            text, encoded = original.decode(), None
-        except UnicodeDecodeError:
-            text, encoded = None, base64.b64encode(original).decode()
-        letter = DeadLetter(
-            reason=reason,
-            stage=stage,
-            source_topic=topic,
-            partition=partition,
-            offset=offset,
-            key=key.decode(errors="replace")[:DEAD_LETTER_REASON_LIMIT] if key else None,
-            original=text if value is not None else None,
-            original_base64=encoded,
-            original_truncated=len(value or b"") > limit,
-        )
-        if limit == 0 or len(letter.to_bytes()) <= DEAD_LETTER_MAX_BYTES:
-            return letter
-        limit //= 2
-
-
 class Folder:
     """The fold agent's body, separate from Faust's decorators so tests can drive it."""
 
-    def __init__(self, chorus: Chorus, followers: Sequence[Follower] = ()) -> None:
+    def __init__(self, chorus: Runtime, followers: Sequence[Follower] = ()) -> None:
         self.chorus = chorus
         self.followers = followers
         self.settings = chorus.settings
@@ -404,7 +357,7 @@ class Folder:
 
     async def unstall(self, now: float) -> list[Stall]:
         """Seek back and resume every owned partition whose consumer stopped delivering
-        (`streams.stall`); not while partitions move or tables recover."""
+        (`streams.worker.stall`); not while partitions move or tables recover."""
         app = self.chorus.app
         if app.rebalancing or getattr(app, "in_recovery", False):
             return []
@@ -435,38 +388,8 @@ class Folder:
             app.consumer.resume_partitions([partition])
         return stalls
 
-    async def report_divergence(self, difference: Difference) -> None:
-        """A shadow check found live state that differs from a re-fold of the log."""
-        self.chorus.meter.divergences.labels(difference.projection, difference.kind).inc()
-        from streams.replay import render_diff
 
-        log.error("shadow check: %s\n%s", difference.describe(), render_diff(difference))
-        folded = difference.live or difference.replay
-        partition = self.chorus.messages_partition(difference.channel)
-        event = DriverEvent(
-            source=f"shadow-divergence:{difference.channel}",
-            channel=difference.channel,
-            message_id="",
-            partition=-1 if partition is None else partition,
-            offset=folded.offset if folded else -1,
-            states={
-                difference.projection: ProjectionState(
-                    version=folded.version if folded else 0,
-                    state=difference.replay.state if difference.replay else None,
-                )
-            },
-            decision={},
-            applied=False,
-            errors={difference.projection: difference.describe()},
-        )
-        await self.chorus.driver_events.send(
-            key=difference.channel.encode(),
-            value=event.fitted(self.settings.max_message_bytes),
-            partition=partition,
-        )
-
-
-def install(chorus: Chorus, followers: Sequence[Follower] = ()) -> Folder:
+def install(chorus: Runtime, followers: Sequence[Follower] = ()) -> Folder:
     """The one agent on `chorus.messages`: decode and validate once, fold, then hand the
     message to the later stages (summaries, recaps) in the same batch."""
     folder = Folder(chorus, followers)

@@ -42,10 +42,10 @@ from projections.recap import (
 )
 from projections.summarise.llm import ChatClient, LlmError
 from streams.records import RecapRecord
-from streams.staging import CACHED_KEYS
+from streams.worker.staging import CACHED_KEYS
 
 if TYPE_CHECKING:
-    from streams.app import Chorus
+    from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -168,14 +168,14 @@ async def write_recap(
 
 
 class Recapper:
-    def __init__(self, chorus: Chorus, client: ChatClient | None, summaries: Any) -> None:
+    def __init__(self, chorus: Runtime, client: ChatClient | None, summaries: Any) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.client = client
         self.summaries = summaries
         # The recap window lives in a ring of RECAP_WINDOW slots per channel (one key each),
         # so a message writes its slot and the small status record, not the whole window.
-        # Both are staged: the fold agent flushes them once per batch (see streams.staging).
+        # Both are staged: the fold agent flushes them once per batch (see streams.worker.staging).
         self.table = chorus.staging.stage(
             chorus.table("recap-status"),
             cache=CACHED_KEYS,
@@ -339,9 +339,9 @@ class Recapper:
         }
 
 
-def install(chorus: Chorus, summaries: Any) -> Recapper:
-    from streams.llm import client_from_settings
-    from streams.metering import MeteredChatClient
+def install(chorus: Runtime, summaries: Any) -> Recapper:
+    from streams.llm.client import client_from_settings
+    from streams.llm.metering import MeteredChatClient
 
     client = client_from_settings(chorus.settings, secondary=True)
     recapper = Recapper(

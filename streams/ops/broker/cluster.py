@@ -3,7 +3,7 @@
 Layout on disk:
 
 * ``<home>/kafka-<version>/lib``: the broker's jars, resolved once per machine by Maven
-  (``streams/broker_assets/pom.xml``); ``.complete`` in that folder marks a finished download.
+  (``streams/ops/broker/assets/pom.xml``); ``.complete`` in that folder marks a finished download.
 * ``<run_dir>/cluster.json``: the state file (pids, ports, bootstrap servers, launch commands).
 * ``<run_dir>/node-<i>/``: ``server.properties``, ``data/`` (log.dirs), ``logs/server.log``
   and ``stdout.log`` (JVM output such as crashes) for node ``i``.
@@ -40,6 +40,8 @@ from typing import Any, TypeVar
 from aiokafka.conn import create_conn
 from aiokafka.protocol.metadata import MetadataRequest
 
+from streams.errors import ChorusError
+
 __all__ = [
     "BrokerError",
     "ClusterInfo",
@@ -70,7 +72,7 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _JAVA_CHECKED: set[str] = set()
 
 
-class BrokerError(RuntimeError):
+class BrokerError(ChorusError):
     """The local broker could not be provisioned, started, or stopped."""
 
 
@@ -173,7 +175,7 @@ def _file_size(path: Path) -> int:
 
 
 def _asset_text(name: str) -> str:
-    return resources.files("streams").joinpath("broker_assets", name).read_text("utf-8")
+    return resources.files("streams.ops.broker").joinpath("assets", name).read_text("utf-8")
 
 
 def _run_coro(factory: Callable[[], Coroutine[Any, Any, _T]]) -> _T:

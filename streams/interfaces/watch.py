@@ -10,8 +10,8 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from streams.interfaces.worker_api import WorkerApi, WorkerUnavailable
 from streams.settings import Settings
-from streams.worker_api import WorkerApi, WorkerUnavailable
 
 
 def tools_label(tools: Sequence[str]) -> str:

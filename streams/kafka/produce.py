@@ -10,9 +10,9 @@ import orjson
 
 from projections.model import Message, MessageError, encode_message, message_from_record
 from projections.model import with_generated_correlation_id as _with_correlation_id
-from streams.kafka import producer, topic_partitions
+from streams.kafka.clients import producer, topic_partitions
 from streams.settings import Settings
-from streams.topics import MESSAGES
+from streams.topology import MESSAGES
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from projections.projection import (
 )
 from projections.summarise import batch, default_summariser, summarise_batches
 from projections.summarise.pending import summarisable
-from streams.kafka import NoBrokerError
+from streams.interfaces.cli.failures import ChorusCommand
+from streams.kafka.clients import NoBrokerError
 from streams.registry import ProjectionImportError, registered_projections
 from streams.replay.checks import VerifyReport, verify
 from streams.replay.compare import live_folds, render_diff
@@ -30,7 +31,7 @@ from streams.replay.tables import drop_old_versions, rebuild
 from streams.settings import Settings, get_settings
 
 if TYPE_CHECKING:
-    from streams.worker_api import WorkerApi
+    from streams.interfaces.worker_api import WorkerApi
 
 T = TypeVar("T")
 
@@ -99,7 +100,7 @@ def _run(coroutine: Awaitable[Any]) -> Any:
 
 def _with_worker(settings: Settings, use: Callable[[WorkerApi], Awaitable[T]]) -> T:
     """`use` the worker's HTTP API; a worker that cannot be reached is a `ReplayError`."""
-    from streams.worker_api import WorkerApi, WorkerUnavailable
+    from streams.interfaces.worker_api import WorkerApi, WorkerUnavailable
 
     async def go() -> T:
         async with WorkerApi(settings) as api:
@@ -137,7 +138,7 @@ def _print_summary(run: ReplayRun, out_err: bool) -> None:
         _echo(line, err=out_err)
 
 
-@click.command("replay")
+@click.command("replay", cls=ChorusCommand)
 @click.option("--projection", "names", multiple=True, help="Only this projection (repeatable).")
 @click.option("--channel", "channels", multiple=True, help="Only this channel (repeatable).")
 @click.option(

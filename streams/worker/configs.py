@@ -1,19 +1,18 @@
-"""Per-channel configuration: the compacted `chorus.channel-config` topic folded into a table."""
+"""Each channel's configuration as the stages read it: the `channel-config` table, parsed once.
+
+The config stage (`streams.worker.stages.config`) is the table's only writer.
+"""
 
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from projections.model import describe_validation_error
 from projections.termination import TerminationCondition, parse_conditions
-from streams.folding import dead_letter_for
 from streams.records import ChannelConfig
-
-if TYPE_CHECKING:
-    from streams.app import Chorus
 
 
 def parse_config(value: bytes | None) -> ChannelConfig:
@@ -58,24 +57,3 @@ class ChannelConfigs:
 
     def forget(self) -> None:
         self._parsed.clear()
-
-
-def install(chorus: Chorus) -> None:
-    @chorus.app.agent(chorus.channel_config_topic, name="channel-config")
-    async def fold_config(stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                config = parse_config(event.value)
-            except ValueError as error:
-                letter = dead_letter_for(
-                    f"invalid channel config: {error}",
-                    "config",
-                    topic=chorus.channel_config_topic.get_topic_name(),
-                    partition=event.message.partition,
-                    offset=event.message.offset,
-                    key=event.key,
-                    value=event.value,
-                )
-                await chorus.dead_letters.send(key=event.key, value=letter.to_bytes())
-                continue
-            chorus.configs.put(config)

@@ -1,13 +1,6 @@
-"""The Faust application: topics, tables and the agents wired onto them.
-
-Data flow (one file per stage):
-  chorus.messages ─► folding.py: validate once, fold ─► fold tables ─► chorus.driver-events
-        │                 └──────────────────────────────────────────► chorus.dead-letters
-        │           then, in the same stream iteration, its followers:
-        ├──────────► summaries.py: pending batch ─► task ─► chorus.summaries (compacted)
-        └──────────► recaps.py: phase + deadline ─► timer ─► chorus.recaps (compacted)
-  chorus.summaries / chorus.recaps ─► their stage's table (tables change only from the log)
-  chorus.channel-config ─► channel_config table (read by all of the above)
+"""What the worker's stages share: the Faust app, its topics and tables, the staged table
+writes, the channel configs and the meter. It imports no stage; `streams.worker.compose`
+wires the stages onto it.
 """
 
 from __future__ import annotations
@@ -20,13 +13,11 @@ import faust
 from faust.types import TP as TopicPartition
 
 from projections.projection import ChannelProjection
-from streams.channel_config import ChannelConfigs
-from streams.kafka import bootstrap_servers
-from streams.metering import CostMeter
+from streams.kafka.clients import bootstrap_servers
+from streams.llm.metering import CostMeter
 from streams.registry import registered_projections
 from streams.settings import Settings
-from streams.staging import RefusedWrite, Staging
-from streams.topics import (
+from streams.topology import (
     CHANNEL_CONFIG,
     DEAD_LETTERS,
     DRIVER_EVENTS,
@@ -34,16 +25,14 @@ from streams.topics import (
     RECAPS,
     SUMMARIES,
     changelog_config,
+    fold_table_name,
 )
+from streams.worker.configs import ChannelConfigs
+from streams.worker.staging import RefusedWrite, Staging
 
 log = logging.getLogger(__name__)
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
-
-
-def fold_table_name(projection: ChannelProjection[Any]) -> str:
-    """Versioned, so a new projection version folds into a table of its own."""
-    return f"fold-{projection.name}-v{projection.version}"
 
 
 def _credentials(settings: Settings) -> Any:
@@ -62,7 +51,7 @@ def _credentials(settings: Settings) -> Any:
     return faust.SSLCredentials(context) if context else None
 
 
-class Chorus:
+class Runtime:
     """Everything the worker runs, built from settings (no globals, so tests build their own)."""
 
     def __init__(
@@ -173,29 +162,3 @@ class Chorus:
         except Exception:  # not started or not assigned yet
             return None
         return int(partition) if TopicPartition(topic, partition) in actives else None
-
-    def install(self) -> Chorus:
-        """Register the agents, timers and web views of every stage."""
-        from streams import channel_config, folding, recaps, summaries, web
-        from streams.replay import install_shadow_check
-
-        channel_config.install(self)
-
-        @self.app.task
-        async def track_messages_metadata() -> None:
-            # Routed views hash channels with the producer's metadata, and the producer never
-            # sends to chorus.messages: make it track that topic so it stays in its metadata.
-            producer = self.app.producer._ensure_producer()
-            await producer.partitions_for(self.messages.get_topic_name())
-
-        summariser = summaries.install(self)
-        recapper = recaps.install(self, summariser)
-        folder = folding.install(self, followers=[summariser.on_message, recapper.on_message])
-        install_shadow_check(
-            self,
-            every_seconds=self.settings.shadow_check_seconds,
-            sample=self.settings.shadow_check_sample,
-            report=folder.report_divergence,
-        )
-        web.install(self, summariser, recapper)
-        return self

@@ -6,11 +6,11 @@ from typing import Any
 
 from projections.model import utc_now
 from projections.termination import parse_conditions
-from streams.consume import read_topic
-from streams.kafka import producer
+from streams.kafka.clients import producer
+from streams.kafka.consume import read_topic
 from streams.records import ChannelConfig, SummaryRecord, WireRecord
 from streams.settings import Settings
-from streams.topics import CHANNEL_CONFIG, SUMMARIES
+from streams.topology import CHANNEL_CONFIG, SUMMARIES
 
 
 async def latest_value(settings: Settings, topic: str, channel: str) -> Any | None:

@@ -13,11 +13,12 @@ import orjson
 from aiokafka.errors import KafkaError
 
 from projections.model import ActorType, MessageError, MessageType
-from streams.kafka import MissingTopicError, NoBrokerError, local_run_dir
+from streams.interfaces.cli.failures import ChorusGroup
+from streams.interfaces.cli.replay import replay_command
+from streams.interfaces.worker_api import WorkerApi, WorkerUnavailable, WorkerUnreachable
+from streams.kafka.clients import MissingTopicError, NoBrokerError, local_run_dir
 from streams.records import RECORDS_BY_TOPIC
-from streams.replay import replay_command
 from streams.settings import get_settings
-from streams.worker_api import WorkerApi, WorkerUnavailable, WorkerUnreachable
 
 T = TypeVar("T")
 
@@ -48,7 +49,7 @@ def print_json(value: Any, out: TextIO = sys.stdout) -> None:
     out.flush()
 
 
-@click.group()
+@click.group(cls=ChorusGroup)
 def main() -> None:
     """chorus: always-current context for multi-agent channels, on Kafka and Faust."""
 
@@ -66,7 +67,7 @@ def broker() -> None:
 @click.option("--port", type=int, default=None, help="Broker port (default CHORUS_BROKER_PORT).")
 def broker_start(nodes: int, port: int | None) -> None:
     """Start the local broker (or cluster) and print its bootstrap address."""
-    from streams.broker import BrokerError, start_cluster
+    from streams.ops.broker.cluster import BrokerError, start_cluster
 
     settings = get_settings()
     if settings.bootstrap_servers:
@@ -89,7 +90,7 @@ def broker_start(nodes: int, port: int | None) -> None:
 @broker.command("stop")
 def broker_stop() -> None:
     """Stop the local broker started by `chorus broker start`."""
-    from streams.broker import stop_cluster
+    from streams.ops.broker.cluster import stop_cluster
 
     stopped = stop_cluster(local_run_dir(get_settings()))
     click.echo("stopped" if stopped else "no local broker was running")
@@ -98,7 +99,7 @@ def broker_stop() -> None:
 @broker.command("status")
 def broker_status() -> None:
     """Show the local broker's nodes; exit 1 when none is running."""
-    from streams.broker import cluster_status
+    from streams.ops.broker.cluster import cluster_status
 
     cluster = cluster_status(local_run_dir(get_settings()))
     if cluster is None:
@@ -120,7 +121,8 @@ def topics() -> None:
 @topics.command("create")
 def topics_create() -> None:
     """Create the chorus topics with their configs (idempotent)."""
-    from streams.topics import create_topics, topic_specs
+    from streams.ops.topics import create_topics
+    from streams.topology import topic_specs
 
     settings = get_settings()
     created = run(create_topics(settings))
@@ -176,7 +178,7 @@ def produce(
     topic: str,
 ) -> None:
     """Send one message from flags, or JSON lines from --file. Exit 2 if any line was bad."""
-    from streams.produce import parse_json_lines, prepare, send_messages
+    from streams.kafka.produce import parse_json_lines, prepare, send_messages
 
     settings = get_settings()
     if source is not None:
@@ -214,7 +216,7 @@ def produce(
 @click.option("--follow", is_flag=True, help="Keep reading new records.")
 def consume(topic: str, from_beginning: bool, channels: tuple[str, ...], follow: bool) -> None:
     """Print a topic's records as JSON lines (TOPIC may omit the chorus. prefix)."""
-    from streams.consume import read_topic
+    from streams.kafka.consume import read_topic
 
     settings = get_settings()
     name = topic if "." in topic else settings.topic(topic)
@@ -236,7 +238,7 @@ def consume(topic: str, from_beginning: bool, channels: tuple[str, ...], follow:
 @click.option("--loglevel", default="info", show_default=True)
 def worker(loglevel: str) -> None:
     """Run a Faust worker: fold channels, summarise, recap, serve the HTTP API."""
-    from streams.worker import run_worker
+    from streams.worker.run import run_worker
 
     try:
         run_worker(get_settings(), loglevel)
@@ -333,7 +335,7 @@ def from_worker_or_topic(
         pass
     except WorkerUnavailable as error:
         raise click.ClickException(str(error)) from None
-    from streams.consume import read_topic
+    from streams.kafka.consume import read_topic
 
     settings = get_settings()
     name = settings.topic(topic)
@@ -353,7 +355,7 @@ def from_worker_or_topic(
 def summary_show(channel: str) -> None:
     """Print the latest summary (content null when there is none yet); from chorus.summaries
     when no worker is running."""
-    from streams.summaries import summary_view
+    from streams.records import summary_view
 
     from_worker_or_topic(
         lambda api: api.summary(channel),
@@ -372,8 +374,8 @@ def summary_simulate(source: TextIO, as_json: bool) -> None:
     """Summarise messages offline as the summary stage would: its batching (time from each
     message's created_at; what is pending at the end is summarised as the time threshold
     would) and the default tiers without an LLM. No Kafka. Exit 2 if any line was bad."""
-    from streams.produce import parse_json_lines
-    from streams.summaries import simulate
+    from streams.kafka.produce import parse_json_lines
+    from streams.worker.stages.summaries import simulate
 
     messages, errors = parse_json_lines(source)
     for line_error in errors:
@@ -394,7 +396,7 @@ def summary_simulate(source: TextIO, as_json: bool) -> None:
 @click.option("--by", default="user:cli", show_default=True)
 def summary_set(channel: str, text: str, by: str) -> None:
     """Replace the summary text by hand; annotations are kept."""
-    from streams.control import set_summary
+    from streams.interfaces.control import set_summary
 
     record = run(set_summary(get_settings(), channel, text, by))
     print_json(record.model_dump(mode="json"))
@@ -416,7 +418,7 @@ def summary_configure(channel: str, after_messages: int | None, after_seconds: s
 def configure(channel: str, **changes: Any) -> None:
     from pydantic import ValidationError
 
-    from streams.control import configure_channel
+    from streams.interfaces.control import configure_channel
 
     try:
         config = run(configure_channel(get_settings(), channel, **changes))
@@ -494,7 +496,7 @@ def recap_configure(channel: str, debounce: str) -> None:
 @click.option("--once", is_flag=True, help="Print one frame and exit.")
 def watch(channels: tuple[str, ...], refresh: float, once: bool) -> None:
     """Live status lines: model | #messages | title | tools | recap status | activity."""
-    from streams.watch import watch as run_watch
+    from streams.interfaces.watch import watch as run_watch
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run_watch(get_settings(), channels, refresh, once))
@@ -507,7 +509,7 @@ def watch(channels: tuple[str, ...], refresh: float, once: bool) -> None:
 @click.option("--no-worker", is_flag=True, help="Use a worker that is already running.")
 def demo(turns: int, rate: float, debounce: str, no_worker: bool) -> None:
     """Stream a real conversation and show it folding: state, summaries, the recap."""
-    from streams.demo import run_demo
+    from streams.interfaces.demo import run_demo
 
     try:
         run_demo(get_settings(), turns, rate, parse_duration(debounce), worker=not no_worker)
@@ -518,7 +520,7 @@ def demo(turns: int, rate: float, debounce: str, no_worker: bool) -> None:
 @main.command()
 def mcp() -> None:
     """Serve get_channel_summary, get_channel_state and list_channels over MCP (stdio)."""
-    from streams.mcp_server import build_server
+    from streams.interfaces.mcp import build_server
 
     build_server(get_settings()).run("stdio")
 

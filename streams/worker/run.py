@@ -10,11 +10,11 @@ from typing import TypeVar
 import faust
 from aiokafka.errors import KafkaError
 
-from streams.app import Chorus
+from streams.ops.topics import create_topics
 from streams.registry import registered_projections
 from streams.replay import catch_up_rebuilds
 from streams.settings import Settings
-from streams.topics import create_topics
+from streams.worker.compose import build_worker
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ async def with_retries(
 def run_worker(settings: Settings, loglevel: str = "info") -> None:
     # Faust creates the changelogs itself, but only as its clients start: create them first
     # and wait until metadata lists them, so no client starts with a view that predates them.
-    tables = Chorus(settings).install().app.tables.values()
+    tables = build_worker(settings).runtime.app.tables.values()
     asyncio.run(create_topics(settings, [t.changelog_topic.get_topic_name() for t in tables]))
     if settings.rebuild_on_start:
         # A projection or version added to a running system must not start mid-log from
@@ -58,7 +58,7 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
                 )
     # asyncio.run leaves no current loop behind; Faust's worker needs one.
     asyncio.set_event_loop(asyncio.new_event_loop())
-    chorus = Chorus(settings).install()
+    chorus = build_worker(settings).runtime
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     worker = faust.Worker(chorus.app, loglevel=loglevel, quiet=True)
     worker.spinner = None  # else Faust sets the root logger to DEBUG at WARNING and above

@@ -7,8 +7,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from streams.interfaces.worker_api import WorkerApi
 from streams.settings import Settings
-from streams.worker_api import WorkerApi
 
 
 def build_server(settings: Settings) -> MCPServer:

@@ -1,0 +1,3 @@
+from streams.interfaces.cli.main import main
+
+main()

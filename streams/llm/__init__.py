@@ -1,0 +1,2 @@
+"""The OpenAI-compatible chat client (`client`) and the cost meter of LLM calls and other
+worker metrics (`metering`)."""

@@ -1,0 +1,1 @@
+"""Operations: creating topics (`topics`) and the embedded Kafka broker (`broker`)."""

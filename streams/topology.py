@@ -1,0 +1,94 @@
+"""What chorus's topics and tables are called and how they are configured.
+
+The names and specs only; `streams.ops.topics` creates them. Faust declares only its
+internal topics (changelogs), so the public ones are created by `chorus topics create` and
+by the worker on start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from projections.projection import ChannelProjection
+from streams.settings import Settings
+
+MESSAGES = "messages"
+SUMMARIES = "summaries"
+RECAPS = "recaps"
+CHANNEL_CONFIG = "channel-config"
+DRIVER_EVENTS = "driver-events"
+DEAD_LETTERS = "dead-letters"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+def topic_specs(settings: Settings) -> list[TopicSpec]:
+    """Messages, summaries, recaps, config and driver events share one partition count:
+    they are co-partitioned by the channel key, so one worker owns a channel everywhere."""
+    p, rf = settings.partitions, settings.replication_factor
+    message_bytes = str(settings.max_message_bytes + 64 * 1024)
+    compact = {"cleanup.policy": "compact", "max.message.bytes": message_bytes}
+    return [
+        TopicSpec(
+            settings.topic(MESSAGES),
+            p,
+            rf,
+            {"cleanup.policy": "delete", "retention.ms": "-1", "max.message.bytes": message_bytes},
+        ),
+        TopicSpec(settings.topic(SUMMARIES), p, rf, compact),
+        TopicSpec(settings.topic(RECAPS), p, rf, compact),
+        TopicSpec(settings.topic(CHANNEL_CONFIG), p, rf, compact),
+        TopicSpec(
+            settings.topic(DRIVER_EVENTS),
+            p,
+            rf,
+            {
+                "cleanup.policy": "delete",
+                "retention.ms": str(settings.driver_events_retention_ms),
+                "max.message.bytes": message_bytes,
+            },
+        ),
+        TopicSpec(
+            settings.topic(DEAD_LETTERS),
+            p,
+            rf,
+            {"cleanup.policy": "delete", "retention.ms": "-1", "max.message.bytes": message_bytes},
+        ),
+    ]
+
+
+def changelog_config(settings: Settings) -> dict[str, str]:
+    """What a table changelog needs beyond Faust's defaults: room for a record as large as
+    a message (a summary stage keeps message bodies), like every chorus topic."""
+    return {"max.message.bytes": str(settings.max_message_bytes + 64 * 1024)}
+
+
+def changelog_specs(settings: Settings, names: Sequence[str]) -> list[TopicSpec]:
+    """The worker's table changelogs, as Faust creates them (compacted, co-partitioned)."""
+    return [
+        TopicSpec(
+            name,
+            settings.partitions,
+            settings.replication_factor,
+            {"cleanup.policy": "compact", **changelog_config(settings)},
+        )
+        for name in names
+    ]
+
+
+def fold_table_name(projection: ChannelProjection[Any]) -> str:
+    """Versioned, so a new projection version folds into a table of its own."""
+    return f"fold-{projection.name}-v{projection.version}"
+
+
+def changelog_name(settings: Settings, table: str) -> str:
+    """The changelog Faust keeps for `table`."""
+    return f"{settings.app_id}-{table}-changelog"

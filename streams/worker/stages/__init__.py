@@ -1,0 +1,11 @@
+"""The worker's pipeline stages, one module each, in data-flow order:
+
+config    chorus.channel-config ─► config table (read by every stage)
+fold      chorus.messages ─► validate ─► projections ─► fold tables ─► chorus.driver-events
+          (bad input ─► chorus.dead-letters); then its followers, in the same batch:
+summaries   pending batch ─► summariser task ─► chorus.summaries ─► summary table
+recaps      phase + deadline ─► timer ─► recap task ─► chorus.recaps ─► recap table
+shadow    now and then, a sample of channels re-folded from the log and compared
+
+Each has an `install(runtime, ...)`; `streams.worker.compose.build_worker` calls them.
+"""

@@ -1,0 +1,34 @@
+"""Stage 0: the compacted `chorus.channel-config` topic folded into the config table.
+
+Every other stage reads it through `streams.worker.configs.ChannelConfigs`; a record that is
+not a valid config goes to the dead letters with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streams.dead_letters import dead_letter_for
+from streams.worker.configs import parse_config
+from streams.worker.runtime import Runtime
+
+
+def install(chorus: Runtime) -> None:
+    @chorus.app.agent(chorus.channel_config_topic, name="channel-config")
+    async def fold_config(stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                config = parse_config(event.value)
+            except ValueError as error:
+                letter = dead_letter_for(
+                    f"invalid channel config: {error}",
+                    "config",
+                    topic=chorus.channel_config_topic.get_topic_name(),
+                    partition=event.message.partition,
+                    offset=event.message.offset,
+                    key=event.key,
+                    value=event.value,
+                )
+                await chorus.dead_letters.send(key=event.key, value=letter.to_bytes())
+                continue
+            chorus.configs.put(config)

@@ -1,0 +1,65 @@
+"""The shadow check: from time to time, re-fold a sample of this worker's channels from the
+log (`streams.replay.checks.run_shadow_check`) and report any live state that differs, as
+a metric, a log line with the diff and a `shadow-divergence:<channel>` driver event.
+
+Off unless `CHORUS_SHADOW_CHECK_SECONDS` > 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from streams.records import DriverEvent, ProjectionState
+from streams.replay import Difference, render_diff
+from streams.replay.checks import run_shadow_check
+from streams.worker.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+async def report_divergence(chorus: Runtime, difference: Difference) -> None:
+    """A shadow check found live state that differs from a re-fold of the log."""
+    chorus.meter.divergences.labels(difference.projection, difference.kind).inc()
+    log.error("shadow check: %s\n%s", difference.describe(), render_diff(difference))
+    folded = difference.live or difference.replay
+    partition = chorus.messages_partition(difference.channel)
+    event = DriverEvent(
+        source=f"shadow-divergence:{difference.channel}",
+        channel=difference.channel,
+        message_id="",
+        partition=-1 if partition is None else partition,
+        offset=folded.offset if folded else -1,
+        states={
+            difference.projection: ProjectionState(
+                version=folded.version if folded else 0,
+                state=difference.replay.state if difference.replay else None,
+            )
+        },
+        decision={},
+        applied=False,
+        errors={difference.projection: difference.describe()},
+    )
+    await chorus.driver_events.send(
+        key=difference.channel.encode(),
+        value=event.fitted(chorus.settings.max_message_bytes),
+        partition=partition,
+    )
+
+
+def install(chorus: Runtime) -> None:
+    """Register the shadow-check timer (off when the interval is 0)."""
+    every_seconds = chorus.settings.shadow_check_seconds
+    if every_seconds <= 0:
+        return
+    rng = random.Random()
+
+    async def report(difference: Difference) -> None:
+        await report_divergence(chorus, difference)
+
+    @chorus.app.timer(every_seconds, name="shadow-check")
+    async def shadow() -> None:
+        try:
+            await run_shadow_check(chorus, chorus.settings.shadow_check_sample, rng, report)
+        except Exception:  # a failed check must never stop the worker
+            log.exception("shadow check failed")
