@@ -16,6 +16,7 @@ import asyncio
 import sys
 from typing import Any
 
+from streams.ops.topics import create_topics
 from streams.settings import Settings
 from streams.worker.compose import EVERY_STAGE
 
@@ -32,35 +33,11 @@ def app_for(module: str, settings: Settings) -> Any:
     return build_worker(settings, stages=stages).runtime.app
 
 
-async def create(settings: Settings, names: list[str]) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        missing = [name for name in names if name not in existing]
-        if missing:
-            await admin.create_topics(
-                [
-                    NewTopic(
-                        name=name,
-                        num_partitions=settings.partitions,
-                        replication_factor=settings.replication_factor,
-                        topic_configs={"cleanup.policy": "compact"},
-                    )
-                    for name in missing
-                ]
-            )
-    finally:
-        await admin.close()
-
-
 def main() -> None:
     settings = Settings()
     app = app_for(sys.argv[1] if len(sys.argv) > 1 else "streams.interfaces.cli", settings)
     names = sorted(table.changelog_topic.get_topic_name() for table in app.tables.values())
-    asyncio.run(create(settings, names))
+    asyncio.run(create_topics(settings, names))
     print("\n".join(names))
 
 

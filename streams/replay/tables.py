@@ -30,7 +30,7 @@ from streams.replay.log import (
 )
 from streams.replay.run import replay
 from streams.settings import Settings
-from streams.topology import MESSAGES, changelog_name, fold_table_name
+from streams.topology import MESSAGES, changelog_name, changelog_specs, fold_table_name
 
 REBUILDS = "rebuilds"
 
@@ -354,7 +354,8 @@ async def _prepare_changelog(
     """Create the table's changelog as Faust would (compacted, co-partitioned with the
     messages) and, for a full rebuild, mark it as building first."""
     topic = changelog_topic(settings, plan.projection)
-    await _ensure_topic(settings, topic, partitions, {"cleanup.policy": "compact"})
+    (spec,) = changelog_specs(settings, [topic])
+    await _ensure_topic(settings, topic, partitions, spec.config)
     if not starts:
         await _write_marker(settings, plan.projection, "building")
 

@@ -40,8 +40,7 @@ async def with_retries(
 def run_worker(settings: Settings, loglevel: str = "info") -> None:
     # Faust creates the changelogs itself, but only as its clients start: create them first
     # and wait until metadata lists them, so no client starts with a view that predates them.
-    tables = build_worker(settings).runtime.app.tables.values()
-    asyncio.run(create_topics(settings, [t.changelog_topic.get_topic_name() for t in tables]))
+    asyncio.run(create_topics(settings, build_worker(settings).runtime.changelog_topics()))
     if settings.rebuild_on_start:
         # A projection or version added to a running system must not start mid-log from
         # an empty state: fold what it missed into its changelog before Faust recovers it.

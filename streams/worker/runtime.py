@@ -134,6 +134,10 @@ class Runtime:
             extra_topic_configs=changelog_config(self.settings),
         )
 
+    def changelog_topics(self) -> list[str]:
+        """Every table's changelog topic (to create them before Faust's clients start)."""
+        return sorted(table.changelog_topic.get_topic_name() for table in self.app.tables.values())
+
     def _refused(self, refused: RefusedWrite) -> None:
         log.error("%s (source %s@%s)", refused.reason, refused.partition, refused.offset)
         self.meter.refused_writes.labels(refused.table).inc()

@@ -18,7 +18,7 @@ import httpx
 from aiokafka import TopicPartition
 
 from projections.model import ActorType, Message, MessageType, decode_message, encode_message
-from streams.kafka.clients import admin, consumer, producer, topic_partitions
+from streams.kafka.clients import consumer, producer, topic_partitions
 from streams.settings import Settings
 from streams.topology import DRIVER_EVENTS, MESSAGES
 from tests.factories import worker_states
@@ -159,37 +159,12 @@ async def prepare_topics(settings: Settings, timeout: float = 60.0) -> None:
     docs/reliability.md, test_broker_failover.test_worker_on_brand_new_topics_starts_cleanly).
     The fault tests create them up front so each test exercises its own fault, not that race.
     """
-    from aiokafka.admin import NewTopic
-    from aiokafka.errors import TopicAlreadyExistsError
-
     from streams.ops.topics import create_topics
     from streams.topology import topic_specs
-
-    await create_topics(settings)
     from streams.worker.compose import build_worker
 
-    chorus = build_worker(settings).runtime  # registers every table; no I/O
-    changelogs = {table.changelog_topic.get_topic_name() for table in chorus.app.tables.values()}
-    client = admin(settings)
-    await client.start()
-    try:
-        missing = sorted(changelogs - set(await client.list_topics()))
-        if missing:
-            response = await client.create_topics(
-                [
-                    NewTopic(
-                        name=name,
-                        num_partitions=settings.partitions,
-                        replication_factor=settings.replication_factor,
-                        topic_configs={"cleanup.policy": "compact"},
-                    )
-                    for name in missing
-                ]
-            )
-            for name, code, message in response.topic_errors:
-                assert code in (0, TopicAlreadyExistsError.errno), (name, code, message)
-    finally:
-        await client.close()
+    changelogs = set(build_worker(settings).runtime.changelog_topics())  # no I/O
+    await create_topics(settings, sorted(changelogs))
     wanted = {spec.name for spec in topic_specs(settings)} | changelogs
 
     async def visible() -> bool:
