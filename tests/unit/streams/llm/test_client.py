@@ -20,7 +20,7 @@ from streams.llm.client import OpenAIChatClient, client_from_settings
 from streams.settings import Settings
 from tests.fakes.llm_server import FakeLlmServer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SECRET = "sk-test-SUPERSECRET-0123456789"
 
 ClientFactory = Callable[..., OpenAIChatClient]
