@@ -293,9 +293,10 @@ def growth_markdown(growth: dict[str, Any]) -> str:
         f"### Bounded state: one channel growing (window: the last {window:,} messages, or "
         f"all when fewer; target ≤ {target}× the 100-message figure)",
         "",
-        "| length | in process µs/msg (×100) | bytes written/msg (×100) | state bytes (×100) "
-        "| worker ms/msg (×100) | worker bytes written/msg (×100) |",
-        "|---|---|---|---|---|---|",
+        "| length | in process CPU µs/msg (×100) | bytes written/msg (×100) | state bytes "
+        "(×100) | worker CPU ms/msg (×100) | worker wall ms/msg (×100) | worker bytes "
+        "written/msg (×100) |",
+        "|---|---|---|---|---|---|---|",
     ]
     in_process = {row["length"]: row for row in growth.get("in_process", [])}
     through = {row["length"]: row for row in (growth.get("worker") or {}).get("rows", [])}
@@ -313,11 +314,12 @@ def growth_markdown(growth: dict[str, Any]) -> str:
         at = through.get(length)
         if at:
             cells += [
+                f"{_ms(at.get('cpu_ms_per_msg'))} ({_times(at.get('cpu_ms_per_msg_vs_first'))})",
                 f"{at['ms_per_msg']:.2f} ({_times(at['ms_per_msg_vs_first'])})",
                 f"{at['bytes_per_msg']:,.0f} ({_times(at['bytes_per_msg_vs_first'])})",
             ]
         else:
-            cells += ["—", "—"]
+            cells += ["—", "—", "—"]
         lines.append("| " + " | ".join(cells) + " |")
     worker = growth.get("worker") or {}
     notes = [
@@ -327,8 +329,9 @@ def growth_markdown(growth: dict[str, Any]) -> str:
     if worker:
         notes.append(
             f"Worker: `{'bench.fold_worker' if worker.get('fold_only') else 'chorus worker'}`, "
-            f"CHORUS_FOLD_BATCH_MAX={worker.get('fold_batch_max')}, one partition; ms/msg from "
-            "driver-event timestamps; bytes = driver-event records + fold changelog records; "
+            f"CHORUS_FOLD_BATCH_MAX={worker.get('fold_batch_max')}, one partition; CPU ms/msg from "
+            "psutil polls of the worker, wall ms/msg from driver-event timestamps; bytes = "
+            "driver-event records + fold changelog records; "
             f"{_rate(worker.get('msgs_per_s'))} msg/s overall, "
             f"{_ms(worker.get('cpu_ms_per_msg'))} ms CPU/msg, RSS "
             f"{_rate(worker.get('rss_mb'))} MB at the end."
