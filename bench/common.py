@@ -433,7 +433,8 @@ async def topic_span(bootstrap: str, topic: str) -> Span:
         consumer.assign(tps)
         begins = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)
-        firsts, lasts = [], []
+        firsts: list[int] = []
+        lasts: list[int] = []
         for tp in tps:
             if ends[tp] <= begins[tp]:
                 continue
@@ -481,3 +482,39 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    offset: int
+    timestamp_ms: int
+    size: int  # key + value bytes
+    value: bytes | None
+
+
+async def read_records(
+    bootstrap: str, topic: str, partition: int, start: int, end: int, keep_values: bool = False
+) -> list[StoredRecord]:
+    """The records of one partition at offsets [start, end) (fewer when the log ends
+    sooner); values are kept only when asked, so large windows stay cheap to hold."""
+    consumer = _consumer(bootstrap, max_partition_fetch_bytes=8 * 1024 * 1024)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        last = min(end, (await consumer.end_offsets([tp]))[tp])
+        consumer.seek(tp, start)
+        found: list[StoredRecord] = []
+        while (found[-1].offset + 1 if found else start) < last:
+            batch = await consumer.getmany(tp, timeout_ms=5000)
+            for record in batch.get(tp, []):
+                if record.offset >= last:
+                    break
+                size = len(record.key or b"") + len(record.value or b"")
+                value = record.value if keep_values else None
+                found.append(StoredRecord(record.offset, record.timestamp, size, value))
+            if not batch:
+                break
+        return found
+    finally:
+        await consumer.stop()

@@ -49,6 +49,18 @@ class CpuSampler:
             return
         self.samples.append((time.time(), total, cpu))
 
+    def cpu_ms_between(self, first: int, end: int) -> float | None:
+        """CPU per output record from the last poll at or before `first` records to the first
+        at or after `end` (from the first poll with output when `first` is 0: start-up CPU is
+        not a record's)."""
+        seen = [s for s in self.samples if s[1] > 0]
+        before = [s for s in seen if s[1] <= first] or seen[:1]
+        after = [s for s in seen if s[1] >= end]
+        if not before or not after or after[0][1] <= before[-1][1]:
+            return None
+        (_, c0, cpu0), (_, c1, cpu1) = before[-1], after[0]
+        return (cpu1 - cpu0) * 1000.0 / (c1 - c0)
+
     def cpu_ms_per_message(self, per_message: int) -> float | None:
         """CPU per input message between the first poll that saw output and the last poll."""
         seen = [s for s in self.samples if s[1] > 0]
@@ -82,8 +94,10 @@ async def measure_output(
     pid: int,
     alive: Any,
     timeout: float,
+    sampler: CpuSampler | None = None,
 ) -> dict[str, Any]:
-    sampler = CpuSampler(pid)
+    """`sampler`: the caller's, to read its polls afterwards."""
+    sampler = sampler or CpuSampler(pid)
     started = time.time()
     await wait_for_count(
         phase.broker.bootstrap, topic, expected, timeout, poll=0.25, alive=alive, on_poll=sampler
@@ -106,10 +120,15 @@ async def measure_output(
 
 
 async def run_chorus(
-    phase: Phase, messages: int, projections: int, timeout: float, fold_only: bool = False
+    phase: Phase,
+    messages: int,
+    projections: int,
+    timeout: float,
+    fold_only: bool = False,
+    sampler: CpuSampler | None = None,
 ) -> tuple[dict[str, Any], Worker]:
     """The whole worker (`chorus worker`), or its fold stage alone; returns the worker,
-    stopped, for the recovery measurement."""
+    stopped, for the recovery measurement. `sampler` (pid 0: set here) keeps the CPU polls."""
     if fold_only:
         topic = phase.topic("driver-events") + "-fold-only"
         await create_topic(phase.broker.bootstrap, topic, phase.partitions, {})
@@ -128,6 +147,8 @@ async def run_chorus(
         topic = phase.topic("driver-events")
         worker = Worker(phase.env(), phase.work / f"{phase.name}-worker.log", loglevel="info")
     worker.start(wait=False)
+    if sampler is not None:
+        sampler.pid = worker.pid
     try:
         result = await measure_output(
             phase,
@@ -137,6 +158,7 @@ async def run_chorus(
             worker.pid,
             worker.check_alive,
             timeout,
+            sampler,
         )
         result["rss_mb"] = worker.rss() / 1e6
     finally:

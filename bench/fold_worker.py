@@ -1,9 +1,9 @@
 """A chorus worker running only the fold stage (channel config + fold agent), for the bench.
 
-It is `streams.worker.run.run_worker` with the summary and recap stages left out, so the fold's
-own cost (validation → projections → tables → driver events, the real code of
-streams/folding.py) can be set beside the whole worker's and the peer's. Driver events go to
-`<prefix>driver-events-<suffix>` so this run does not mix with the full worker's.
+It is `streams.worker.run.run_worker` with the summary and recap stages left out, so
+the fold's own cost (validation → projections → tables → driver events, the real code of
+streams/worker/stages/fold.py) can be set beside the whole worker's and the peer's. Driver
+events go to `<prefix>driver-events-<suffix>` so this run does not mix with the full worker's.
 
     python -m bench.fold_worker --driver-events-suffix fold-only
 """

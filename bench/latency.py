@@ -220,7 +220,7 @@ async def measure(
     stride = max(1, len(series) // 1500)
     # A missing message's latency is at least `drain` past the end: count it as +inf.
     padded = e2e + [float("inf")] * missing
-    result = {
+    result: dict[str, Any] = {
         "rate": rate,
         "achieved_send_rate": len(sent) / send_seconds if send_seconds else None,
         "messages": len(sent),

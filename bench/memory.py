@@ -2,7 +2,9 @@
 
 A fresh worker (rocksdb store, heuristic summaries), ready and idle, then new channels in
 rounds (one real message each), every round folded, summarised-pending and recap-tracked
-before RSS is read (psutil). The slope of RSS over channels is the figure. A round that is
+before RSS is read (psutil). The slope of RSS over channels is the figure; the state bytes
+per channel (every projection's encoded state, as the channel's last driver event carries
+it) are read back from the driver events. A round that is
 not driven within `round_timeout` stops the phase: the worker has stalled at that many
 channels, which is itself the finding (see docs/benchmarks.md, "timers").
 """
@@ -12,7 +14,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bench.common import Phase, Worker, log, produce, wait_for_count
+import orjson
+
+from bench.common import Phase, Worker, end_offsets, log, produce, read_records, wait_for_count
 from bench.data import Conversation, encoded_messages
 from streams.ops.topics import create_topics
 
@@ -63,7 +67,27 @@ async def measure(
         "stalled_at_channels": stalled_at,
         "rss_mb": [(c, r / 1e6) for c, r in points],
     }
+    result.update(await state_bytes(phase.broker.bootstrap, phase.topic("driver-events")))
     if len(points) >= 2:
         (c0, r0), (c1, r1) = points[0], points[-1]
         result["mb_per_10k_channels"] = (r1 - r0) / (c1 - c0) * 10_000 / 1e6
     return result
+
+
+async def state_bytes(bootstrap: str, topic: str) -> dict[str, Any]:
+    """Mean and largest encoded state per channel (all projections), from each channel's
+    last driver event."""
+    latest: dict[str, int] = {}
+    for partition, end in (await end_offsets(bootstrap, topic)).items():
+        for record in await read_records(bootstrap, topic, partition, 0, end, keep_values=True):
+            event = orjson.loads(record.value or b"{}")
+            states = event.get("states") or {}
+            latest[event["channel"]] = sum(
+                len(orjson.dumps(entry.get("state"))) for entry in states.values()
+            )
+    if not latest:
+        return {}
+    return {
+        "state_bytes_per_channel": sum(latest.values()) / len(latest),
+        "state_bytes_per_channel_max": max(latest.values()),
+    }

@@ -64,7 +64,9 @@ def changelog_bytes(log_dirs: list[Path], app_id: str) -> dict[str, int]:
     return sizes
 
 
-async def _probe(bootstrap: str, topic: str, driver_topic: str, index: int) -> tuple[str, dict]:
+async def _probe(
+    bootstrap: str, topic: str, driver_topic: str, index: int
+) -> tuple[str, dict[str, Any]]:
     """Produce one message on a fresh channel; returns its id and driver-events end offsets."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     await consumer.start()
@@ -96,7 +98,7 @@ async def _probe(bootstrap: str, topic: str, driver_topic: str, index: int) -> t
 
 
 async def _wait_for(
-    bootstrap: str, ends: dict, message_id: str, timeout: float, worker: Worker
+    bootstrap: str, ends: dict[Any, int], message_id: str, timeout: float, worker: Worker
 ) -> float:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=50)
     await consumer.start()

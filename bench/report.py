@@ -264,7 +264,15 @@ def markdown(results: dict[str, Any]) -> str:
             f"measured over {memory.get('channels', 0):,} "
             f"channels |"
         )
+    if memory and "state_bytes_per_channel" in memory:
+        lines.append(
+            f"| 8 | state bytes per channel (all projections, encoded; mean, largest) | "
+            f"{memory['state_bytes_per_channel']:,.0f} B, "
+            f"{memory['state_bytes_per_channel_max']:,} B | one message per channel |"
+        )
     lines.append("")
+    if results.get("growth"):
+        lines.append(growth_markdown(results["growth"]))
     rows = targets(results)
     if rows:
         lines.append("| target | measured | met |")
@@ -282,6 +290,93 @@ def markdown(results: dict[str, Any]) -> str:
         )
         lines.append("")
     return "\n".join(lines)
+
+
+def _times(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def growth_markdown(growth: dict[str, Any]) -> str:
+    """The bounded-state tables: one channel's fold cost and bytes per message by length."""
+    window = growth.get("window", 0)
+    target = growth.get("target_ratio", 1.5)
+    lines = [
+        f"### Bounded state: one channel growing (window: the last {window:,} messages, or "
+        f"all when fewer; target ≤ {target}× the 100-message figure)",
+        "",
+        "| length | in process CPU µs/msg (×100) | bytes written/msg (×100) | state bytes "
+        "(×100) | worker CPU ms/msg (×100) | worker wall ms/msg (×100) | worker bytes "
+        "written/msg (×100) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    in_process = {row["length"]: row for row in growth.get("in_process", [])}
+    through = {row["length"]: row for row in (growth.get("worker") or {}).get("rows", [])}
+    for length in sorted(in_process.keys() | through.keys()):
+        cells = [f"{length:,}"]
+        row = in_process.get(length)
+        if row:
+            cells += [
+                f"{row['us_per_msg']:,.0f} ({_times(row['us_per_msg_vs_first'])})",
+                f"{row['bytes_per_msg']:,.0f} ({_times(row['bytes_per_msg_vs_first'])})",
+                f"{row['state_bytes']:,} ({_times(row['state_bytes_vs_first'])})",
+            ]
+        else:
+            cells += ["—", "—", "—"]
+        at = through.get(length)
+        if at:
+            cells += [
+                f"{_ms(at.get('cpu_ms_per_msg'))} ({_times(at.get('cpu_ms_per_msg_vs_first'))})",
+                f"{at['ms_per_msg']:.2f} ({_times(at['ms_per_msg_vs_first'])})",
+                f"{at['bytes_per_msg']:,.0f} ({_times(at['bytes_per_msg_vs_first'])})",
+            ]
+        else:
+            cells += ["—", "—", "—"]
+        lines.append("| " + " | ".join(cells) + " |")
+    worker = growth.get("worker") or {}
+    notes = [
+        "In process: step + decide + table values (orjson of `Folded.as_record()`) + driver "
+        "event (`fitted`); bytes = table values + driver event."
+    ]
+    if worker:
+        notes.append(
+            f"Worker: `{'bench.fold_worker' if worker.get('fold_only') else 'chorus worker'}`, "
+            f"CHORUS_FOLD_BATCH_MAX={worker.get('fold_batch_max')}, one partition; CPU ms/msg from "
+            "psutil polls of the worker, wall ms/msg from driver-event timestamps; bytes = "
+            "driver-event records + fold changelog records; "
+            f"{_rate(worker.get('msgs_per_s'))} msg/s overall, "
+            f"{_ms(worker.get('cpu_ms_per_msg'))} ms CPU/msg, RSS "
+            f"{_rate(worker.get('rss_mb'))} MB at the end."
+        )
+        if worker.get("timeout"):
+            notes.append(f"Worker stopped early: {worker['timeout']}.")
+    final = growth.get("final_commitments") or {}
+    if final:
+        notes.append(
+            f"At the end: {final.get('kept', 0)} commitments kept of {final.get('opened', 0):,}"
+            f" opened ({final.get('evicted', 0):,} evicted, {final.get('untracked', 0)} "
+            f"untracked), {growth.get('final_participants', 0)} participants, "
+            f"{growth.get('final_topics', 0)} topics."
+        )
+    return "\n".join([*lines, "", *notes, ""])
+
+
+def write_growth(results: dict[str, Any], out: Path, stem: str) -> tuple[Path, Path]:
+    """`python -m bench.growth` alone: its JSON and its markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / f"{stem}.json"
+    json_path.write_text(
+        json.dumps(_json_safe(results), indent=1, default=str, allow_nan=False) + "\n", "utf-8"
+    )
+    meta = results.get("meta", {})
+    md_path = out / f"{stem}.md"
+    md_path.write_text(
+        f"## chorus bounded state — {meta.get('date', '?')}\n\n"
+        f"`{meta.get('command', '')}` on {meta.get('machine', '?')}; code at commit "
+        f"{meta.get('commit') or '?'}; {meta.get('seconds', 0) / 60:.0f} min; load average "
+        f"{_load(meta)}.\n\n{growth_markdown(results.get('growth', {}))}",
+        "utf-8",
+    )
+    return json_path, md_path
 
 
 def charts(results: dict[str, Any], out: Path, stem: str) -> list[Path]:

@@ -9,8 +9,10 @@ stopped at the end) unless CHORUS_BOOTSTRAP_SERVERS names one, then measures, si
   3. the peer: the same fold with Quix Streams, in bench/.venv-quix (created when missing);
   4. latency, produce → driver event, at a fixed rate, with and without a 2 s LLM;
   5. replay against the raw read; 6. recovery (warm restart, cold restore) of the worker
-     from (2); 7. summarisers in process; 8. worker RSS per 10,000 channels; 9. summary
-     quality (ROUGE on QMSum val, bench/summary_quality.py; skipped without ../shared).
+     from (2); 7. summarisers in process; 8. worker RSS per 10,000 channels and state
+     bytes per channel; 9. summary quality (ROUGE on QMSum val, bench/summary_quality.py;
+     skipped without ../shared); 10. bounded state: fold cost and bytes written per message
+     as one channel grows to 100,000 messages (bench/growth.py).
 
 Writes bench/results/<date>.json, <date>.md (printed) and <date>-*.png. `--quick` is a
 smoke run of a few minutes; the default takes about 10 minutes on 2 cores (limit 25).
@@ -46,6 +48,7 @@ PHASES = (
     "summarisers",
     "memory",
     "quality",
+    "growth",
 )
 # Phases that need no broker.
 IN_PROCESS = ("summarisers", "quality")
@@ -110,7 +113,16 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> None:
-    from bench import fold, latency, limits, memory, recovery, replay_phase, summarisers
+    from bench import (
+        fold,
+        growth,
+        latency,
+        limits,
+        memory,
+        recovery,
+        replay_phase,
+        summarisers,
+    )
     from bench.common import Phase, log, produce, start_broker
     from bench.data import encoded_messages, load_conversations, size_stats
     from streams.ops.topics import create_topics
@@ -284,6 +296,18 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
                 )
             except Exception as error:
                 failed("memory", error)
+        if wanted(args, "growth"):
+            log("9. bounded state: one growing channel")
+            try:
+                results["growth"] = await growth.measure(
+                    broker,
+                    work,
+                    growth.QUICK_LENGTHS if args.quick else growth.LENGTHS,
+                    growth.QUICK_LENGTHS if args.quick else growth.LENGTHS,
+                    timeout=120.0 if args.quick else 900.0,
+                )
+            except Exception as error:
+                failed("growth", error)
     finally:
         log("stopping the broker")
         broker.stop()
@@ -321,6 +345,21 @@ def _commit(source: str | None = None) -> str | None:
     return proc.stdout.strip() or None
 
 
+def run_meta(command: str, quick: bool, source: str | None = None) -> dict[str, Any]:
+    """What every result file says about its run: when, how, on what, which code."""
+    return {
+        "date": datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "command": command,
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python "
+        f"{platform.python_version()}",
+        "load_average_at_start": os.getloadavg(),
+        "kafka_version": os.environ.get("CHORUS_KAFKA_VERSION", "4.1.1"),
+        "quick": quick,
+        "code": source or str(REPO),
+        "commit": _commit(source),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ensure_requirements()
@@ -340,19 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         else ""
     )
     now = datetime.now()
-    results: dict[str, Any] = {
-        "meta": {
-            "date": now.strftime("%Y-%m-%d %H:%M"),
-            "command": command,
-            "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python "
-            f"{platform.python_version()}",
-            "load_average_at_start": os.getloadavg(),
-            "kafka_version": os.environ.get("CHORUS_KAFKA_VERSION", "4.1.1"),
-            "quick": args.quick,
-            "code": source or str(REPO),
-            "commit": _commit(source),
-        }
-    }
+    results: dict[str, Any] = {"meta": run_meta(command, args.quick, source)}
     work = work_dir()
     started = time.time()
     try:

@@ -68,7 +68,8 @@ def timed_conversations() -> list[tuple[str, list[Message]]]:
     start = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
     if SHARED_DATA.is_dir():
         for path in sorted((SHARED_DATA / "ubuntu-irc").glob("*/*.ascii.txt"))[:40]:
-            messages, day, last = [], 0, -1
+            messages: list[Message] = []
+            day, last = 0, -1
             for line in path.read_text("utf-8", errors="replace").splitlines():
                 match = _IRC_LINE.match(line)
                 if not match:
