@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import orjson
-
 from projections.commitments import CommitmentProjection, CommitmentsState
 from projections.fastcopy import copy_with
 from projections.model import Message
@@ -28,6 +26,7 @@ from projections.projection import (
     ChannelProjection,
     Folded,
     advance,
+    encoded,
     initial_folded,
     load_state,
 )
@@ -94,7 +93,7 @@ def _kept(
 
 def oversize(dumped_state: Any, limit: int) -> str | None:
     """Why a state (already dumped to JSON types) is refused, or None when it fits."""
-    size = len(orjson.dumps(dumped_state))
+    size = len(encoded(dumped_state))
     if size <= limit:
         return None
     return (

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from projections.channel import ProjectionStep
 from projections.model import LogPosition, Message, MessageError, decode_message, utc_now
+from projections.projection import encoded
 
 
 class WireRecord(BaseModel):
@@ -68,7 +69,10 @@ class DriverEvent(WireRecord):
         # The states are already JSON-ready; orjson encodes them far faster than pydantic's
         # serializer infers a type for every value of an `Any` field.
         record = {name: getattr(self, name) for name in type(self).model_fields}
-        record["states"] = {name: entry.__dict__ for name, entry in self.states.items()}
+        record["states"] = {
+            name: {**entry.__dict__, "state": orjson.Fragment(encoded(entry.state))}
+            for name, entry in self.states.items()
+        }
         return orjson.dumps(record)
 
     def fitted(self, limit: int) -> bytes:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -661,3 +662,15 @@ def test_lookups_agree_with_a_scan_on_folded_and_reloaded_states(messages: list[
             assert current.open_count() == len(current.open_commitments())
         # A further message folds into either the same way.
         assert P.apply(reloaded, message) == P.apply(state, message)
+
+
+@settings(max_examples=200)
+@given(conversations())
+def test_the_fast_dump_equals_pydantics(messages: list[Message]) -> None:
+    small = CommitmentProjection(keep_terminal=2, max_active=3)
+    for projection in (P, small):
+        state = projection.identity()
+        for message in messages:
+            state = projection.apply(state, message)
+            assert state.dumped() == state.model_dump(mode="json")
+            assert orjson.dumps(state.dumped()) == orjson.dumps(state.model_dump(mode="json"))
