@@ -10,85 +10,35 @@ commitments projection does real work too.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import orjson
 
 from projections.model import Message, encode_message
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+from streams.conversations import (
+    Conversation,
+    chitchat_conversations,
+    qmsum_meetings,
+    shared_data_dir,
+    ubuntu_irc_logs,
+)
 
 MIN_BYTES = 512
 MAX_BYTES = 2048
 # The JSON envelope (id, channel, sender, type, timestamps...) around the content.
-_IRC_LINE = re.compile(r"^\[\d\d:\d\d\] <([^>]+)> (.+)$")
-_DISFLUENCY = re.compile(r"\s*\{(disfmarker|vocalsound|gap|pause|nonvocalsound|comment)\}\s*")
-
-
-@dataclass(frozen=True)
-class Conversation:
-    name: str
-    turns: list[tuple[str, str]]  # (speaker, text)
-
-
-def _qmsum(root: Path) -> list[Conversation]:
-    conversations = []
-    for path in sorted(root.glob("*/*.json")):
-        data = json.loads(path.read_text("utf-8"))
-        turns = []
-        for turn in data.get("meeting_transcripts", []):
-            text = _DISFLUENCY.sub(" ", turn.get("content", "")).strip()
-            if text:
-                turns.append((turn.get("speaker") or "someone", " ".join(text.split())))
-        if turns:
-            conversations.append(Conversation(f"qmsum-{path.stem.lower()}", turns))
-    return conversations
-
-
-def _ubuntu_irc(root: Path) -> list[Conversation]:
-    conversations = []
-    for path in sorted(root.glob("*/*.ascii.txt")):
-        turns = []
-        for line in path.read_text("utf-8", errors="replace").splitlines():
-            match = _IRC_LINE.match(line)
-            if match:
-                turns.append((match.group(1), match.group(2).strip()))
-        if turns:
-            name = path.name.split(".")[0] + "-" + path.parent.name
-            conversations.append(Conversation(f"irc-{name.lower()}", turns))
-    return conversations
-
-
-def _chitchat() -> list[Conversation]:
-    import chitchat_dataset  # the `demo` extra; bench.run installs it when needed
-
-    conversations = []
-    for key, convo in chitchat_dataset.Dataset().items():
-        turns = [
-            (str(item["sender"])[:8], item["text"])
-            for group in convo["messages"]
-            for item in group
-            if item.get("text")
-        ]
-        if turns:
-            conversations.append(Conversation(f"chitchat-{str(key)[:8]}", turns))
-    return conversations
 
 
 def load_conversations() -> tuple[str, list[Conversation]]:
-    """(source description, conversations)."""
-    if SHARED_DATA.is_dir():
-        conversations = _qmsum(SHARED_DATA / "qmsum") + _ubuntu_irc(SHARED_DATA / "ubuntu-irc")
-        if conversations:
-            return "../shared/data (qmsum meetings + ubuntu-irc)", conversations
-    return "chitchat-dataset (PyPI)", _chitchat()
+    """(source description, conversations), from the project's one loader."""
+    root = shared_data_dir()
+    if root is not None:
+        found = [*qmsum_meetings(root), *ubuntu_irc_logs(root)]
+        if found:
+            return "../shared/data (qmsum meetings + ubuntu-irc)", found
+    return "chitchat-dataset (PyPI)", list(chitchat_conversations())
 
 
 def _slug(text: str) -> str:

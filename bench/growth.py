@@ -46,11 +46,12 @@ from bench.common import (
     produce,
     read_records,
 )
-from bench.data import Conversation, load_conversations
+from bench.data import load_conversations
 from projections.channel import decide, step
 from projections.model import ActorType, Message, MessageType, encode_message
 from projections.projection import Folded
 from projections.termination import decision_to_json
+from streams.conversations import Conversation
 from streams.ops.topics import create_topics
 from streams.records import driver_event
 from streams.registry import registered_projections

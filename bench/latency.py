@@ -23,7 +23,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.common import REPO, Phase, Worker, log, percentile
-from bench.data import Conversation, encoded_messages
+from bench.data import encoded_messages
+from streams.conversations import Conversation
 from streams.ops.broker.cluster import free_port
 from streams.ops.topics import create_topics
 

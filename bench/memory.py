@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 
 from bench.common import Phase, Worker, end_offsets, log, produce, read_records, wait_for_count
-from bench.data import Conversation, encoded_messages
+from bench.data import encoded_messages
+from streams.conversations import Conversation
 from streams.ops.topics import create_topics
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.data import SHARED_DATA, Conversation, load_conversations
+from bench.data import load_conversations
 from projections.model import Message
 from projections.summarise import (
     Completion,
@@ -34,6 +34,7 @@ from projections.summarise import (
 )
 from projections.summarise.digest import DigestSummariser
 from projections.summarise.pending import replay
+from streams.conversations import Conversation, shared_data_dir
 
 _IRC_LINE = re.compile(r"^\[(\d\d):(\d\d)\] <([^>]+)> (.+)$")
 _NEW_ITEMS = re.compile(r"New items \((\d+)\):")
@@ -66,8 +67,9 @@ def timed_conversations() -> list[tuple[str, list[Message]]]:
     """(corpus, messages of one channel) with real or assigned timestamps."""
     out: list[tuple[str, list[Message]]] = []
     start = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
-    if SHARED_DATA.is_dir():
-        for path in sorted((SHARED_DATA / "ubuntu-irc").glob("*/*.ascii.txt"))[:40]:
+    root = shared_data_dir()
+    if root is not None:  # the IRC logs with their clock times, which the loader drops
+        for path in sorted((root / "ubuntu-irc").glob("*/*.ascii.txt"))[:40]:
             messages: list[Message] = []
             day, last = 0, -1
             for line in path.read_text("utf-8", errors="replace").splitlines():

@@ -34,9 +34,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.data import SHARED_DATA
+from streams.conversations import qmsum_meetings, shared_data_dir
 
-QMSUM = SHARED_DATA / "qmsum"
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("digest", "digest_bare", "lead", "textrank", "lexrank")
 _HEADER_LINE = re.compile(
@@ -49,21 +48,18 @@ _WORD = re.compile(r"[a-z0-9']+")
 
 def meetings(split: str, limit: int | None = None) -> list[tuple[str, list[tuple[str, str]], str]]:
     """(name, [(speaker, raw content)], human summary) for each meeting of the split."""
-    out = []
-    for path in sorted((QMSUM / split).glob("*.json")):
-        data = json.loads(path.read_text("utf-8"))
-        # The general query asks for the whole meeting ("Summarize the whole meeting." in
-        # most files, "What was the meeting about?" and the like in a few).
-        general = data.get("general_query_list") or [{}]
-        answer = general[0].get("answer")
-        turns = [
-            (t.get("speaker") or "someone", t.get("content") or "")
-            for t in data.get("meeting_transcripts", [])
-            if (t.get("content") or "").strip()
-        ]
-        if answer and turns:
-            out.append((path.stem, turns, answer))
-    return out[:limit] if limit else out
+    root = shared_data_dir()
+    found = [
+        (m.name, [tuple(turn) for turn in m.turns], m.reference)
+        for m in (qmsum_meetings(root, split, raw=True) if root else ())
+        if m.reference and m.turns
+    ]
+    return found[:limit] if limit else found  # type: ignore[return-value]
+
+
+def split_dir(split: str) -> Path | None:
+    root = shared_data_dir()
+    return root / "qmsum" / split if root and (root / "qmsum" / split).is_dir() else None
 
 
 def as_messages(name: str, turns: list[tuple[str, str]]) -> list[Any]:
@@ -275,15 +271,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def measure(split: str = "val", max_tokens: int = 500, limit: int | None = None) -> Any:
     """For bench.run: the result, or None when the data is absent."""
-    if not (QMSUM / split).is_dir():
+    if split_dir(split) is None:
         return None
     return asyncio.run(evaluate(split, max_tokens, limit))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not (QMSUM / args.split).is_dir():
-        print(f"skipped: {QMSUM / args.split} is absent", file=sys.stderr)
+    if split_dir(args.split) is None:
+        print(f"skipped: ../shared/data/qmsum/{args.split} is absent", file=sys.stderr)
         return 0
     result = asyncio.run(evaluate(args.split, args.max_tokens, args.limit))
     command = "python -m bench.summary_quality " + " ".join(

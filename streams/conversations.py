@@ -1,7 +1,8 @@
-"""Real conversations for demos and benchmarks, turned into channel messages.
+"""Real conversations for the demo, the bench and the tests: the one loader.
 
-From ../shared/data (QMSum meetings) when it is beside the repository, else from the
-`chitchat-dataset` package. Nothing is copied into the repository.
+From ../shared/data (QMSum meetings with their human summaries, #ubuntu IRC logs) when it is
+beside the repository (or at `CHORUS_SHARED_DATA`), else from the `chitchat-dataset`
+package. Nothing is copied into the repository.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from typing import NamedTuple
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,8 +23,7 @@ from projections.model import ActorType, Message, MessageType
 REPO = Path(__file__).resolve().parent.parent
 
 
-@dataclass(frozen=True)
-class Turn:
+class Turn(NamedTuple):
     speaker: str
     text: str
 
@@ -32,6 +33,8 @@ class Conversation:
     name: str
     source: str
     turns: list[Turn]
+    # The human summary of the whole conversation, where the data set has one (QMSum).
+    reference: str | None = None
 
 
 def shared_data_dir() -> Path | None:
@@ -53,15 +56,40 @@ def _slug(text: str) -> str:
     return "-".join(part for part in cleaned.split("-") if part)[:80] or "conversation"
 
 
-def qmsum_meetings(root: Path) -> Iterator[Conversation]:
-    for path in sorted((root / "qmsum").glob("*/*.json")):
+def qmsum_meetings(
+    root: Path, split: str = "*", *, raw: bool = False
+) -> Iterator[Conversation]:
+    """QMSum meetings of `split` (train, val; all by default). `raw` keeps the transcripts'
+    {disfmarker}-style markup, as a stream of spoken turns would carry it. The reference is
+    the answer to the meeting's general query ("Summarize the whole meeting." in most)."""
+    for path in sorted((root / "qmsum").glob(f"{split}/*.json")):
         data = orjson.loads(path.read_bytes())
-        turns = [
-            Turn(_slug(t["speaker"]), _clean(str(t["content"])))
-            for t in data.get("meeting_transcripts", [])
-            if _clean(str(t.get("content", "")))
-        ]
-        yield Conversation(path.stem, f"QMSum {path.parent.name}/{path.name}", turns)
+        turns = []
+        for turn in data.get("meeting_transcripts", []):
+            content = str(turn.get("content") or "")
+            text = content.strip() if raw else _clean(content)
+            if _clean(content):
+                turns.append(Turn(_slug(str(turn.get("speaker") or "someone")), text))
+        general = data.get("general_query_list") or [{}]
+        reference = general[0].get("answer") or None
+        source = f"QMSum {path.parent.name}/{path.name}"
+        yield Conversation(path.stem, source, turns, reference)
+
+
+_IRC_LINE = re.compile(r"^\[\d\d:\d\d\] <([^>]+)> (.+)$")
+
+
+def ubuntu_irc_logs(root: Path) -> Iterator[Conversation]:
+    """Days of #ubuntu IRC logs, one conversation each."""
+    for path in sorted((root / "ubuntu-irc").glob("*/*.ascii.txt")):
+        turns = []
+        for line in path.read_text("utf-8", errors="replace").splitlines():
+            match = _IRC_LINE.match(line)
+            if match:
+                turns.append(Turn(match.group(1), match.group(2).strip()))
+        if turns:
+            name = path.name.split(".")[0] + "-" + path.parent.name
+            yield Conversation(f"irc-{name.lower()}", f"ubuntu-irc {path.name}", turns)
 
 
 def chitchat_conversations() -> Iterator[Conversation]:
