@@ -332,7 +332,7 @@ def missing_driver_events(
 
 
 async def check_driver_events(settings: Settings, log: LogMessages, timeout: float) -> int:
-    """Every message has a driver event per projection (waits up to `timeout`)."""
+    """Every message has its driver event (waits up to `timeout`)."""
     result: dict[str, Any] = {}
 
     async def covered() -> bool:

@@ -1,7 +1,7 @@
 """Fault 1: the worker is SIGKILLed again and again while channels are busy.
 
 At the end every channel's live state equals a pure fold of its logged messages (so no
-message was applied twice or skipped) and every message has a driver event per projection.
+message was applied twice or skipped) and every message has its driver event.
 """
 
 from __future__ import annotations
@@ -158,6 +158,6 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
     for offset in (0, 1, 3, 2, 3):
         message = messages[offset]
         woken = await folder.on_record(message.channel.encode(), encode_message(message), 0, offset)
-        await folder.wake([signal_of(event) for event in woken])
+        await folder.wake([signal_of(event, 1024 * 1024) for event in woken])
     live = {name: chorus.folds[name]["gap/room"]["state"] for name in ("commitments", "overview")}
     assert live == expected_state(messages)
