@@ -11,10 +11,10 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
-from typing import NamedTuple
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 
@@ -56,9 +56,7 @@ def _slug(text: str) -> str:
     return "-".join(part for part in cleaned.split("-") if part)[:80] or "conversation"
 
 
-def qmsum_meetings(
-    root: Path, split: str = "*", *, raw: bool = False
-) -> Iterator[Conversation]:
+def qmsum_meetings(root: Path, split: str = "*", *, raw: bool = False) -> Iterator[Conversation]:
     """QMSum meetings of `split` (train, val; all by default). `raw` keeps the transcripts'
     {disfmarker}-style markup, as a stream of spoken turns would carry it. The reference is
     the answer to the meeting's general query ("Summarize the whole meeting." in most)."""

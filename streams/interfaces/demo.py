@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -97,14 +98,22 @@ def scenario_records() -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in SCENARIO.read_bytes().splitlines() if line.strip()]
 
 
-def scenario_messages(start: datetime, rate: float) -> list[Message]:
-    """The scenario as if sent from `start` at `rate` messages a second; a deadline keeps
-    its distance from its message, so it expires while the demo runs."""
+def scenario_messages(
+    start: datetime, rate: float, channel: str = SCENARIO_CHANNEL, run: str = ""
+) -> list[Message]:
+    """The scenario as if sent from `start` at `rate` messages a second into `channel`; a
+    deadline keeps its distance from its message, so it expires while the demo runs. `run`
+    suffixes every id, so a second run opens its own commitments instead of repeating the
+    first run's (which the commitments ignore as redelivered requests)."""
     messages = []
+    suffix = f"-{run}" if run else ""
     for index, record in enumerate(scenario_records()):
         created = datetime.fromisoformat(record["created_at"])
         now = start + timedelta(seconds=index / rate)
-        moved = {**record, "created_at": now}
+        moved = {**record, "channel": channel, "created_at": now}
+        for link in ("id", "correlation_id", "in_reply_to"):
+            if record.get(link):
+                moved[link] = record[link] + suffix
         if record.get("deadline") is not None:
             moved["deadline"] = now + (datetime.fromisoformat(record["deadline"]) - created)
         messages.append(Message.model_validate(moved))
@@ -172,8 +181,8 @@ async def show_agent_view(settings: Settings, channel: str) -> None:
     )
 
 
-async def scenario(settings: Settings, debounce: float, rate: float) -> None:
-    channel = SCENARIO_CHANNEL
+async def scenario(settings: Settings, debounce: float, rate: float, run: str) -> str:
+    channel = f"{SCENARIO_CHANNEL}-{run}"
     console.print(f"[bold]multi-agent scenario[/bold] ({SCENARIO.name}) into channel {channel}")
     await configure_channel(
         settings,
@@ -186,7 +195,7 @@ async def scenario(settings: Settings, debounce: float, rate: float) -> None:
     expired = asyncio.Event()
     watcher = asyncio.ensure_future(show_commitments(settings, channel, expired))
     await asyncio.sleep(1.0)
-    await stream_conversation(settings, scenario_messages(utc_now(), rate), rate)
+    await stream_conversation(settings, scenario_messages(utc_now(), rate, channel, run), rate)
     try:
         await asyncio.wait_for(expired.wait(), 30)
     except TimeoutError:
@@ -196,6 +205,7 @@ async def scenario(settings: Settings, debounce: float, rate: float) -> None:
     await show_agent_view(settings, channel)
     console.print(f"\n[bold]quiet now; waiting {debounce:.0f}s for the recap…[/bold]")
     await wait_for_recap(settings, channel, debounce + 30)
+    return channel
 
 
 async def show_summaries(settings: Settings, channel: str) -> None:
@@ -237,9 +247,11 @@ async def stream_conversation(settings: Settings, messages: list[Message], rate:
 async def demo(settings: Settings, turns: int, rate: float, debounce: float) -> list[str]:
     """Both parts; returns the channels it wrote."""
     await create_topics(settings)
-    await scenario(settings, debounce, rate=2.0)
+    # Each run writes channels of its own: the log keeps every earlier run's messages.
+    run = uuid.uuid4().hex[:6]
+    agents = await scenario(settings, debounce, rate=2.0, run=run)
     conversation = next(c for c in conversations() if len(c.turns) >= turns)
-    channel = f"demo/{conversation.name.lower()}"
+    channel = f"demo/{conversation.name.lower()}-{run}"
     messages = as_messages(conversation, channel)[:turns]
     console.print(
         f"[bold]{conversation.source}[/bold]: {len(messages)} turns into channel {channel}"
@@ -261,7 +273,7 @@ async def demo(settings: Settings, turns: int, rate: float, debounce: float) -> 
     console.print(f"[bold]quiet now; waiting {debounce:.0f}s for the recap…[/bold]")
     await wait_for_recap(settings, channel, debounce + 30)
     watchers[1].cancel()
-    return [SCENARIO_CHANNEL, channel]
+    return [agents, channel]
 
 
 def suggest(channels: list[str]) -> None:

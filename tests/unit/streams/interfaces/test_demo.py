@@ -1,0 +1,20 @@
+"""The demo's scenario: each run writes its own channel and ids, linked as in the file."""
+
+from __future__ import annotations
+
+from projections.model import utc_now
+from streams.interfaces.demo import scenario_messages, scenario_records
+
+
+def test_each_run_gets_its_own_ids_and_keeps_the_replies_linked() -> None:
+    start = utc_now()
+    first = scenario_messages(start, 2.0, "demo/release-notes-aaa111", "aaa111")
+    second = scenario_messages(start, 2.0, "demo/release-notes-bbb222", "bbb222")
+    assert {m.channel for m in first} == {"demo/release-notes-aaa111"}
+    assert not {m.id for m in first} & {m.id for m in second}
+    by_record = dict(zip((r["id"] for r in scenario_records()), first, strict=True))
+    for record, message in zip(scenario_records(), first, strict=True):
+        if record.get("in_reply_to"):
+            assert message.in_reply_to == by_record[record["in_reply_to"]].id
+        if record.get("correlation_id"):
+            assert message.correlation_id == record["correlation_id"] + "-aaa111"
