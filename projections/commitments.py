@@ -173,9 +173,10 @@ class CommitmentsState(BaseModel):
 
 
 # Dumps of recent commitments by id(commitment); each entry holds its commitment, so the id
-# cannot be reused while the entry lives. Cleared whole at the bound.
+# cannot be reused while the entry lives. Cleared whole at the bound (about 20 MB of dumps):
+# a miss only costs the dump it saves.
 _DUMPS: dict[int, tuple[Commitment, dict[str, Any]]] = {}
-_DUMPS_KEPT = 100_000
+_DUMPS_KEPT = 20_000
 
 
 def _dump_of(commitment: Commitment) -> dict[str, Any]:
