@@ -174,17 +174,35 @@ def count_keyphrases(
     updated: KeyphraseCounts = {key: [int(v[0]), int(v[1])] for key, v in counts.items()}
     while len(updated) > capacity:
         del updated[min(updated, key=lambda k: (updated[k][0], k))]
+    # The entry evicted is the least counted, the first in key order among equals; keys by
+    # count find it without a scan of the table per new phrase (a message has dozens).
+    by_count: dict[int, set[str]] = {}
+    for key, (count, _) in updated.items():
+        by_count.setdefault(count, set()).add(key)
     for phrase in keyphrase_candidates(text):
         entry = updated.get(phrase)
         if entry is not None:
+            _recount(by_count, phrase, entry[0], entry[0] + 1)
             entry[0] += 1
-        elif len(updated) < capacity:
-            updated[phrase] = [1, 0]
-        else:
-            evicted = min(updated, key=lambda k: (updated[k][0], k))
-            floor = updated.pop(evicted)[0]
-            updated[phrase] = [floor + 1, floor]
+            continue
+        floor = 0
+        if len(updated) >= capacity:
+            floor = min(by_count)
+            evicted = min(by_count[floor])
+            _recount(by_count, evicted, floor, None)
+            del updated[evicted]
+        updated[phrase] = [floor + 1, floor]
+        by_count.setdefault(floor + 1, set()).add(phrase)
     return updated
+
+
+def _recount(by_count: dict[int, set[str]], key: str, old: int, new: int | None) -> None:
+    keys = by_count[old]
+    keys.discard(key)
+    if not keys:
+        del by_count[old]
+    if new is not None:
+        by_count.setdefault(new, set()).add(key)
 
 
 def _guaranteed(counts: Mapping[str, Sequence[int]]) -> dict[str, int]:
