@@ -1,5 +1,5 @@
-"""Message bodies for the stages that need them again later (summaries), without a copy of
-their own: `chorus.messages` is retained forever, so the log is the one copy.
+"""Message bodies for the stages that need them again later (summaries, recaps), without a
+copy of their own: `chorus.messages` is retained forever, so the log is the one copy.
 
 A stage keeps the bodies it will need in memory (bounded: the oldest go first) and reads
 back from the log, by position, what memory no longer has: after a restart or a
@@ -80,9 +80,16 @@ class MessageBodies:
 class LogBodies:
     """The bodies a pending batch stands for: from memory, else read back from the log."""
 
-    def __init__(self, chorus: Runtime, memory: MessageBodies | None = None) -> None:
+    def __init__(
+        self,
+        chorus: Runtime,
+        memory: MessageBodies | None = None,
+        kept_as: Callable[[Message], Message] | None = None,
+    ) -> None:
+        """`kept_as`: what of a message read back is kept (the whole message by default)."""
         self.chorus = chorus
         self.memory = memory or MessageBodies()
+        self.kept_as = kept_as
         self.reader = RangeReader(chorus.settings, chorus.messages.get_topic_name(), chorus.servers)
         chorus.app.on_before_shutdown.connect(self._stop)
 
@@ -121,8 +128,9 @@ class LogBodies:
             except MessageError:
                 continue
             if accept(message):
-                bodies[record.offset] = message
-                self.memory.keep(channel, record.offset, message)
+                kept = self.kept_as(message) if self.kept_as else message
+                bodies[record.offset] = kept
+                self.memory.keep(channel, record.offset, kept)
         log.info(
             "read %s message(s) of %s back from partition %s, offsets %s-%s",
             len(records),

@@ -90,7 +90,14 @@ async def test_a_restarted_worker_summarises_pending_messages_read_back_from_the
         await asyncio.sleep(0.25)
     first.stop()  # its memory held the pending bodies; no table did
 
-    start_worker(CHORUS_SUMMARY_AFTER_MESSAGES="1000", CHORUS_SUMMARY_AFTER_SECONDS="1")
+    second: WorkerProcess = start_worker(
+        CHORUS_SUMMARY_AFTER_MESSAGES="1000", CHORUS_SUMMARY_AFTER_SECONDS="1"
+    )
+    # The recap window too is positions: the context's recent messages come from the log.
+    context = second.get(f"/channels/{CHANNEL}/context?max_tokens=4000").json()
+    recent = [m["content"] for m in context["parts"]["messages"]["shown"]]
+    assert recent[-1].startswith(f"pending point {PENDING - 1}:") and len(recent) == PENDING
+    assert not any("lunch" in said for said in recent)
     records = await read_until(
         chorus_settings, "summaries", lambda rs: any(r.key == CHANNEL for r in rs), 90
     )

@@ -64,14 +64,19 @@ async def test_pending_batch_is_positions_and_no_table_holds_a_message_body() ->
     assert summariser.due_at[CHANNEL] > batch.pending_since
 
 
-async def test_recap_window_is_a_ring_read_back_oldest_first() -> None:
+async def test_recap_window_is_positions_read_back_oldest_first() -> None:
     count = RECAP_WINDOW + 7
-    _, _, recapper = await fold_messages(count)
+    chorus, _, recapper = await fold_messages(count)
 
     status = recapper.table.get(CHANNEL)
     assert "window" not in status and status["message_count"] == count
-    recap = recapper.with_window(CHANNEL, recapper.recap_of(CHANNEL))
-    assert [m.content for m in recap.messages()] == [f"m{n}" for n in range(7, count)]
+    assert status["window_offsets"] == list(range(7, count))
+    assert not any("recap-window" in name for name in chorus.app.tables)
+    recap = recapper.recap_of(CHANNEL)
+    window = await recapper.window_of(CHANNEL, recap)
+    assert [m.content for m in window] == [f"m{n}" for n in range(7, count)]
+    # Memory holds the window only: what left it is forgotten (the log still has it).
+    assert sorted(recapper.bodies.memory.of(CHANNEL)) == list(range(7, count))
     assert recapper.statuses[CHANNEL] == recap.status
 
 
