@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 # Set when a batch had compacted items: how many of its messages reached the summariser
 # compacted (see pending.compact); the record's first/last offset say what it covers.
 COMPACTED_ITEMS = "compactedMessages"
+# Set when some of a batch's items could not be read back from the log (only if its
+# retention was cut): how many; the record still covers their offsets, so the stage goes on.
+UNREAD_ITEMS = "unreadItems"
 
 
 def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
@@ -127,8 +130,9 @@ class Summariser:
         bodies = await self.bodies.of(channel, partition, batch, summarisable)
         messages = fill(batch, bodies)
         if len(messages) < len(batch.items):
-            log.warning(
-                "%s of %s pending items of %s are not in the log any more; skipped",
+            log.error(
+                "%s of %s pending items of %s are not in the log any more (was its retention "
+                "cut?); the summary covers their offsets without them",
                 len(batch.items) - len(messages),
                 len(batch.items),
                 channel,
@@ -220,11 +224,6 @@ class Summariser:
     ) -> None:
         try:
             messages = await self.messages_of(channel, batch, partition)
-            if not messages:
-                # Only if the log lost them (it is retained forever): nothing to say, and
-                # retrying would not bring them back.
-                log.error("no message of %s's batch is in the log; it stays pending", channel)
-                return
             record = await self.summary_of(channel, batch, messages, previous_raw)
             await self.chorus.summaries.send(
                 key=channel.encode(), value=record.to_bytes(), partition=partition
@@ -270,26 +269,32 @@ async def summarise_batch(
     at: datetime | None = None,
 ) -> SummaryRecord:
     """The record that folds `batch` (whose `messages` are `fill`ed) into `previous`: what
-    the stage publishes (updated now, or `at`)."""
-    result = await summariser.summarise(
-        messages,
-        SummaryResult(text=previous.text, annotations=previous.annotations) if previous else None,
+    the stage publishes (updated now, or `at`). Items without their messages (`fill` left
+    them out) are counted in `unreadItems`; with none, the previous text stands."""
+    earlier = (
+        SummaryResult(text=previous.text, annotations=previous.annotations) if previous else None
     )
+    if messages:
+        result = await summariser.summarise(messages, earlier)
+    else:
+        result = earlier or SummaryResult(text="")
     annotations = dict(result.annotations)
     annotations.pop("droppedItems", None)  # written before compaction replaced dropping
     compacted = sum(item.covers for item in batch.items if item.covers > 1)
-    if compacted:
-        annotations[COMPACTED_ITEMS] = str(compacted)
-    else:
-        annotations.pop(COMPACTED_ITEMS, None)
+    unread = len(batch.items) - len(messages)
+    for key, count in ((COMPACTED_ITEMS, compacted), (UNREAD_ITEMS, unread)):
+        if count:
+            annotations[key] = str(count)
+        else:
+            annotations.pop(key, None)
     return SummaryRecord(
         channel=channel,
         text=result.text,
         annotations=annotations,
         first_offset=batch.first_offset,
         last_offset=batch.last_offset,
-        first_message_id=messages[0].id,
-        last_message_id=messages[-1].id,
+        first_message_id=messages[0].id if messages else None,
+        last_message_id=messages[-1].id if messages else None,
         total_messages=(previous.total_messages if previous else 0) + batch.covers,
         **({"updated_at": at} if at else {}),
     )

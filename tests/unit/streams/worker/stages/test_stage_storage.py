@@ -131,3 +131,27 @@ async def test_a_burst_of_ten_times_the_bound_is_compacted_never_dropped() -> No
     assert start < end and messages[5].payload == {
         "compacted": {"messages": end - start + 1, "senders": ["ann"]}
     }
+
+
+async def test_bodies_memory_let_go_are_read_back_and_what_the_log_lacks_is_counted() -> None:
+    _, summariser, _ = await fold_messages(5, summary_after_messages=50)
+    summariser.bodies.memory.drop_through(CHANNEL, 1)  # as after a restart, for 0 and 1
+    asked: list[tuple[int, int, int]] = []
+
+    async def log_without_them(partition: int, first: int, last: int, _: Any) -> list[Any]:
+        asked.append((partition, first, last))
+        return []  # as if the log's retention had been cut
+
+    sent: list[bytes] = []
+
+    async def capture(*_: Any, value: bytes = b"", **__: Any) -> None:
+        sent.append(value)
+
+    summariser.bodies.reader.read = log_without_them  # type: ignore[method-assign]
+    with patch("faust.topics.Topic.send", capture):
+        await summariser.summarise(CHANNEL, summariser.batch_of(CHANNEL), None, partition=3)
+
+    assert asked == [(3, 0, 1)]
+    record = SummaryRecord.model_validate_json(sent[0])
+    assert (record.first_offset, record.last_offset, record.total_messages) == (0, 4, 5)
+    assert record.annotations["unreadItems"] == "2" and "m4" in record.text
