@@ -427,12 +427,11 @@ class DigestSummariser:
     def _track_commitments(
         self, message: Message, open_items: list[list[str]], done_items: list[list[str]]
     ) -> None:
-        what = " ".join(clean(message.content or message.type.value).split())[:120]
         correlation = message.correlation_id
         if correlation and message.type in OPENING_TYPES:
             owner = message.target or "anyone"
             open_items[:] = [row for row in open_items if row[0] != correlation]
-            open_items.append([correlation, message.sender, owner, what])
+            open_items.append([correlation, message.sender, owner, _gist(message)])
         elif correlation and message.type in CLOSING_TYPES:
             if message.type is MessageType.HANDOFF and message.target:
                 for row in open_items:
@@ -440,11 +439,16 @@ class DigestSummariser:
                         row[2] = message.target
                 return
             open_items[:] = [row for row in open_items if row[0] != correlation]
-            done_items.append([message.sender, f"{message.type.value.lower()}: {what}"])
+            done_items.append([message.sender, f"{message.type.value.lower()}: {_gist(message)}"])
         elif message.type is MessageType.DONE:
-            done_items.append([message.sender, f"done: {what}"])
+            done_items.append([message.sender, f"done: {_gist(message)}"])
         del open_items[: max(0, len(open_items) - self.max_open)]
         del done_items[: max(0, len(done_items) - self.max_done)]
+
+
+def _gist(message: Message) -> str:
+    """What an open or closed item says of its message: its cleaned start."""
+    return " ".join(clean(message.content or message.type.value).split())[:120]
 
 
 def text_hash(text: str) -> str:
