@@ -146,7 +146,10 @@ def terms(text: str) -> list[str]:
 
 def features(text: str) -> list[str]:
     """Content words and the pairs of adjacent content words (`a_b`): the term model's keys."""
-    words = terms(text)
+    return _features_of(terms(text))
+
+
+def _features_of(words: list[str]) -> list[str]:
     return [*words, *(f"{a}_{b}" for a, b in itertools.pairwise(words))]
 
 
@@ -343,12 +346,13 @@ class DigestSummariser:
             return sentence
         return sentence[:limit].rsplit(" ", 1)[0] + "…"
 
-    def _score(self, candidate: Candidate, counts: Counter[str]) -> float:
+    def _score(self, candidate: Candidate, counts: Counter[str], total: int | None = None) -> float:
+        """`total`: `sum(counts.values())`, when the caller scores many candidates at once."""
         words = terms(candidate.text)
-        distinct = set(features(candidate.text))
+        distinct = set(_features_of(words))
         if len(set(words)) < self.weights.min_terms:
             return 0.0
-        total = sum(counts.values()) or 1
+        total = (sum(counts.values()) if total is None else total) or 1
         salience = sum(math.log1p(counts[t] * 1000 / total) for t in distinct)
         score = salience / math.pow(len(words), self.weights.length_exponent)
         if candidate.position < self.weights.opening_messages:
@@ -361,15 +365,18 @@ class DigestSummariser:
         unique: dict[str, Candidate] = {}
         for candidate in pool:
             unique.setdefault(candidate.text.lower(), candidate)
-        scored = sorted(unique.values(), key=lambda c: -self._score(c, counts))
-        kept = [c for c in scored if self._score(c, counts) > 0][:size]
+        total = sum(counts.values())
+        scores = {id(c): self._score(c, counts, total) for c in unique.values()}
+        scored = sorted(unique.values(), key=lambda c: -scores[id(c)])
+        kept = [c for c in scored if scores[id(c)] > 0][:size]
         return sorted(kept, key=lambda c: c.position)
 
     def _select(
         self, pool: list[Candidate], counts: Counter[str], room: int, seen: int
     ) -> list[Candidate]:
         """Greedy maximal marginal relevance within `room` characters, then in said order."""
-        remaining = {id(c): (c, self._score(c, counts), set(terms(c.text))) for c in pool}
+        total = sum(counts.values())
+        remaining = {id(c): (c, self._score(c, counts, total), set(terms(c.text))) for c in pool}
         chosen: list[tuple[Candidate, set[str]]] = []
         used = 0
         while remaining:
