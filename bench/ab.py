@@ -39,8 +39,9 @@ async def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
                 phase = Phase("ab", broker, work, partitions=args.partitions)
                 await create_topics(phase.settings())
                 await produce(broker.bootstrap, phase.topic("messages"), records)
+                # Driver events v2: one per message, every state in it.
                 result, _ = await run_chorus(
-                    phase, args.messages, 2, args.timeout, fold_only=args.fold_only
+                    phase, args.messages, 1, args.timeout, fold_only=args.fold_only
                 )
                 results[src].append(result)
                 log(

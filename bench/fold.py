@@ -201,7 +201,7 @@ async def run_floor(phase: Phase, messages: int, mode: str, timeout: float) -> d
 def ensure_quix_venv() -> Path:
     """bench/.venv-quix with quixstreams; created (python3 -m venv + pip) when missing."""
     python = QUIX_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import quixstreams"]
+    probe = [str(python), "-c", "import quixstreams, aiokafka"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         return python
     log(f"creating {QUIX_VENV} (python3 -m venv + pip install quixstreams)")
