@@ -121,13 +121,13 @@ def live_batches(
     messages: list[Message], after_messages: int, after_seconds: float
 ) -> Iterator[list[Message]]:
     """The batches the live stage would hand to the summariser, in order."""
-    for chosen in replay(
+    for _, batch in replay(
         enumerate(messages),
         after_messages=after_messages,
         after_seconds=after_seconds,
         max_pending=10_000,
     ):
-        yield chosen.messages()
+        yield batch
 
 
 async def tier_speed(messages: list[Message], batch_size: int, seconds: float) -> dict[str, Any]:

@@ -9,6 +9,7 @@ any length keeps a record of fixed size.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,17 +43,19 @@ _HEX_ID = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re
 _EMPTY_BRACKETS = re.compile(r"[(\[{<]\s*[)\]}>]")
 _DANGLING = re.compile(r"[-_:/#]+(?=\s|$|[,.;)])")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?)])")
-_WHITESPACE = re.compile(r"\s+")
+# Both id patterns need eight hex characters in a row; most messages have none, and this
+# one scan is cheaper than either pattern (scrub_ids runs on every message, for titles).
+_HEX_RUN = re.compile(r"[0-9a-f]{8}", re.IGNORECASE)
 
 
 def scrub_ids(text: str) -> str:
     """`text` without UUIDs or hex ids, on one line. What an id named is lost on purpose:
     a person cannot act on it, and the surrounding words usually say what it was."""
-    cleaned = _HEX_ID.sub("", _UUID.sub("", text))
+    cleaned = _HEX_ID.sub("", _UUID.sub("", text)) if _HEX_RUN.search(text) else text
     if cleaned != text:
         cleaned = _DANGLING.sub("", _EMPTY_BRACKETS.sub("", cleaned))
         cleaned = _SPACE_BEFORE_PUNCT.sub(r"\1", cleaned)
-    return _WHITESPACE.sub(" ", cleaned).strip()
+    return " ".join(cleaned.split())
 
 
 _ADDRESS = re.compile(r"^(?:instance|capability|role):")
@@ -103,6 +106,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
 _PHRASE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"“”<>|/\\]+|\s[-–—]+\s")
 
 
+@functools.lru_cache(maxsize=8192)
 def _content_key(word: str) -> str | None:
     low = word.lower()
     if len(low) < 3 or low in _STOPWORDS or "'" in low or "’" in low:
@@ -174,17 +178,35 @@ def count_keyphrases(
     updated: KeyphraseCounts = {key: [int(v[0]), int(v[1])] for key, v in counts.items()}
     while len(updated) > capacity:
         del updated[min(updated, key=lambda k: (updated[k][0], k))]
+    # The entry evicted is the least counted, the first in key order among equals; keys by
+    # count find it without a scan of the table per new phrase (a message has dozens).
+    by_count: dict[int, set[str]] = {}
+    for key, (count, _) in updated.items():
+        by_count.setdefault(count, set()).add(key)
     for phrase in keyphrase_candidates(text):
         entry = updated.get(phrase)
         if entry is not None:
+            _recount(by_count, phrase, entry[0], entry[0] + 1)
             entry[0] += 1
-        elif len(updated) < capacity:
-            updated[phrase] = [1, 0]
-        else:
-            evicted = min(updated, key=lambda k: (updated[k][0], k))
-            floor = updated.pop(evicted)[0]
-            updated[phrase] = [floor + 1, floor]
+            continue
+        floor = 0
+        if len(updated) >= capacity:
+            floor = min(by_count)
+            evicted = min(by_count[floor])
+            _recount(by_count, evicted, floor, None)
+            del updated[evicted]
+        updated[phrase] = [floor + 1, floor]
+        by_count.setdefault(floor + 1, set()).add(phrase)
     return updated
+
+
+def _recount(by_count: dict[int, set[str]], key: str, old: int, new: int | None) -> None:
+    keys = by_count[old]
+    keys.discard(key)
+    if not keys:
+        del by_count[old]
+    if new is not None:
+        by_count.setdefault(new, set()).add(key)
 
 
 def _guaranteed(counts: Mapping[str, Sequence[int]]) -> dict[str, int]:

@@ -1,34 +1,39 @@
-"""The per-channel batch waiting to be summarised: what is in it and when it is due.
+"""The per-channel batch waiting to be summarised: which messages are in it and when it is due.
 
-Pure, so the agent's table holds exactly this and the rules are tested without Kafka.
+Pure, so the agent's table holds exactly this and the rules are tested without Kafka. A
+batch holds positions only: the log (`chorus.messages`, retained forever) is the one copy of
+the messages, and `fill` turns a batch into the messages it stands for from whatever bodies
+the caller read (the live stage: its memory, else the log; offline: the input).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from projections.model import Message, MessageType
 
-# A compacted item's content is cut to this many characters (shared by its parts by size).
+# A compacted item's content is cut to this many characters, shared by its messages.
 MAX_COMPACTED_CHARS = 4000
+# Each message of a compacted item keeps at least this much of its line.
+MIN_COMPACTED_SHARE = 60
 COMPACTED = "compacted"
 """The payload key of a compacted item's message: `{"messages": N, "senders": [...]}`."""
+COMPACTED_SENDERS = 50
 
 
 class PendingItem(BaseModel):
-    """One message, or (compacted at the bound) a run of consecutive ones, as one message.
+    """One message, or (compacted at the bound) a run of consecutive ones.
 
-    A compacted item covers offsets `first_offset`..`offset` (`covers` messages); its message
-    lists them one per line, `[sender] content`, and names them in its payload."""
+    A compacted item covers offsets `first_offset`..`offset`: `covers` messages of the
+    channel, which `fill` lists as one message, one line each, `[sender] content`."""
 
     model_config = ConfigDict(frozen=True)
 
     offset: int
-    message: dict[str, Any]
     first_offset: int | None = None
     covers: int = 1
 
@@ -36,9 +41,13 @@ class PendingItem(BaseModel):
     def start(self) -> int:
         return self.offset if self.first_offset is None else self.first_offset
 
+    @property
+    def compacted(self) -> bool:
+        return self.first_offset is not None
+
 
 class PendingBatch(BaseModel):
-    """Messages after the last summary, in log order.
+    """Positions of the messages after the last summary, in log order.
 
     Bounded: past `max_pending` items, adjacent items are compacted into one (the pair that
     covers the fewest messages, oldest first), so a channel whose summaries cannot keep up
@@ -63,35 +72,18 @@ class PendingBatch(BaseModel):
         """How many messages the batch stands for (more than its items once compacted)."""
         return sum(item.covers for item in self.items)
 
-    def messages(self) -> list[Message]:
-        return [Message.model_validate(item.message) for item in self.items]
-
 
 def summarisable(message: Message) -> bool:
     """EVENTs are observer telemetry (typing, expiry timers), not conversation."""
     return message.type is not MessageType.EVENT
 
 
-def _lines(message: dict[str, Any]) -> list[str]:
-    if not message:
-        return []
-    payload = message.get("payload") or {}
-    content = (message.get("content") or "").strip()
-    if COMPACTED in payload:
-        return content.splitlines()
-    flat = " ".join(content.split()) or str(message.get("type", ""))
-    return [f"[{message.get('sender', '')}] {flat}"]
+def _line(message: Message) -> str:
+    flat = " ".join((message.content or "").split()) or message.type.value
+    return f"[{message.sender}] {flat}"
 
 
-def _senders(message: dict[str, Any]) -> list[str]:
-    payload = message.get("payload") or {}
-    if COMPACTED in payload:
-        return list(payload[COMPACTED].get("senders", []))
-    return [str(message.get("sender", ""))]
-
-
-def _cut(lines: list[str], chars: int) -> str:
-    text = "\n".join(lines)
+def _cut(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: max(chars - 1, 0)].rstrip() + "…"
 
 
@@ -110,66 +102,85 @@ def spoken(message: Message) -> list[tuple[str, str]]:
     return out
 
 
-def compact(first: PendingItem, second: PendingItem) -> PendingItem:
-    """Two adjacent items as one: a STATUS message listing both, its content bounded."""
-    a, b = first.message, second.message
-    total = first.covers + second.covers
-    share = MAX_COMPACTED_CHARS * first.covers // total
-    content = "\n".join([_cut(_lines(a), share), _cut(_lines(b), MAX_COMPACTED_CHARS - share - 1)])
-    senders = list(dict.fromkeys([*_senders(a), *_senders(b)]))
-    message = {
-        **(b or a),
-        "type": MessageType.STATUS.value,
-        "content": content,
-        "payload": {COMPACTED: {"messages": total, "senders": senders[:50]}},
-        "correlation_id": None,
-        "in_reply_to": None,
-        "target": None,
-        "deadline": None,
-    }
+def compacted(parts: Sequence[Message], covers: int) -> Message:
+    """A run of consecutive messages as one STATUS message: a line each, every line cut to an
+    equal share of MAX_COMPACTED_CHARS (at least MIN_COMPACTED_SHARE), the whole cut to it.
+    A function of the run alone, so the live stage and replay compact alike."""
+    share = max(MAX_COMPACTED_CHARS // len(parts) - 1, MIN_COMPACTED_SHARE)
+    content = _cut("\n".join(_cut(_line(m), share) for m in parts), MAX_COMPACTED_CHARS)
+    senders = list(dict.fromkeys(m.sender for m in parts))[:COMPACTED_SENDERS]
+    return parts[-1].model_copy(
+        update={
+            "type": MessageType.STATUS,
+            "content": content,
+            "payload": {COMPACTED: {"messages": covers, "senders": senders}},
+            "correlation_id": None,
+            "in_reply_to": None,
+            "target": None,
+            "deadline": None,
+        }
+    )
+
+
+def merge(first: PendingItem, second: PendingItem) -> PendingItem:
+    """Two adjacent items as one compacted item (positions only)."""
     return PendingItem(
-        offset=second.offset, message=message, first_offset=first.start, covers=total
+        offset=second.offset, first_offset=first.start, covers=first.covers + second.covers
     )
 
 
 def add(
     pending: PendingBatch,
-    message: Message,
     offset: int,
     *,
     covered_offset: int,
     max_pending: int,
     now: datetime,
     in_flight_through: int = -1,
-    load: Callable[[PendingItem], dict[str, Any] | None] | None = None,
 ) -> PendingBatch:
     """Append unless the offset is already summarised or pending (redelivery is harmless).
 
-    Past `max_pending` items two adjacent ones are compacted (`compact`), never one up to
+    Past `max_pending` items two adjacent ones are merged (`merge`), never one up to
     `in_flight_through` (a batch being summarised: its summary will trim exactly those), so
-    the bound is `max_pending`, or the batch in flight plus one. `load` supplies the message
-    of an item stored without one (the live stage keeps messages apart).
+    the bound is `max_pending`, or the batch in flight plus one.
     """
     if offset <= covered_offset or offset <= pending.last_offset:
         return pending
-    items = [*pending.items, PendingItem(offset=offset, message=message.model_dump(mode="json"))]
+    items = [*pending.items, PendingItem(offset=offset)]
     while len(items) > max_pending:
         pairs = [k for k in range(len(items) - 1) if items[k].start > in_flight_through]
         if not pairs:
             break
         i = min(pairs, key=lambda k: items[k].covers + items[k + 1].covers)
-        first, second = (_loaded(item, load) for item in items[i : i + 2])
-        items[i : i + 2] = [compact(first, second)]
+        items[i : i + 2] = [merge(items[i], items[i + 1])]
     return PendingBatch(items=items, pending_since=pending.pending_since or now)
 
 
-def _loaded(
-    item: PendingItem, load: Callable[[PendingItem], dict[str, Any] | None] | None
-) -> PendingItem:
-    if item.message or load is None:
-        return item
-    message = load(item) or {}
-    return item.model_copy(update={"message": message})
+def missing(batch: PendingBatch, bodies: Mapping[int, Message]) -> list[PendingItem]:
+    """The items whose messages are not all in `bodies` (a compacted item needs `covers`)."""
+    offsets = sorted(bodies)
+    return [item for item in batch.items if _present(item, offsets) < item.covers]
+
+
+def _present(item: PendingItem, offsets: Sequence[int]) -> int:
+    return bisect_right(offsets, item.offset) - bisect_left(offsets, item.start)
+
+
+def fill(batch: PendingBatch, bodies: Mapping[int, Message]) -> list[Message]:
+    """The messages the batch stands for, from `bodies` (offset -> message of the channel):
+    each item's own, a compacted item's run as one `compacted` message. An item with none of
+    its messages in `bodies` is left out."""
+    offsets = sorted(bodies)
+    out = []
+    for item in batch.items:
+        run = offsets[bisect_left(offsets, item.start) : bisect_right(offsets, item.offset)]
+        if not run:
+            continue
+        if item.compacted:
+            out.append(compacted([bodies[offset] for offset in run], item.covers))
+        else:
+            out.append(bodies[item.offset])
+    return out
 
 
 def trim(pending: PendingBatch, covered_offset: int) -> PendingBatch:
@@ -201,8 +212,9 @@ def replay(
     after_messages: int,
     after_seconds: float,
     max_pending: int,
-) -> Iterator[PendingBatch]:
-    """The batches the live stage would summarise, for `(offset, message)` in log order.
+) -> Iterator[tuple[PendingBatch, list[Message]]]:
+    """The batches the live stage would summarise, with their messages (`fill`), for
+    `(offset, message)` in log order.
 
     Time is each message's `created_at`; each batch is summarised at once (nothing in
     flight), then trimmed away, as `chorus.summaries` records it. A batch falls due by count
@@ -210,23 +222,27 @@ def replay(
     what is still pending falls due as the time threshold would, one threshold at a time.
     """
     pending = PendingBatch()
+    bodies: dict[int, Message] = {}
 
-    def drain(now: datetime | None) -> Iterator[PendingBatch]:
+    def drain(now: datetime | None) -> Iterator[tuple[PendingBatch, list[Message]]]:
         nonlocal pending
         while pending.items and (
             now is None
             or due(pending, after_messages=after_messages, after_seconds=after_seconds, now=now)
         ):
             chosen = next_batch(pending, after_messages)
-            yield chosen
+            yield chosen, fill(chosen, bodies)
             pending = trim(pending, chosen.last_offset)
+            for offset in [o for o in bodies if o <= chosen.last_offset]:
+                del bodies[offset]
 
     for offset, message in messages:
         if not summarisable(message):
             continue
         now = message.created_at
         yield from drain(now)
-        pending = add(pending, message, offset, covered_offset=-1, max_pending=max_pending, now=now)
+        pending = add(pending, offset, covered_offset=-1, max_pending=max_pending, now=now)
+        bodies[offset] = message
         if len(pending.items) >= after_messages:
             yield from drain(now)
     yield from drain(None)

@@ -82,7 +82,7 @@ def producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
 
 
 def consumer(settings: Settings, *topics: str, **overrides: Any) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(*topics, **client_options(settings), **overrides)
+    return AIOKafkaConsumer(*topics, **{**client_options(settings), **overrides})
 
 
 def admin(settings: Settings) -> AIOKafkaAdminClient:

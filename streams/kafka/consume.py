@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from streams.kafka.clients import consumer, topic_partitions
 from streams.settings import Settings
@@ -99,3 +100,60 @@ async def read_topic(
                     )
     finally:
         await kafka.stop()
+
+
+class RangeReader:
+    """Reads offset ranges of one topic's partitions on demand: what the worker's stages use
+    to get back message bodies from the log instead of keeping a copy of their own.
+
+    One consumer of its own (no group, nothing committed), started on first use; one read at
+    a time. A read stops at `last`, at the partition's end, or after `timeout_seconds`
+    without a record, so it cannot hang on a partition that ends early.
+    """
+
+    def __init__(
+        self, settings: Settings, topic: str, servers: str, timeout_seconds: float = 10.0
+    ) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.servers = servers
+        self.timeout_ms = int(timeout_seconds * 1000)
+        self._kafka: AIOKafkaConsumer | None = None
+        self._lock = asyncio.Lock()
+
+    async def read(
+        self, partition: int, first: int, last: int, keep: Callable[[ConsumerRecord], bool]
+    ) -> list[ConsumerRecord]:
+        """The records at offsets `first`..`last` that `keep` accepts, in offset order."""
+        async with self._lock:
+            kafka = await self._started()
+            tp = TopicPartition(self.topic, partition)
+            kafka.assign([tp])
+            kafka.seek(tp, first)
+            end = (await kafka.end_offsets([tp]))[tp]
+            found: list[ConsumerRecord] = []
+            while await kafka.position(tp) <= min(last, end - 1):
+                batches = await kafka.getmany(tp, timeout_ms=self.timeout_ms)
+                records = batches.get(tp, [])
+                if not records:
+                    break
+                found += [r for r in records if r.offset <= last and keep(r)]
+            return found
+
+    async def _started(self) -> AIOKafkaConsumer:
+        if self._kafka is None:
+            kafka = consumer(
+                self.settings,
+                bootstrap_servers=self.servers,
+                enable_auto_commit=False,
+                group_id=None,
+            )
+            await kafka.start()
+            self._kafka = kafka
+        return self._kafka
+
+    async def stop(self) -> None:
+        async with self._lock:
+            if self._kafka is not None:
+                await self._kafka.stop()
+                self._kafka = None

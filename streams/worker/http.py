@@ -6,7 +6,8 @@ Per-channel views are routed by Faust to the worker that owns the channel's part
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from faust.web import Request, Response, View
@@ -68,7 +69,9 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
                 refusal = denied(self, request)
                 return refusal if refusal is not None else answer(self)
 
-    def channel_page(suffix: str, answer: Callable[[View, str, Request], Response]) -> None:
+    def channel_page(
+        suffix: str, answer: Callable[[View, str, Request], Response | Awaitable[Response]]
+    ) -> None:
         """A per-channel view, served by the worker that owns the channel's partition.
 
         Until this worker knows who owns which partition (starting, rebalancing), or when
@@ -90,7 +93,8 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
 
             @app.topic_route(topic=chorus.messages, match_info="channel")
             async def routed(self, request: Request, channel: str) -> Response:
-                return answer(self, channel, request)
+                answered = answer(self, channel, request)
+                return await answered if inspect.isawaitable(answered) else answered
 
     def state(view: View, channel: str, _: Request) -> Response:
         found = channel_state(chorus, channel)
@@ -108,12 +112,12 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
         # aiohttp wants the charset out of content_type
         return view.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
 
-    def context(view: View, channel: str, request: Request) -> Response:
+    async def context(view: View, channel: str, request: Request) -> Response:
         try:
             budget = context_budget(request.query.get("max_tokens"))
         except ValueError as error:
             return view.json({"error": str(error)}, status=400)
-        return view.json(channel_context(summariser, recapper, channel, budget).as_json())
+        return view.json((await channel_context(summariser, recapper, channel, budget)).as_json())
 
     page("/channels", lambda view: view.json({"channels": local_channels(chorus)}))
     channel_page("state", state)

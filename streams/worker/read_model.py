@@ -43,14 +43,14 @@ DEFAULT_CONTEXT_TOKENS = 1000
 MAX_CONTEXT_TOKENS = 100_000
 
 
-def channel_context(
+async def channel_context(
     summariser: Summariser, recapper: Recapper, channel: str, max_tokens: int
 ) -> ChannelContext:
     """What an agent reads before deciding whether to read the history (see
     `projections.context`): the summary, open commitments, latest recap, recent messages."""
     latest = summariser.latest.get(channel)
     recap = recapper.recap_of(channel)
-    window = recapper.with_window(channel, recap).messages()
+    window = await recapper.window_of(channel, recap)
     return assemble_context(
         channel,
         max_tokens,

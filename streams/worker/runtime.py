@@ -68,6 +68,7 @@ class Runtime:
             else registered_projections(settings.projections, settings)
         )
         servers = broker or bootstrap_servers(settings)
+        self.servers = servers
         self.app = faust.App(
             settings.app_id,
             broker=[f"kafka://{server}" for server in servers.split(",")],

@@ -4,6 +4,10 @@ Deadlines live in the changelog-backed `recap-status` table, so a restarted or r
 worker still fires them on time. A timer checks the channels this worker owns; generation
 runs in a task, and every phase change travels through the compacted `chorus.recaps`
 topic before the table records it, exactly like summaries.
+
+The recent window is positions in the status record; its messages are kept in memory
+(cut as the transcript reads them) and read back from `chorus.messages` when memory no
+longer has them (`streams.worker.bodies`): no message body goes to a changelog.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ from projections.recap import (
     presentation_transcript,
 )
 from projections.summarise.llm import ChatClient, LlmError
+from projections.summarise.pending import PendingBatch, PendingItem, fill
 from streams.records import RecapRecord
+from streams.worker.bodies import LogBodies, MessageBodies
 from streams.worker.staging import CACHED_KEYS
 
 if TYPE_CHECKING:
@@ -57,6 +63,9 @@ WINDOW_PAYLOAD_KEYS = ("tool", "name")
 RECAP_MAX_TOKENS = 160
 RETRY_BACKOFF_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 300.0
+# Windows kept in memory: RECAP_WINDOW cut messages for each of about 2,500 channels.
+WINDOW_KEPT_MESSAGES = 50_000
+WINDOW_KEPT_CHARS = 16 * 1024 * 1024
 
 
 class ChannelRecap(BaseModel):
@@ -64,7 +73,10 @@ class ChannelRecap(BaseModel):
     latest recap record and what `chorus watch` shows."""
 
     status: RecapStatus = RecapStatus()
+    # The stage stores the window's positions; `window` is the pure fold's own copy (and
+    # what a record of an older format held inline).
     window: list[dict[str, Any]] = []
+    window_offsets: list[int] = []
     message_count: int = 0
     title: str | None = None
     # The channel's keyphrase counts (bounded, see projections.readable) and its first
@@ -94,6 +106,7 @@ def with_message(
     if not is_conversation_change(message):
         return recap.model_copy(update={"status": status})
     window = [*recap.window, windowed(message)][-RECAP_WINDOW:]
+    window_offsets = [*recap.window_offsets, offset][-RECAP_WINDOW:]
     tools = recap.tools
     if message.actor_type.value == "TOOL" and message.sender not in tools:
         tools = [*tools, message.sender]
@@ -106,6 +119,7 @@ def with_message(
         update={
             "status": status,
             "window": window,
+            "window_offsets": window_offsets,
             "message_count": recap.message_count + 1,
             "title": title(keyphrases, fallback=opening),
             "keyphrases": keyphrases,
@@ -117,17 +131,20 @@ def with_message(
 
 
 def windowed(message: Message) -> dict[str, Any]:
-    """The part of a message the recap transcript uses: the table rewrites the whole window
-    on every message, so it must stay small. Cut content ends with "…", so a reader of the
-    ring (the agent context) can tell it is not the whole message."""
+    """`windowed_message` as JSON."""
+    return windowed_message(message).model_dump(mode="json")
+
+
+def windowed_message(message: Message) -> Message:
+    """The part of a message the recap transcript uses, so that windows in memory stay
+    small. Cut content ends with "…", so a reader of the window (the agent context) can
+    tell it is not the whole message."""
     payload = message.payload or {}
     kept = {key: payload[key] for key in WINDOW_PAYLOAD_KEYS if key in payload}
     content = message.content
     if content is not None and len(content) > WINDOW_CONTENT_CHARS:
         content = content[: WINDOW_CONTENT_CHARS - 1] + ELLIPSIS
-    return message.model_copy(update={"content": content, "payload": kept or None}).model_dump(
-        mode="json"
-    )
+    return message.model_copy(update={"content": content, "payload": kept or None})
 
 
 def channel_commitments(
@@ -173,14 +190,14 @@ class Recapper:
         self.settings = chorus.settings
         self.client = client
         self.summaries = summaries
-        # The recap window lives in a ring of RECAP_WINDOW slots per channel (one key each),
-        # so a message writes its slot and the small status record, not the whole window.
-        # Both are staged: the fold agent flushes them once per batch (see streams.worker.staging).
+        # Staged: the fold agent flushes it once per batch (see streams.worker.staging).
         self.table = chorus.staging.stage(
             chorus.table("recap-status"),
             cache=CACHED_KEYS,
         )
-        self.window = chorus.staging.stage(chorus.table("recap-window"))
+        self.bodies = LogBodies(
+            chorus, MessageBodies(WINDOW_KEPT_MESSAGES, WINDOW_KEPT_CHARS), windowed_message
+        )
         self.generating: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # channel -> its recap status, for the deadline timer: kept by every write, rebuilt
@@ -188,24 +205,19 @@ class Recapper:
         self.statuses: dict[str, RecapStatus] = {}
         self.rescan = chorus.staging.rescan()
 
-    def store(self, channel: str, recap: ChannelRecap, before: ChannelRecap | None = None) -> None:
-        if before is not None and recap.message_count > before.message_count:
-            # Normally just the new message; all of an old-format record's inline window.
-            count = recap.message_count
-            for i, raw in enumerate(recap.window):
-                slot = (count - len(recap.window) + i) % RECAP_WINDOW
-                self.window[f"{channel}\x00{slot}"] = raw
+    def store(self, channel: str, recap: ChannelRecap) -> None:
         self.table[channel] = recap.model_dump(mode="json", exclude={"window"})
         self.statuses[channel] = recap.status
 
-    def with_window(self, channel: str, recap: ChannelRecap) -> ChannelRecap:
-        """The recap with its window read back from the ring, oldest first."""
-        if recap.window:  # an old-format record that still holds its window inline
-            return recap
-        count = recap.message_count
-        slots = [i % RECAP_WINDOW for i in range(max(0, count - RECAP_WINDOW), count)]
-        window = [self.window.get(f"{channel}\x00{slot}") for slot in slots]
-        return recap.model_copy(update={"window": [w for w in window if w is not None]})
+    async def window_of(self, channel: str, recap: ChannelRecap) -> list[Message]:
+        """The window's messages, oldest first: from memory, else read back from the log."""
+        if recap.window:  # a record of an older format that holds its window inline
+            return recap.messages()
+        batch = PendingBatch(items=[PendingItem(offset=o) for o in recap.window_offsets])
+        partition = self.chorus.messages_partition(channel)
+        if partition is None:  # not this worker's channel (any more): what memory has
+            return fill(batch, self.bodies.memory.of(channel))
+        return fill(batch, await self.bodies.of(channel, partition, batch, is_conversation_change))
 
     def recap_of(self, channel: str) -> ChannelRecap:
         raw = self.table.get(channel)
@@ -220,8 +232,13 @@ class Recapper:
         channel = message.channel
         before = self.recap_of(channel)
         after = with_message(before, message, offset, self.debounce(channel), utc_now())
-        if after is not before:
-            self.store(channel, after, before)
+        if after is before:
+            return
+        if after.message_count > before.message_count:
+            memory = self.bodies.memory
+            memory.keep(channel, offset, windowed_message(message))
+            memory.drop_through(channel, after.window_offsets[0] - 1)
+        self.store(channel, after)
 
     async def on_recap(self, value: bytes | None) -> None:
         try:
@@ -288,7 +305,7 @@ class Recapper:
         try:
             await self.publish(base, partition)
             summary = (self.summaries.latest.get(channel) or {}).get("text")
-            window = self.with_window(channel, recap).messages()
+            window = await self.window_of(channel, recap)
             owed = channel_commitments(self.commitments_fold(channel), window)
             text, cost = await write_recap(self.client, window, summary, owed, recap.keyphrases)
             done = base.model_copy(

@@ -6,6 +6,10 @@ delays neither folding nor other channels (beyond the client's concurrency limit
 task publishes to `chorus.summaries`; the agent reads that topic too and, inside stream
 iteration, records the summary and trims the batch. Tables change only from the log, so
 a restarted worker recovers both from their changelogs and re-runs an unfinished batch.
+
+The pending batch is positions only (offsets, compacted spans): the log is the one copy of
+the messages (`streams.worker.bodies`: kept in memory while pending, else read back), so a
+message costs no changelog write of its body and no tombstone once summarised.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from projections.summarise.pending import (
     PendingItem,
     add,
     due,
+    fill,
     next_batch,
     replay,
     summarisable,
@@ -37,6 +42,7 @@ from projections.summarise.pending import (
 )
 from streams.records import SummaryRecord
 from streams.settings import Settings
+from streams.worker.bodies import LogBodies
 from streams.worker.staging import CACHED_KEYS
 
 if TYPE_CHECKING:
@@ -47,16 +53,14 @@ log = logging.getLogger(__name__)
 # Set when a batch had compacted items: how many of its messages reached the summariser
 # compacted (see pending.compact); the record's first/last offset say what it covers.
 COMPACTED_ITEMS = "compactedMessages"
-
-
-def item_key(channel: str, offset: int) -> str:
-    return f"{channel}\x00{offset}"
+# Set when some of a batch's items could not be read back from the log (only if its
+# retention was cut): how many; the record still covers their offsets, so the stage goes on.
+UNREAD_ITEMS = "unreadItems"
 
 
 def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
-    """A stored header as a PendingBatch whose items carry no message (`{}`); a batch in the
-    old format (messages inline) is read as it is, and its messages move out on the next
-    store."""
+    """A stored header as a PendingBatch; a batch in an older format (messages inline) is
+    read for its positions, and its messages come from the log like any others."""
     if not raw:
         return PendingBatch()
     if "items" in raw:
@@ -73,10 +77,8 @@ def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
 def item_of(offset: int, span: list[int] | None) -> PendingItem:
     """A header's item: one message, or a compacted run `[first_offset, covers]`."""
     if span is None:
-        return PendingItem.model_construct(offset=offset, message={}, first_offset=None, covers=1)
-    return PendingItem.model_construct(
-        offset=offset, message={}, first_offset=span[0], covers=span[1]
-    )
+        return PendingItem.model_construct(offset=offset, first_offset=None, covers=1)
+    return PendingItem.model_construct(offset=offset, first_offset=span[0], covers=span[1])
 
 
 class Summariser:
@@ -84,15 +86,13 @@ class Summariser:
         self.chorus = chorus
         self.settings = chorus.settings
         self.summariser = summariser
-        # Per channel, the pending batch's header (offsets, pending_since, compacted spans); the
-        # messages themselves are in `items`, one key each, so adding a message writes one
-        # message and a small header instead of rewriting the whole batch.
-        # Both are staged: the fold agent flushes them once per batch (see streams.worker.staging).
+        # Per channel, the pending batch's header (offsets, pending_since, compacted spans),
+        # staged: the fold agent flushes it once per batch (see streams.worker.staging).
         self.pending = chorus.staging.stage(
             chorus.table("summary-pending"),
             cache=CACHED_KEYS,
         )
-        self.items = chorus.staging.stage(chorus.table("summary-items"))
+        self.bodies = LogBodies(chorus)
         self.latest = chorus.staging.stage(
             chorus.table("summary-latest"),
             cache=CACHED_KEYS,
@@ -123,29 +123,25 @@ class Summariser:
         return launched if launched > self.covered_offset(channel) else -1
 
     def batch_of(self, channel: str) -> PendingBatch:
-        """The pending batch with its items' offsets only (messages: `with_messages`)."""
         return header_batch(self.pending.get(channel))
 
-    def with_messages(self, channel: str, batch: PendingBatch) -> PendingBatch:
-        items = []
-        for item in batch.items:
-            message = item.message or self.items.get(item_key(channel, item.offset))
-            if message is None:
-                log.warning("pending message %s@%s is missing; skipped", channel, item.offset)
-                continue
-            items.append(item if item.message else item.model_copy(update={"message": message}))
-        return batch.model_copy(update={"items": items})
+    async def messages_of(self, channel: str, batch: PendingBatch, partition: int) -> list[Message]:
+        """What `batch` stands for, from memory or else the log (`streams.worker.bodies`)."""
+        bodies = await self.bodies.of(channel, partition, batch, summarisable)
+        messages = fill(batch, bodies)
+        if len(messages) < len(batch.items):
+            log.error(
+                "%s of %s pending items of %s are not in the log any more (was its retention "
+                "cut?); the summary covers their offsets without them",
+                len(batch.items) - len(messages),
+                len(batch.items),
+                channel,
+            )
+        return messages
 
-    def store(self, channel: str, before: PendingBatch, batch: PendingBatch) -> None:
-        kept = {item.offset for item in batch.items}
-        for item in batch.items:
-            if item.message:  # added by `add` (or read from an old-format batch)
-                self.items[item_key(channel, item.offset)] = item.message
-        for item in before.items:
-            if item.offset not in kept:  # summarised (trim) or compacted into a later one
-                self.items.discard(item_key(channel, item.offset))
+    def store(self, channel: str, batch: PendingBatch) -> None:
         self.pending[channel] = {
-            "offsets": sorted(kept),
+            "offsets": [item.offset for item in batch.items],
             "pending_since": batch.pending_since.isoformat() if batch.pending_since else None,
             "spans": {
                 str(item.offset): [item.start, item.covers]
@@ -173,16 +169,15 @@ class Summariser:
         before = self.batch_of(channel)
         batch = add(
             before,
-            message,
             offset,
             covered_offset=self.covered_offset(channel),
             max_pending=self.settings.summary_max_pending,
             now=utc_now(),
             in_flight_through=self.in_flight_through(channel),
-            load=lambda item: self.items.get(item_key(channel, item.offset)),
         )
         if batch is not before:
-            self.store(channel, before, batch)
+            self.bodies.memory.keep(channel, offset, message)
+            self.store(channel, batch)
         self.maybe_launch(channel, batch, partition, utc_now())
 
     async def on_summary(self, value: bytes | None, partition: int) -> None:
@@ -199,7 +194,8 @@ class Summariser:
             before = self.batch_of(channel)
             batch = trim(before, record.last_offset)
             if batch is not before:
-                self.store(channel, before, batch)
+                self.store(channel, batch)
+            self.bodies.memory.drop_through(channel, record.last_offset)
             self.maybe_launch(channel, batch, partition, utc_now())
 
     def maybe_launch(
@@ -210,7 +206,7 @@ class Summariser:
         after_messages, after_seconds = self.thresholds(channel)
         if not due(batch, after_messages=after_messages, after_seconds=after_seconds, now=now):
             return False
-        chosen = self.with_messages(channel, next_batch(batch, after_messages))
+        chosen = next_batch(batch, after_messages)
         self.launched[channel] = chosen.last_offset
         task = asyncio.ensure_future(
             self.summarise(channel, chosen, self.latest.get(channel), partition)
@@ -227,7 +223,8 @@ class Summariser:
         partition: int,
     ) -> None:
         try:
-            record = await self.summary_of(channel, batch, previous_raw)
+            messages = await self.messages_of(channel, batch, partition)
+            record = await self.summary_of(channel, batch, messages, previous_raw)
             await self.chorus.summaries.send(
                 key=channel.encode(), value=record.to_bytes(), partition=partition
             )
@@ -236,10 +233,14 @@ class Summariser:
             self.launched.pop(channel, None)
 
     async def summary_of(
-        self, channel: str, batch: PendingBatch, previous_raw: dict[str, Any] | None
+        self,
+        channel: str,
+        batch: PendingBatch,
+        messages: list[Message],
+        previous_raw: dict[str, Any] | None,
     ) -> SummaryRecord:
         previous = SummaryRecord.model_validate(previous_raw) if previous_raw else None
-        return await summarise_batch(self.summariser, channel, batch, previous)
+        return await summarise_batch(self.summariser, channel, batch, messages, previous)
 
     async def check_time_thresholds(self) -> None:
         """Launch batches whose time threshold passed (the message threshold fires inline).
@@ -263,31 +264,37 @@ async def summarise_batch(
     summariser: ContentSummariser[Message],
     channel: str,
     batch: PendingBatch,
+    messages: list[Message],
     previous: SummaryRecord | None,
     at: datetime | None = None,
 ) -> SummaryRecord:
-    """The record that folds `batch` into `previous`: what the stage publishes (updated
-    now, or `at`)."""
-    messages = batch.messages()
-    result = await summariser.summarise(
-        messages,
-        SummaryResult(text=previous.text, annotations=previous.annotations) if previous else None,
+    """The record that folds `batch` (whose `messages` are `fill`ed) into `previous`: what
+    the stage publishes (updated now, or `at`). Items without their messages (`fill` left
+    them out) are counted in `unreadItems`; with none, the previous text stands."""
+    earlier = (
+        SummaryResult(text=previous.text, annotations=previous.annotations) if previous else None
     )
+    if messages:
+        result = await summariser.summarise(messages, earlier)
+    else:
+        result = earlier or SummaryResult(text="")
     annotations = dict(result.annotations)
     annotations.pop("droppedItems", None)  # written before compaction replaced dropping
     compacted = sum(item.covers for item in batch.items if item.covers > 1)
-    if compacted:
-        annotations[COMPACTED_ITEMS] = str(compacted)
-    else:
-        annotations.pop(COMPACTED_ITEMS, None)
+    unread = len(batch.items) - len(messages)
+    for key, count in ((COMPACTED_ITEMS, compacted), (UNREAD_ITEMS, unread)):
+        if count:
+            annotations[key] = str(count)
+        else:
+            annotations.pop(key, None)
     return SummaryRecord(
         channel=channel,
         text=result.text,
         annotations=annotations,
         first_offset=batch.first_offset,
         last_offset=batch.last_offset,
-        first_message_id=messages[0].id,
-        last_message_id=messages[-1].id,
+        first_message_id=messages[0].id if messages else None,
+        last_message_id=messages[-1].id if messages else None,
         total_messages=(previous.total_messages if previous else 0) + batch.covers,
         **({"updated_at": at} if at else {}),
     )
@@ -311,7 +318,7 @@ async def simulate(
     latest: dict[str, SummaryRecord] = {}
     for channel, log_of in by_channel.items():
         after_messages = settings.summary_after_messages
-        for batch in replay(
+        for batch, batch_messages in replay(
             log_of,
             after_messages=after_messages,
             after_seconds=settings.summary_after_seconds,
@@ -319,7 +326,7 @@ async def simulate(
         ):
             at = log_of[batch.last_offset][1].created_at
             latest[channel] = await summarise_batch(
-                summariser, channel, batch, latest.get(channel), at
+                summariser, channel, batch, batch_messages, latest.get(channel), at
             )
     return latest
 

@@ -28,7 +28,7 @@ from projections.summarise.digest import (
     clean,
     sentences,
 )
-from projections.summarise.pending import PendingBatch, add
+from projections.summarise.pending import PendingBatch, add, fill
 from projections.summarise.synthesised import copy_ratio, unusable_answer
 
 T0 = datetime(2026, 5, 1, 9, tzinfo=UTC)
@@ -167,20 +167,17 @@ async def test_an_old_grouped_summary_gives_its_content_not_its_headers() -> Non
 
 
 async def test_compacted_items_keep_their_speakers() -> None:
+    said = [
+        ("ann", "Shard the invoice queue."),
+        ("bob", "Agreed, by region."),
+        ("cy", "Queue sharding ships Monday."),
+    ]
+    bodies = {i: say(who, what, i) for i, (who, what) in enumerate(said)}
     batch = PendingBatch()
-    for i, (who, what) in enumerate(
-        [("ann", "Shard the invoice queue."), ("bob", "Agreed, by region.")]
-    ):
-        batch = add(batch, say(who, what, i), i, covered_offset=-1, max_pending=2, now=T0)
-    batch = add(
-        batch,
-        say("cy", "Queue sharding ships Monday.", 2),
-        2,
-        covered_offset=-1,
-        max_pending=2,
-        now=T0,
-    )
-    result = await DigestSummariser().summarise(batch.messages())
+    for i in bodies:
+        batch = add(batch, i, covered_offset=-1, max_pending=2, now=T0)
+    assert [item.covers for item in batch.items] == [2, 1]
+    result = await DigestSummariser().summarise(fill(batch, bodies))
     assert "[ann] Shard the invoice queue." in result.text
     assert "[bob] Agreed, by region." in result.text
     assert result.annotations["participants"] == "ann,bob,cy"

@@ -1,13 +1,18 @@
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from projections.model import Message, MessageType
 from projections.summarise.pending import (
     MAX_COMPACTED_CHARS,
     PendingBatch,
-    PendingItem,
     add,
     due,
+    fill,
+    missing,
     next_batch,
     replay,
     spoken,
@@ -26,22 +31,26 @@ def msg(i: int, kind: MessageType = MessageType.STATUS) -> Message:
 def filled(count: int, max_pending: int = 100) -> PendingBatch:
     batch = PendingBatch()
     for i in range(count):
-        batch = add(batch, msg(i), i, covered_offset=-1, max_pending=max_pending, now=NOW)
+        batch = add(batch, i, covered_offset=-1, max_pending=max_pending, now=NOW)
     return batch
+
+
+def bodies(count: int) -> dict[int, Message]:
+    return {i: msg(i) for i in range(count)}
 
 
 def test_add_keeps_log_order_and_ignores_redelivery() -> None:
     batch = filled(3)
     assert [item.offset for item in batch.items] == [0, 1, 2]
-    assert add(batch, msg(1), 1, covered_offset=-1, max_pending=100, now=NOW) is batch
-    covered = add(PendingBatch(), msg(5), 5, covered_offset=5, max_pending=100, now=NOW)
+    assert add(batch, 1, covered_offset=-1, max_pending=100, now=NOW) is batch
+    covered = add(PendingBatch(), 5, covered_offset=5, max_pending=100, now=NOW)
     assert covered.items == []
-    assert batch.messages()[2].content == "m2"
+    assert fill(batch, bodies(3))[2].content == "m2"
 
 
 def test_pending_since_is_the_first_arrival() -> None:
-    batch = add(PendingBatch(), msg(0), 0, covered_offset=-1, max_pending=9, now=NOW)
-    later = add(batch, msg(1), 1, covered_offset=-1, max_pending=9, now=NOW + timedelta(hours=1))
+    batch = add(PendingBatch(), 0, covered_offset=-1, max_pending=9, now=NOW)
+    later = add(batch, 1, covered_offset=-1, max_pending=9, now=NOW + timedelta(hours=1))
     assert later.pending_since == NOW
 
 
@@ -53,7 +62,7 @@ def test_bounded_compacts_the_smallest_adjacent_pair_never_drops() -> None:
     batch = filled(7, max_pending=5)
     assert spans(batch) == [(0, 1), (2, 3), (4, 4), (5, 5), (6, 6)]
     assert batch.covers == 7 and batch.first_offset == 0 and batch.last_offset == 6
-    first = batch.messages()[0]
+    first = fill(batch, bodies(7))[0]
     assert first.content == "[s] m0\n[s] m1"
     assert first.payload == {"compacted": {"messages": 2, "senders": ["s"]}}
     assert spoken(first) == [("s", "m0"), ("s", "m1")]
@@ -67,62 +76,86 @@ def test_a_burst_of_ten_times_the_bound_loses_no_message() -> None:
     assert covered == list(range(10 * bound))
     # Balanced: every item stands for about the same number of messages.
     assert max(item.covers for item in batch.items) <= 2 * min(i.covers for i in batch.items)
-    said = [part for m in batch.messages() for part in spoken(m)]
+    messages = fill(batch, bodies(10 * bound))
+    said = [part for m in messages for part in spoken(m)]
     assert [content for _, content in said] == [f"m{i}" for i in range(10 * bound)]
-    assert all(len(m.content or "") <= MAX_COMPACTED_CHARS for m in batch.messages())
+    assert all(len(m.content or "") <= MAX_COMPACTED_CHARS for m in messages)
 
 
 def test_a_batch_in_flight_is_never_compacted() -> None:
     batch = PendingBatch()
     for i in range(30):
-        batch = add(
-            batch, msg(i), i, covered_offset=-1, max_pending=6, now=NOW, in_flight_through=3
-        )
+        batch = add(batch, i, covered_offset=-1, max_pending=6, now=NOW, in_flight_through=3)
     assert spans(batch)[:4] == [(0, 0), (1, 1), (2, 2), (3, 3)]
     assert len(batch.items) == 6 and batch.covers == 30
     # With the bound no larger than what is in flight, it holds that plus one.
     tight = PendingBatch()
     for i in range(10):
-        tight = add(
-            tight, msg(i), i, covered_offset=-1, max_pending=2, now=NOW, in_flight_through=3
-        )
+        tight = add(tight, i, covered_offset=-1, max_pending=2, now=NOW, in_flight_through=3)
     assert spans(tight) == [(0, 0), (1, 1), (2, 2), (3, 3), (4, 9)]
 
 
 def test_compacted_content_is_bounded_and_keeps_every_part_in_order() -> None:
     long = "x" * 3000
     batch = PendingBatch()
+    said = {}
     for i in range(40):
-        message = Message(
+        said[i] = Message(
             id=f"id{i}", channel="c", sender=f"s{i}", type=MessageType.STATUS, content=f"{i} {long}"
         )
-        batch = add(batch, message, i, covered_offset=-1, max_pending=2, now=NOW)
+        batch = add(batch, i, covered_offset=-1, max_pending=2, now=NOW)
     assert len(batch.items) == 2 and batch.covers == 40
-    contents = [m.content or "" for m in batch.messages()]
+    messages = fill(batch, said)
+    contents = [m.content or "" for m in messages]
     assert all(len(c) <= MAX_COMPACTED_CHARS for c in contents)
-    senders = [s for m in batch.messages() for s in m.payload["compacted"]["senders"]]  # type: ignore[index]
+    senders = [s for m in messages for s in m.payload["compacted"]["senders"]]  # type: ignore[index]
     assert senders == [f"s{i}" for i in range(40)]
+    # Every message keeps the start of its line, in order.
+    starts = [content.split(" ")[0] for _, content in spoken(messages[1])]
+    assert starts == [str(i) for i in range(40 - messages[1].payload["compacted"]["messages"], 40)]  # type: ignore[index]
 
 
-def test_add_loads_messages_stored_apart_to_compact_them() -> None:
-    stored = {i: msg(i).model_dump(mode="json") for i in range(3)}
-    header = PendingBatch(items=[PendingItem(offset=i, message={}) for i in range(3)])
-    loaded: list[int] = []
+def test_a_batch_is_positions_and_missing_says_which_bodies_it_still_needs() -> None:
+    batch = filled(7, max_pending=5)  # (0, 1) (2, 3) (4, 4) (5, 5) (6, 6)
+    have = {i: msg(i) for i in (0, 2, 3, 5)}
+    assert [(i.start, i.offset) for i in missing(batch, have)] == [(0, 1), (4, 4), (6, 6)]
+    assert missing(batch, bodies(7)) == []
+    # What is there is used; an item with none of its messages is left out.
+    assert [m.content for m in fill(batch, have)] == ["[s] m0", "[s] m2\n[s] m3", "m5"]
 
-    def load(item: PendingItem) -> dict[str, Any]:
-        loaded.append(item.offset)
-        return stored[item.offset]
 
-    batch = add(header, msg(3), 3, covered_offset=-1, max_pending=3, now=NOW, load=load)
-    assert loaded == [0, 1]
-    assert spans(batch) == [(0, 1), (2, 2), (3, 3)]
-    assert batch.items[0].message["content"] == "[s] m0\n[s] m1"
-    assert batch.items[1].message == {}  # not needed, not loaded
+@given(st.lists(st.booleans(), min_size=1, max_size=60), st.integers(2, 8))
+def test_fill_depends_on_the_run_alone_not_on_how_it_was_compacted(
+    events: list[bool], bound: int
+) -> None:
+    """The live stage compacts what it has pending; replay compacts the same offsets with
+    other in-flight boundaries. A compacted item's message is a function of its run, so a
+    restart (bodies read back from the log) summarises the same text."""
+    offsets = [i for i, is_event in enumerate(events) if not is_event]
+    if not offsets:
+        return
+    said = {i: msg(i) for i in offsets}
+    batch = PendingBatch()
+    for i in offsets:
+        batch = add(batch, i, covered_offset=-1, max_pending=bound, now=NOW)
+    for item in batch.items:
+        run = [o for o in offsets if item.start <= o <= item.offset]
+        one = PendingBatch(items=[item])
+        assert fill(one, said) == fill(one, {o: said[o] for o in run})
+        assert item.covers == len(run)
+
+
+@pytest.mark.parametrize("count", [1, 66, 67, 500])
+def test_compacted_content_never_exceeds_its_bound(count: int) -> None:
+    batch = filled(count, max_pending=1)
+    long = {i: msg(i).model_copy(update={"content": "y" * 500}) for i in range(count)}
+    (message,) = fill(batch, long)
+    assert len(message.content or "") <= MAX_COMPACTED_CHARS
 
 
 def batches(messages: list[tuple[int, Message]], **rules: Any) -> list[list[int]]:
     settings = {"after_messages": 3, "after_seconds": 60.0, "max_pending": 100, **rules}
-    return [[item.offset for item in b.items] for b in replay(messages, **settings)]
+    return [[item.offset for item in b.items] for b, _ in replay(messages, **settings)]
 
 
 def at(i: int, seconds: float, kind: MessageType = MessageType.STATUS) -> tuple[int, Message]:

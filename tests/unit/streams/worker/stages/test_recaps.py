@@ -45,6 +45,7 @@ def test_window_is_bounded_and_tools_are_listed() -> None:
     tool = msg("x" * 500, actor_type=ActorType.TOOL, sender="grep")
     recap = with_message(recap, tool, 50, 30, NOW)
     assert len(recap.window) == 20 and recap.tools == ["grep"]
+    assert recap.window_offsets == list(range(31, 51))  # what the stage stores
     last = recap.messages()[-1]
     assert last.sender == "grep" and last.content == "x" * 299 + "…"  # cut, and says so
     assert with_message(recap, msg("dup"), 50, 30, NOW) is recap  # replayed offset

@@ -1,5 +1,6 @@
-"""How the summary and recap stages store messages: one key per message, small headers, and
-in-memory indexes for the timers. Through Faust's test harness: no Kafka, sends captured."""
+"""How the summary and recap stages store messages: the summary stage keeps positions only
+(bodies in memory, else the log), the recap window one key per slot, and in-memory indexes
+for the timers. Through Faust's test harness: no Kafka, sends captured."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from streams.settings import Settings
 from streams.worker.compose import build_worker
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recaps import RECAP_WINDOW
-from streams.worker.stages.summaries import header_batch, item_key
+from streams.worker.stages.summaries import header_batch
 
 CHANNEL = "store/age"
 
@@ -48,48 +49,61 @@ async def fold_messages(
     return chorus, summariser, recapper
 
 
-async def test_pending_batch_is_a_header_and_each_message_is_stored_once() -> None:
-    _, summariser, _ = await fold_messages(5, summary_after_messages=50)
+async def test_pending_batch_is_positions_and_no_table_holds_a_message_body() -> None:
+    chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
 
     header = summariser.pending.get(CHANNEL)
     assert header["offsets"] == [0, 1, 2, 3, 4] and "items" not in header
-    stored = [summariser.items.get(item_key(CHANNEL, offset)) for offset in range(5)]
-    assert [m["content"] for m in stored] == ["m0", "m1", "m2", "m3", "m4"]
-
-    batch = summariser.with_messages(CHANNEL, summariser.batch_of(CHANNEL))
-    assert [m.content for m in batch.messages()] == ["m0", "m1", "m2", "m3", "m4"]
+    assert not any("summary-items" in name for name in chorus.app.tables)
+    # The bodies are in memory (the log is their copy), so no read goes to Kafka here.
+    batch = summariser.batch_of(CHANNEL)
+    messages = await summariser.messages_of(CHANNEL, batch, partition=0)
+    assert [m.content for m in messages] == ["m0", "m1", "m2", "m3", "m4"]
     # Not due yet (5 of 50 messages): the timer index holds the time threshold.
+    assert batch.pending_since is not None
     assert summariser.due_at[CHANNEL] > batch.pending_since
 
 
-async def test_recap_window_is_a_ring_read_back_oldest_first() -> None:
+async def test_recap_window_is_positions_read_back_oldest_first() -> None:
     count = RECAP_WINDOW + 7
-    _, _, recapper = await fold_messages(count)
+    chorus, _, recapper = await fold_messages(count)
 
     status = recapper.table.get(CHANNEL)
     assert "window" not in status and status["message_count"] == count
-    recap = recapper.with_window(CHANNEL, recapper.recap_of(CHANNEL))
-    assert [m.content for m in recap.messages()] == [f"m{n}" for n in range(7, count)]
+    assert status["window_offsets"] == list(range(7, count))
+    assert not any("recap-window" in name for name in chorus.app.tables)
+    recap = recapper.recap_of(CHANNEL)
+    window = await recapper.window_of(CHANNEL, recap)
+    assert [m.content for m in window] == [f"m{n}" for n in range(7, count)]
+    # Memory holds the window only: what left it is forgotten (the log still has it).
+    assert sorted(recapper.bodies.memory.of(CHANNEL)) == list(range(7, count))
     assert recapper.statuses[CHANNEL] == recap.status
 
 
-async def test_a_summary_trims_the_header_and_deletes_the_messages_it_covers() -> None:
+async def test_a_summary_trims_the_header_and_forgets_the_bodies_it_covers() -> None:
     covered = SummaryRecord(channel=CHANNEL, text="so far", first_offset=0, last_offset=2)
     _, summariser, _ = await fold_messages(5, [covered], summary_after_messages=50)
 
     assert summariser.pending.get(CHANNEL)["offsets"] == [3, 4]
-    kept = [summariser.items.get(item_key(CHANNEL, offset)) for offset in range(5)]
-    assert [m and m["content"] for m in kept] == [None, None, None, "m3", "m4"]
+    kept = summariser.bodies.memory.of(CHANNEL)
+    assert {offset: m.content for offset, m in kept.items()} == {3: "m3", 4: "m4"}
     assert summariser.covered_offset(CHANNEL) == 2
 
 
-def test_an_old_format_batch_with_inline_messages_is_read_as_it_is() -> None:
+def test_an_old_format_batch_with_inline_messages_is_read_for_its_positions() -> None:
     message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS", "content": "old"}
-    old = {"items": [{"offset": 3, "message": message}], "pending_since": None, "dropped": 2}
+    old = {
+        "items": [
+            {"offset": 3, "message": message},
+            {"offset": 9, "message": message, "first_offset": 4, "covers": 6},
+        ],
+        "pending_since": None,
+        "dropped": 2,
+    }
 
     batch = header_batch(old)
 
-    assert [(i.offset, i.message["content"]) for i in batch.items] == [(3, "old")]
+    assert [(i.start, i.offset, i.covers) for i in batch.items] == [(3, 3, 1), (4, 9, 6)]
     header = header_batch({"offsets": [4, 5], "pending_since": "2026-03-01T12:00:00+00:00"})
     assert header.last_offset == 5 and header.pending_since == datetime(2026, 3, 1, 12, tzinfo=UTC)
     assert header_batch(None).items == []
@@ -104,15 +118,40 @@ async def test_a_burst_of_ten_times_the_bound_is_compacted_never_dropped() -> No
 
     header = summariser.pending.get(CHANNEL)
     assert len(header["offsets"]) == bound
-    batch = summariser.with_messages(CHANNEL, summariser.batch_of(CHANNEL))
+    batch = summariser.batch_of(CHANNEL)
     spans = [(item.start, item.offset) for item in batch.items]
     # The batch in flight (0-4) is left as it is: its summary trims exactly those.
     assert spans[:5] == [(n, n) for n in range(5)] and spans[-1][1] == count - 1
     assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans))
     assert batch.covers == count
-    said = [content for m in batch.messages() for _, content in spoken(m)]
+    messages = await summariser.messages_of(CHANNEL, batch, partition=0)
+    said = [content for m in messages for _, content in spoken(m)]
     assert said == [f"m{n}" for n in range(count)]
-    # What compaction merged away is no longer stored on its own.
     start, end = spans[5]
-    assert start < end and summariser.items.get(item_key(CHANNEL, start)) is None
-    assert summariser.items.get(item_key(CHANNEL, end))["payload"]["compacted"]
+    assert start < end and messages[5].payload == {
+        "compacted": {"messages": end - start + 1, "senders": ["ann"]}
+    }
+
+
+async def test_bodies_memory_let_go_are_read_back_and_what_the_log_lacks_is_counted() -> None:
+    _, summariser, _ = await fold_messages(5, summary_after_messages=50)
+    summariser.bodies.memory.drop_through(CHANNEL, 1)  # as after a restart, for 0 and 1
+    asked: list[tuple[int, int, int]] = []
+
+    async def log_without_them(partition: int, first: int, last: int, _: Any) -> list[Any]:
+        asked.append((partition, first, last))
+        return []  # as if the log's retention had been cut
+
+    sent: list[bytes] = []
+
+    async def capture(*_: Any, value: bytes = b"", **__: Any) -> None:
+        sent.append(value)
+
+    summariser.bodies.reader.read = log_without_them  # type: ignore[method-assign]
+    with patch("faust.topics.Topic.send", capture):
+        await summariser.summarise(CHANNEL, summariser.batch_of(CHANNEL), None, partition=3)
+
+    assert asked == [(3, 0, 1)]
+    record = SummaryRecord.model_validate_json(sent[0])
+    assert (record.first_offset, record.last_offset, record.total_messages) == (0, 4, 5)
+    assert record.annotations["unreadItems"] == "2" and "m4" in record.text
