@@ -194,8 +194,8 @@ class Folder:
         """State first, then the signal: flush the staged tables, then send the events.
         Writes refused as too large for a changelog (any stage's) get their dead letters."""
         self.chorus.staging.flush()
-        for key, value, partition in signals:
-            await self.chorus.driver_events.send(key=key, value=value, partition=partition)
+        # All of them at once through the producer, acknowledged before the batch is.
+        await self.chorus.publish(self.chorus.driver_events, signals)
         for refused in self.chorus.staging.drain_refused():
             await self.send_dead_letter(
                 refused.reason,
