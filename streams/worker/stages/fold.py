@@ -3,7 +3,8 @@ then wake drivers with the new state (state first, then the signal).
 
 Records arrive in batches (`Stream.take_events`); every table write of the batch, the later
 stages' included, is staged (`streams.worker.staging`) and each changed key written once before
-the batch's driver events are sent. The batch is acknowledged after that.
+the batch's driver events are published (`Runtime.publish`, all at once, waiting for the
+broker's acknowledgement of every one). The batch is acknowledged after that.
 
 Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
 applied; a redelivered record is not applied again, but its driver events are sent again,
