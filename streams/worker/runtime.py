@@ -5,14 +5,17 @@ wires the stages onto it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import faust
 from faust.types import TP as TopicPartition
 
 from projections.projection import ChannelProjection
+from streams.errors import ChorusError
 from streams.kafka.clients import bootstrap_servers
 from streams.llm.metering import CostMeter
 from streams.registry import registered_projections
@@ -33,6 +36,14 @@ from streams.worker.staging import RefusedWrite, Staging
 log = logging.getLogger(__name__)
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+
+# A record ready to produce: (key, value, partition); a partition of None leaves the choice
+# to the key.
+Record = tuple[bytes | None, bytes | None, int | None]
+
+
+class PublishFailed(ChorusError):
+    """Records of a batch the broker did not acknowledge (or that could not be queued)."""
 
 
 def _credentials(settings: Settings) -> Any:
@@ -134,6 +145,41 @@ class Runtime:
             partitions=self.settings.partitions,
             extra_topic_configs=changelog_config(self.settings),
         )
+
+    async def publish(self, topic: Any, records: Sequence[Record]) -> None:
+        """Produce `records` to `topic` through the app's producer, bypassing Faust's
+        per-send path (future message, callbacks, sensors), and return once the broker has
+        acknowledged every one of them (acks=all).
+
+        Guarantee: when this returns, the records are durable, so a caller that
+        acknowledges its source records after it (the fold agent: the batch is acknowledged
+        once `wake` returns) keeps at-least-once. When any record is refused or cannot be
+        queued, it logs the error and raises `PublishFailed` after every queued record has
+        settled; the records already acknowledged stay, and sending the batch again
+        duplicates them (consumers dedupe driver events by (channel, offset)).
+        """
+        if not records:
+            return
+        name = topic.get_topic_name()
+        producer = await self.app.maybe_start_producer()
+        pending: list[Awaitable[Any]] = []
+        errors: list[BaseException] = []
+        try:
+            for key, value, partition in records:
+                pending.append(await producer.send(name, key, value, partition, None, None))
+        except Exception as error:  # e.g. no metadata for the topic in time
+            errors.append(error)
+        outcomes = await asyncio.gather(*pending, return_exceptions=True)
+        refused = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        errors += refused
+        if errors:
+            missing = len(records) - len(pending) + len(refused)
+            reason = (
+                f"{missing} of {len(records)} records to {name} not acknowledged: "
+                f"{type(errors[0]).__name__}: {errors[0]}"
+            )
+            log.error("%s", reason)
+            raise PublishFailed(reason) from errors[0]
 
     def changelog_topics(self) -> list[str]:
         """Every table's changelog topic (to create them before Faust's clients start)."""

@@ -3,7 +3,8 @@ then wake drivers with the new state (state first, then the signal).
 
 Records arrive in batches (`Stream.take_events`); every table write of the batch, the later
 stages' included, is staged (`streams.worker.staging`) and each changed key written once before
-the batch's driver events are sent. The batch is acknowledged after that.
+the batch's driver events are published (`Runtime.publish`, all at once, waiting for the
+broker's acknowledgement of every one). The batch is acknowledged after that.
 
 Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
 applied; a redelivered record is not applied again, but its driver events are sent again,
@@ -13,6 +14,7 @@ state; consumers dedupe by (channel, offset).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -42,7 +44,7 @@ from streams.records import (
     driver_event,
     validate_record,
 )
-from streams.worker.runtime import Runtime
+from streams.worker.runtime import PublishFailed, Runtime
 from streams.worker.staging import CACHED_KEYS, processing
 from streams.worker.stall import Stall, StallWatch
 
@@ -59,6 +61,9 @@ STATE_BOUND_COUNTERS = {
 # Channels whose misplaced records were already explained in the log; the oldest is
 # forgotten first (and explained again when it shows up again).
 MISPLACED_LOGGED_LIMIT = 10_000
+# Waits between attempts to publish a batch's driver events the broker did not acknowledge:
+# doubling from the first to the last, then the last until it does.
+PUBLISH_RETRY_SECONDS = (1.0, 30.0)
 
 # A later stage that sees every valid message after it is folded: (message, partition, offset).
 Follower = Callable[[Message, int, int], Awaitable[None]]
@@ -191,11 +196,11 @@ class Folder:
         await self.wake(signals)
 
     async def wake(self, signals: Sequence[Signal]) -> None:
-        """State first, then the signal: flush the staged tables, then send the events.
-        Writes refused as too large for a changelog (any stage's) get their dead letters."""
+        """State first, then the signal: flush the staged tables, then publish the events
+        and wait until the broker has them all (`signal`). Writes refused as too large for
+        a changelog (any stage's) get their dead letters."""
         self.chorus.staging.flush()
-        for key, value, partition in signals:
-            await self.chorus.driver_events.send(key=key, value=value, partition=partition)
+        await self.signal(signals)
         for refused in self.chorus.staging.drain_refused():
             await self.send_dead_letter(
                 refused.reason,
@@ -206,6 +211,24 @@ class Folder:
                 -1 if refused.offset is None else refused.offset,
                 topic=refused.topic,
             )
+
+    async def signal(self, signals: Sequence[Signal]) -> None:
+        """Publish the batch's driver events, again and again (with backoff) while the broker
+        does not acknowledge all of them: the batch is acknowledged when this returns, so
+        returning early, or raising (Faust's batch stream then acknowledges it as it
+        closes), would lose them. Each failed attempt is logged (`Runtime.publish`); a
+        repeated attempt may duplicate events, which consumers dedupe by (channel, offset)."""
+        delay, longest = PUBLISH_RETRY_SECONDS
+        while True:
+            try:
+                await self.chorus.publish(self.chorus.driver_events, signals)
+                return
+            except PublishFailed:
+                log.warning(
+                    "sending the batch's %d driver events again in %gs", len(signals), delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, longest)
 
     def _count_bounds(self, before: Folded | None, done: ProjectionStep) -> None:
         """`chorus_state_bound_hits_total`: the bounds this fold met, from the counters the

@@ -2,39 +2,69 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 from unittest.mock import patch
 
 import orjson
 import pytest
 
+import streams.worker.stages.fold
 from streams.records import DeadLetter, DriverEvent, MisplacedRecord, key_partition
 from streams.settings import Settings
 from streams.worker.compose import build_worker
-from streams.worker.runtime import Runtime
+from streams.worker.runtime import PublishFailed, Record, Runtime
+from streams.worker.stages.fold import Folder
 
 # Offline, the consumer knows no partition count: the settings' (4) is the topic's.
 HOME = key_partition(b"off/line", 4)
 
 
+async def until(done: Callable[[], bool]) -> None:
+    while not done():
+        await asyncio.sleep(0.001)
+
+
+@contextmanager
+def captured(
+    on_publish: Callable[[Record], None] = lambda _: None,
+) -> Iterator[list[tuple[str, bytes]]]:
+    """(topic, value) of every record sent, in order: one at a time through Faust's
+    Topic.send (dead letters) or a batch at a time through Runtime.publish (driver events)."""
+    sent: list[tuple[str, bytes]] = []
+
+    async def send(topic: Any, key: bytes | None = None, value: bytes = b"", **_: Any) -> None:
+        sent.append((topic.get_topic_name(), value))
+
+    async def publish(_: Runtime, topic: Any, records: Sequence[Record]) -> None:
+        for record in records:
+            on_publish(record)
+            assert record[1] is not None
+            sent.append((topic.get_topic_name(), record[1]))
+
+    with patch("faust.topics.Topic.send", send), patch.object(Runtime, "publish", publish):
+        yield sent
+
+
 async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
     settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
     chorus = build_worker(settings, broker="127.0.0.1:1").runtime
-    sent: list[tuple[str, Any]] = []
 
-    async def capture(topic: Any, key: bytes | None = None, value: bytes = b"", **_: Any) -> None:
-        name = topic.get_topic_name()
-        if name.endswith("driver-events"):
-            event = DriverEvent.model_validate_json(value)
-            assert set(event.states) == {"commitments", "overview"}  # one event, every state
-            for projection, carried in event.states.items():
-                stored = chorus.folds[projection].get(event.channel)
-                assert stored is not None and stored["state"] == carried.state  # state first
-        sent.append((name, value))
+    def state_first(record: Record) -> None:
+        key, value, partition = record
+        assert value is not None
+        event = DriverEvent.model_validate_json(value)
+        assert key == b"off/line" and partition == HOME
+        assert set(event.states) == {"commitments", "overview"}  # one event, every state
+        for projection, carried in event.states.items():
+            stored = chorus.folds[projection].get(event.channel)
+            assert stored is not None and stored["state"] == carried.state  # state first
 
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
-    with patch("faust.topics.Topic.send", capture):
+    with captured(state_first) as sent:
         async with chorus.app.agents["fold-messages"].test_context() as agent:
             await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
             await agent.put(b"\x00not json", key=b"off/line", partition=HOME)
@@ -55,10 +85,6 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
     chorus = build_worker(settings, broker="127.0.0.1:1").runtime
     away = "off/away"  # its records below sit in off/line's partition, not in its own
     assert key_partition(away.encode(), 4) != HOME
-    sent: list[tuple[str, bytes]] = []
-
-    async def capture(topic: Any, key: bytes | None = None, value: bytes = b"", **_: Any) -> None:
-        sent.append((topic.get_topic_name(), value))
 
     def record(channel: str, content: str) -> bytes:
         return orjson.dumps(
@@ -66,7 +92,7 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
         )
 
     caplog.set_level(logging.DEBUG, logger="streams.worker.stages.fold")
-    with patch("faust.topics.Topic.send", capture):
+    with captured() as sent:
         async with chorus.app.agents["fold-messages"].test_context() as agent:
             for offset in range(5):  # off/line at 0, 2, 4; off/away (misplaced) at 1, 3
                 channel = away if offset % 2 else "off/line"
@@ -100,17 +126,12 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
 async def test_misplaced_records_are_explained_once_per_channel_within_a_bound(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import streams.worker.stages.fold
-
     monkeypatch.setattr(streams.worker.stages.fold, "MISPLACED_LOGGED_LIMIT", 2)
     settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    folder = streams.worker.stages.fold.Folder(Runtime(settings, broker="127.0.0.1:1"))
-
-    async def ignore(*_: Any, **__: Any) -> None:
-        return None
+    folder = Folder(Runtime(settings, broker="127.0.0.1:1"))
 
     caplog.set_level(logging.WARNING, logger="streams.worker.stages.fold")
-    with patch("faust.topics.Topic.send", ignore):
+    with captured():
         for channel in ["a/1", "a/2", "a/1", "a/3", "a/2", "a/1"]:
             error = MisplacedRecord(channel, 0, 1, 4)
             await folder.send_misplaced(error, channel.encode(), b"{}", 0, 0)
@@ -136,3 +157,41 @@ def test_worker_settings_reach_faust() -> None:
     # A produce batch must fit the smallest topic limit (max_message_bytes + 64 KiB).
     small = Settings(store="memory://", bootstrap_servers="x:1", max_message_bytes=25_000)
     assert Runtime(small, broker="127.0.0.1:1").app.conf.producer_max_batch_size == 25_000
+
+
+async def test_driver_events_the_broker_refused_are_sent_again_until_it_takes_them(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch is acknowledged once wake returns: it must not return (or raise, as Faust
+    then acknowledges the batch anyway) before the broker has every driver event."""
+    monkeypatch.setattr(streams.worker.stages.fold, "PUBLISH_RETRY_SECONDS", (0.001, 0.002))
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    chorus = build_worker(settings, broker="127.0.0.1:1").runtime
+    attempts: list[list[Record]] = []
+
+    async def refused_three_times(_: Runtime, topic: Any, records: Sequence[Record]) -> None:
+        for _key, value, _partition in records:  # state first, on every attempt
+            assert value is not None
+            event = DriverEvent.model_validate_json(value)
+            stored = chorus.folds["overview"].get(event.channel)
+            assert stored is not None and stored["offset"] == event.offset
+        attempts.append(list(records))
+        if len(attempts) <= 3:
+            raise PublishFailed(f"{len(records)} of {len(records)} records not acknowledged")
+
+    message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
+    caplog.set_level(logging.WARNING, logger="streams.worker.stages.fold")
+    with captured() as sent, patch.object(Runtime, "publish", refused_three_times):
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            message_bytes = orjson.dumps(message)
+            await agent.put(message_bytes, key=b"off/line", partition=HOME)
+            await asyncio.wait_for(until(lambda: len(attempts) > 3), 5)
+    assert sent == []
+    assert len(attempts) == 4 and all(attempt == attempts[0] for attempt in attempts)
+    assert [DriverEvent.model_validate_json(v).offset for _, v, _ in attempts[0]] == [0]
+    # Each failure is logged; the wait doubles up to its bound.
+    assert [r.getMessage() for r in caplog.records] == [
+        "sending the batch's 1 driver events again in 0.001s",
+        "sending the batch's 1 driver events again in 0.002s",
+        "sending the batch's 1 driver events again in 0.002s",
+    ]

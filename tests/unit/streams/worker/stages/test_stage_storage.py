@@ -37,7 +37,7 @@ async def fold_messages(
     async def discard(*_: Any, **__: Any) -> None:
         return None
 
-    with patch("faust.topics.Topic.send", discard):
+    with patch("faust.topics.Topic.send", discard), patch.object(Runtime, "publish", discard):
         async with chorus.app.agents["fold-messages"].test_context() as agent:
             for n in range(count):
                 message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS"}
