@@ -63,6 +63,12 @@ class CostMeter:
             "Partitions whose consumer stopped delivering waiting records and was sought back",
             registry=self.registry,
         )
+        self.refused_records = Counter(
+            "chorus_refused_records",
+            "Records the broker refused for good (too large for the topic); each is dead-lettered",
+            ["topic"],
+            registry=self.registry,
+        )
         self.refused_writes = Counter(
             "chorus_refused_table_writes",
             "Table writes refused because the value would not fit a changelog record",

@@ -9,9 +9,15 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import faust
+from aiokafka.errors import (
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 from faust.types import TP as TopicPartition
 
 from projections.projection import ChannelProjection
@@ -44,6 +50,23 @@ Record = tuple[bytes | None, bytes | None, int | None]
 
 class PublishFailed(ChorusError):
     """Records of a batch the broker did not acknowledge (or that could not be queued)."""
+
+
+# What no retry can make the broker accept: a record (or batch) too large for the topic.
+REFUSED_FOR_GOOD = (MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
+
+
+def _refused_for_good(error: BaseException) -> bool:
+    """Faust's producer wraps what aiokafka raises at queue time (`ProducerSendError`)."""
+    return isinstance(error, REFUSED_FOR_GOOD) or isinstance(error.__cause__, REFUSED_FOR_GOOD)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A record of a published batch the broker refused for good: its index in the batch."""
+
+    index: int
+    error: BaseException
 
 
 def _credentials(settings: Settings) -> Any:
@@ -146,40 +169,74 @@ class Runtime:
             extra_topic_configs=changelog_config(self.settings),
         )
 
-    async def publish(self, topic: Any, records: Sequence[Record]) -> None:
+    async def publish(self, topic: Any, records: Sequence[Record]) -> list[Refused]:
         """Produce `records` to `topic` through the app's producer, bypassing Faust's
         per-send path (future message, callbacks, sensors), and return once the broker has
-        acknowledged every one of them (acks=all).
+        acknowledged every one of them (acks=all), or refused it for good.
 
-        Guarantee: when this returns, the records are durable, so a caller that
-        acknowledges its source records after it (the fold agent: the batch is acknowledged
-        once `wake` returns) keeps at-least-once. When any record is refused or cannot be
-        queued, it logs the error and raises `PublishFailed` after every queued record has
-        settled; the records already acknowledged stay, and sending the batch again
-        duplicates them (consumers dedupe driver events by (channel, offset)).
+        Guarantee: when this returns, every record is durable or in the returned list, so a
+        caller that acknowledges its source records after it (the fold agent: the batch is
+        acknowledged once `wake` returns) keeps at-least-once and reports the refused ones.
+        Refused for good means too large for the topic (`REFUSED_FOR_GOOD`; an operator may
+        set a topic's `max.message.bytes` below what chorus sends); since the broker judges a
+        whole batch of records at once, each such record is sent again on its own before it
+        counts as refused. Any other failure (no leader, timeouts, no metadata) is logged and
+        raises `PublishFailed` once every queued record has settled; the records already
+        acknowledged stay, and sending the batch again duplicates them (consumers dedupe
+        driver events by (channel, offset)).
         """
         if not records:
-            return
+            return []
         name = topic.get_topic_name()
         producer = await self.app.maybe_start_producer()
-        pending: list[Awaitable[Any]] = []
+        pending: list[tuple[int, Awaitable[Any]]] = []
+        too_large: list[int] = []
         errors: list[BaseException] = []
-        try:
-            for key, value, partition in records:
-                pending.append(await producer.send(name, key, value, partition, None, None))
-        except Exception as error:  # e.g. no metadata for the topic in time
-            errors.append(error)
-        outcomes = await asyncio.gather(*pending, return_exceptions=True)
-        refused = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
-        errors += refused
+        for index, (key, value, partition) in enumerate(records):
+            try:
+                pending.append(
+                    (index, await producer.send(name, key, value, partition, None, None))
+                )
+            except Exception as error:  # too large to queue, or e.g. no metadata in time
+                if not _refused_for_good(error):
+                    errors.append(error)
+                    break
+                too_large.append(index)
+        outcomes = await asyncio.gather(*(sent for _, sent in pending), return_exceptions=True)
+        for (index, _), outcome in zip(pending, outcomes, strict=True):
+            if not isinstance(outcome, BaseException):
+                continue
+            if _refused_for_good(outcome):
+                too_large.append(index)
+            else:
+                errors.append(outcome)
         if errors:
-            missing = len(records) - len(pending) + len(refused)
+            acknowledged = sum(not isinstance(outcome, BaseException) for outcome in outcomes)
+            missing = len(records) - acknowledged - len(too_large)
             reason = (
                 f"{missing} of {len(records)} records to {name} not acknowledged: "
                 f"{type(errors[0]).__name__}: {errors[0]}"
             )
             log.error("%s", reason)
             raise PublishFailed(reason) from errors[0]
+        refused: list[Refused] = []
+        for index in sorted(too_large):
+            refused += await self._alone(producer, name, index, records[index])
+        return refused
+
+    async def _alone(self, producer: Any, name: str, index: int, record: Record) -> list[Refused]:
+        """`record` sent in a produce request of its own: [] once acknowledged, [Refused]
+        when the broker still refuses it for good."""
+        key, value, partition = record
+        try:
+            await (await producer.send(name, key, value, partition, None, None))
+        except Exception as error:
+            if not _refused_for_good(error):
+                log.error("a record to %s not acknowledged: %r", name, error)
+                raise PublishFailed(f"a record to {name} not acknowledged: {error!r}") from error
+            log.error("%s refused a record of %s bytes: %r", name, len(value or b""), error)
+            return [Refused(index, error)]
+        return []
 
     def changelog_topics(self) -> list[str]:
         """Every table's changelog topic (to create them before Faust's clients start)."""

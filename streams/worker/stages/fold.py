@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from faust.types import TP as TopicPartition
 from faust.types import EventT
@@ -67,12 +67,17 @@ PUBLISH_RETRY_SECONDS = (1.0, 30.0)
 
 # A later stage that sees every valid message after it is folded: (message, partition, offset).
 Follower = Callable[[Message, int, int], Awaitable[None]]
-# A driver event ready to send: (key, value, partition).
-Signal = tuple[bytes, bytes, int]
+class Signal(NamedTuple):
+    """A driver event ready to send, and the position of the message it is about."""
+
+    key: bytes
+    value: bytes
+    partition: int
+    offset: int
 
 
 def signal_of(event: DriverEvent, limit: int) -> Signal:
-    return event.channel.encode(), event.fitted(limit), event.partition
+    return Signal(event.channel.encode(), event.fitted(limit), event.partition, event.offset)
 
 
 class Folder:
@@ -217,18 +222,35 @@ class Folder:
         does not acknowledge all of them: the batch is acknowledged when this returns, so
         returning early, or raising (Faust's batch stream then acknowledges it as it
         closes), would lose them. Each failed attempt is logged (`Runtime.publish`); a
-        repeated attempt may duplicate events, which consumers dedupe by (channel, offset)."""
+        repeated attempt may duplicate events, which consumers dedupe by (channel, offset).
+        An event the broker refuses for good (too large for the topic) is not retried: it is
+        counted (`chorus_refused_records_total`) and dead-lettered with its message's
+        position, and the messages after it fold on."""
         delay, longest = PUBLISH_RETRY_SECONDS
+        records = [(s.key, s.value, s.partition) for s in signals]
         while True:
             try:
-                await self.chorus.publish(self.chorus.driver_events, signals)
-                return
+                refused = await self.chorus.publish(self.chorus.driver_events, records)
+                break
             except PublishFailed:
                 log.warning(
                     "sending the batch's %d driver events again in %gs", len(signals), delay
                 )
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, longest)
+        topic = self.chorus.driver_events.get_topic_name()
+        for one in refused:
+            signal = signals[one.index]
+            self.chorus.meter.refused_records.labels(topic).inc()
+            await self.send_dead_letter(
+                f"the broker refused its driver event for good ({type(one.error).__name__}: "
+                f"{one.error}); the message is folded, its state is in the tables",
+                "driver-event",
+                signal.key,
+                None,
+                signal.partition,
+                signal.offset,
+            )
 
     def _count_bounds(self, before: Folded | None, done: ProjectionStep) -> None:
         """`chorus_state_bound_hits_total`: the bounds this fold met, from the counters the

@@ -10,7 +10,11 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
-from aiokafka.errors import KafkaTimeoutError, NotLeaderForPartitionError
+from aiokafka.errors import (
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    NotLeaderForPartitionError,
+)
 from faust.exceptions import ProducerSendError
 
 from streams.settings import Settings
@@ -41,7 +45,7 @@ class Producer:
         return self.futures[-1]
 
 
-async def publishing(producer: Producer, records: list[Record]) -> asyncio.Task[None]:
+async def publishing(producer: Producer, records: list[Record]) -> asyncio.Task[Any]:
     """publish() running against `producer`, once it has queued what it can."""
     runtime = Runtime(Settings(store="memory://", topic_prefix="t."), broker="127.0.0.1:1")
 
@@ -106,3 +110,47 @@ async def test_a_record_that_cannot_be_queued_fails_it_and_the_rest_of_the_batch
     with pytest.raises(PublishFailed, match=r"^3 of 3 records to t\.driver-events") as raised:
         await asyncio.wait_for(task, 1)
     assert isinstance(raised.value.__cause__, ProducerSendError)
+
+
+async def settle_next(producer: Producer, count: int, outcome: BaseException | None) -> None:
+    """Wait until the producer has `count` records queued, then settle the last one."""
+    for _ in range(100):
+        if len(producer.futures) >= count:
+            break
+        await asyncio.sleep(0)
+    assert len(producer.futures) == count
+    if outcome is None:
+        producer.futures[-1].set_result(None)
+    else:
+        producer.futures[-1].set_exception(outcome)
+
+
+async def test_a_record_too_large_for_the_topic_is_sent_alone_then_returned_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The broker judges a batch of records at once: a record refused with its batch may
+    pass alone; one refused alone too is returned for the caller to report."""
+    producer = Producer()
+    task: asyncio.Task[Any] = await publishing(producer, RECORDS)
+
+    producer.futures[0].set_result(None)
+    producer.futures[1].set_exception(MessageSizeTooLargeError())
+    producer.futures[2].set_exception(MessageSizeTooLargeError())
+    await settle_next(producer, 4, None)  # record 1 alone: accepted
+    await settle_next(producer, 5, MessageSizeTooLargeError())  # record 2 alone: refused
+    refused = await asyncio.wait_for(task, 1)
+
+    assert [(r.index, type(r.error)) for r in refused] == [(2, MessageSizeTooLargeError)]
+    assert [q[1:] for q in producer.queued[3:]] == [RECORDS[1], RECORDS[2]]
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith("t.driver-events refused a record of 1 bytes")
+
+
+async def test_a_retriable_failure_when_sent_alone_still_raises() -> None:
+    producer = Producer()
+    task: asyncio.Task[Any] = await publishing(producer, RECORDS[:1])
+
+    producer.futures[0].set_exception(MessageSizeTooLargeError())
+    await settle_next(producer, 2, NotLeaderForPartitionError())
+    with pytest.raises(PublishFailed, match="not acknowledged"):
+        await asyncio.wait_for(task, 1)

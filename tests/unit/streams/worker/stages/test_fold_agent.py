@@ -11,12 +11,13 @@ from unittest.mock import patch
 
 import orjson
 import pytest
+from aiokafka.errors import MessageSizeTooLargeError
 
 import streams.worker.stages.fold
 from streams.records import DeadLetter, DriverEvent, MisplacedRecord, key_partition
 from streams.settings import Settings
 from streams.worker.compose import build_worker
-from streams.worker.runtime import PublishFailed, Record, Runtime
+from streams.worker.runtime import PublishFailed, Record, Refused, Runtime
 from streams.worker.stages.fold import Folder
 
 # Offline, the consumer knows no partition count: the settings' (4) is the topic's.
@@ -39,11 +40,12 @@ def captured(
     async def send(topic: Any, key: bytes | None = None, value: bytes = b"", **_: Any) -> None:
         sent.append((topic.get_topic_name(), value))
 
-    async def publish(_: Runtime, topic: Any, records: Sequence[Record]) -> None:
+    async def publish(_: Runtime, topic: Any, records: Sequence[Record]) -> list[Refused]:
         for record in records:
             on_publish(record)
             assert record[1] is not None
             sent.append((topic.get_topic_name(), record[1]))
+        return []
 
     with patch("faust.topics.Topic.send", send), patch.object(Runtime, "publish", publish):
         yield sent
@@ -169,7 +171,9 @@ async def test_driver_events_the_broker_refused_are_sent_again_until_it_takes_th
     chorus = build_worker(settings, broker="127.0.0.1:1").runtime
     attempts: list[list[Record]] = []
 
-    async def refused_three_times(_: Runtime, topic: Any, records: Sequence[Record]) -> None:
+    async def refused_three_times(
+        _: Runtime, topic: Any, records: Sequence[Record]
+    ) -> list[Refused]:
         for _key, value, _partition in records:  # state first, on every attempt
             assert value is not None
             event = DriverEvent.model_validate_json(value)
@@ -178,6 +182,7 @@ async def test_driver_events_the_broker_refused_are_sent_again_until_it_takes_th
         attempts.append(list(records))
         if len(attempts) <= 3:
             raise PublishFailed(f"{len(records)} of {len(records)} records not acknowledged")
+        return []
 
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
     caplog.set_level(logging.WARNING, logger="streams.worker.stages.fold")
@@ -195,3 +200,39 @@ async def test_driver_events_the_broker_refused_are_sent_again_until_it_takes_th
         "sending the batch's 1 driver events again in 0.002s",
         "sending the batch's 1 driver events again in 0.002s",
     ]
+
+
+async def test_a_driver_event_refused_for_good_is_dead_lettered_and_the_rest_are_sent() -> None:
+    """Too large for the topic (an operator set its max.message.bytes low): retrying would
+    stop the partition for good, so the event is counted and dead-lettered instead."""
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    chorus = build_worker(settings, broker="127.0.0.1:1").runtime
+    published: list[list[Record]] = []
+
+    async def refuses_the_long_one(
+        _: Runtime, topic: Any, records: Sequence[Record]
+    ) -> list[Refused]:
+        published.append(list(records))
+        offsets = [DriverEvent.model_validate_json(value or b"").offset for _, value, _ in records]
+        return [Refused(i, MessageSizeTooLargeError()) for i, o in enumerate(offsets) if o == 1]
+
+    def record(content: str) -> bytes:
+        return orjson.dumps(
+            {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": content}
+        )
+
+    with captured() as sent, patch.object(Runtime, "publish", refuses_the_long_one):
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            for content in ["before", "refused", "after"]:
+                await agent.put(record(content), key=b"off/line", partition=HOME)
+
+    assert sum(len(batch) for batch in published) == 3  # every event was offered once
+    letters = [DeadLetter.model_validate_json(v) for n, v in sent if n.endswith("dead-letters")]
+    assert [(letter.stage, letter.partition, letter.offset) for letter in letters] == [
+        ("driver-event", HOME, 1)
+    ]
+    assert "refused its driver event for good" in letters[0].reason
+    assert "MessageSizeTooLargeError" in letters[0].reason
+    counted = chorus.meter.refused_records.labels("offline.driver-events")._value.get()
+    assert counted == 1
+    assert chorus.folds["overview"].get("off/line")["offset"] == 2  # the later message folded

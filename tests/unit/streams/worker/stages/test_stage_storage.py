@@ -37,7 +37,10 @@ async def fold_messages(
     async def discard(*_: Any, **__: Any) -> None:
         return None
 
-    with patch("faust.topics.Topic.send", discard), patch.object(Runtime, "publish", discard):
+    async def publish(*_: Any, **__: Any) -> list[Any]:
+        return []
+
+    with patch("faust.topics.Topic.send", discard), patch.object(Runtime, "publish", publish):
         async with chorus.app.agents["fold-messages"].test_context() as agent:
             for n in range(count):
                 message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS"}
