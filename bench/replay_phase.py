@@ -37,8 +37,8 @@ async def cpu_breakdown(settings: Settings) -> dict[str, float]:
     `read_spans`), then, over the topic's records held in memory, JSON parsing alone, the
     worker's whole gate (`validate_record`: parse, pydantic, key and partition), each
     projection's `apply`, and each projection's size rule (`dump_state` and encoding, which
-    the fold step and replay run on every changed state). Best of three runs each, process CPU time, divided by the
-    topic's record count."""
+    the fold step and replay run on every changed state). Best of three runs each, process
+    CPU time divided by the topic's record count."""
     import orjson
 
     from projections.channel import oversize
