@@ -179,3 +179,123 @@ async def measure(
         f"{restore:.1f}s = {keys_per_s or 0:,.0f} keys/s; resumed in {cold['resume_s']:.1f}s"
     )
     return result
+
+
+# --------------------------------------------------------------------------------------------
+# Cold restore at scale: N messages' state built by a rebuild, not folded by a worker first.
+
+
+async def _commit_group_offsets(
+    bootstrap: str, group: str, ends: dict[int, int], topic: str
+) -> None:
+    """The worker group's committed offsets on the messages topic: as if it had folded them."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tps = {TopicPartition(topic, p): offset for p, offset in ends.items()}
+        consumer.assign(list(tps))
+        await consumer.commit(tps)
+    finally:
+        await consumer.stop()
+
+
+async def build_state_by_rebuild(phase: Phase, messages: int, channels: int) -> dict[str, Any]:
+    """Produce `messages` real messages over `channels` channels to a fresh phase's topics and
+    write the state a worker would restore, the fastest honest way: `streams.replay.rebuild`
+    folds the log with the worker's projection code into the fold tables' changelogs (one
+    record per channel and table, what those compacted changelogs hold once compacted), the
+    fold-positions table gets each partition's next offset, and the group's offsets are
+    committed at the log's end, as the worker would have left them. Not built: the summary
+    and recap stages' tables (they would hold each channel's pending bodies, window slots,
+    latest summary and recap status)."""
+    from bench.common import produce
+    from bench.data import load_conversations, message_stream
+    from streams.ops.topics import create_topics
+    from streams.registry import registered_projections
+    from streams.replay import rebuild
+    from streams.replay.tables import end_offsets
+    from streams.topology import MESSAGES, changelog_name
+
+    settings = phase.settings()
+    positions = changelog_name(settings, "fold-positions")
+    await create_topics(settings, [positions])
+    _, conversations = load_conversations()
+    stream = message_stream(conversations, channels, tag="cold")
+
+    def records() -> Any:
+        for _, message in zip(range(messages), stream, strict=False):
+            yield message.channel.encode(), encode_message(message)
+
+    started = time.perf_counter()
+    count, produce_s = await produce(phase.broker.bootstrap, phase.topic("messages"), records())
+    log(f"  produced {count:,} messages in {time.perf_counter() - started:.0f}s")
+    started = time.perf_counter()
+    projections = registered_projections(settings.projections, settings)
+    outcomes = await rebuild(settings, projections, workers=0)
+    rebuild_s = time.perf_counter() - started
+    log(f"  rebuilt {', '.join(o.changelog for o in outcomes)} in {rebuild_s:.0f}s")
+    ends = (await end_offsets(settings, settings.topic(MESSAGES)))[settings.topic(MESSAGES)] or {}
+    producer = AIOKafkaProducer(bootstrap_servers=phase.broker.bootstrap, acks="all")
+    await producer.start()
+    try:
+        for partition, offset in ends.items():  # Faust's json codec, in the source partition
+            await producer.send_and_wait(
+                positions,
+                key=orjson.dumps(str(partition)),
+                value=orjson.dumps(offset),
+                partition=partition,
+            )
+    finally:
+        await producer.stop()
+    await _commit_group_offsets(phase.broker.bootstrap, phase.app_id, ends, phase.topic("messages"))
+    return {
+        "messages": count,
+        "channels": channels,
+        "produce_s": produce_s,
+        "rebuild_s": rebuild_s,
+        "rebuilt_tables": [o.changelog for o in outcomes],
+        "rebuilt_records": sum(o.written for o in outcomes),
+        "not_built": [
+            "summary-pending",
+            "summary-items",
+            "summary-latest",
+            "recap-status",
+            "recap-window",
+        ],
+    }
+
+
+async def measure_cold_at_scale(
+    broker: Any, work: Path, points: list[int], channels: int, timeout: float, partitions: int
+) -> list[dict[str, Any]]:
+    """For each N in `points`: a fresh phase with N messages' state (`build_state_by_rebuild`),
+    then a cold start of a real `chorus worker` with an empty data dir: launch → the probe's
+    driver event, the restore time from Faust's log, and the changelog records and MB read."""
+    results = []
+    for messages in points:
+        phase = Phase(f"cold{messages}", broker, work, partitions=partitions)
+        log(f"  cold restore of {messages:,} messages' state over {channels:,} channels")
+        built = await build_state_by_rebuild(phase, messages, channels)
+        totals = await changelog_totals(broker.bootstrap, phase.app_id)
+        log_dirs = [broker.run_dir] if broker.run_dir else []
+        by_table = changelog_bytes(log_dirs, phase.app_id)
+        data_dir = Path(phase.env()["CHORUS_DATA_DIR"])
+        cold = await restart(phase, data_dir, "cold-restore", 3, timeout)
+        restore = cold["restore_s"] or cold["resume_s"]
+        result = {
+            **built,
+            "changelog_records": totals["records"],
+            "changelog_records_by_table": totals["by_table"],
+            "changelog_mb": sum(by_table.values()) / 1e6,
+            "cold": cold,
+            "cold_keys_per_s": totals["records"] / restore if restore else None,
+        }
+        log(
+            f"  {messages:,} messages: {totals['records']:,} changelog records "
+            f"({result['changelog_mb']:,.1f} MB) restored in {restore:.1f}s; "
+            f"resumed in {cold['resume_s']:.1f}s"
+        )
+        results.append(result)
+    return results

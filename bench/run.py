@@ -49,9 +49,12 @@ PHASES = (
     "memory",
     "quality",
     "growth",
+    "cold",
 )
 # Phases that need no broker.
 IN_PROCESS = ("summarisers", "quality")
+# Phases that run only when named in --only (they take longer than the whole default run).
+OPT_IN = ("cold",)
 
 
 def ensure_requirements() -> None:
@@ -89,6 +92,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--tag", default="", help="suffix for the result file names")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
+    parser.add_argument(
+        "--cold-messages",
+        type=int,
+        nargs="*",
+        default=[100_000, 300_000, 1_000_000],
+        help="cold phase (opt-in): restore the state of each of these message counts",
+    )
+    parser.add_argument("--cold-channels", type=int, default=10_000, help="cold phase's channels")
     args = parser.parse_args(argv)
     quick = args.quick
     args.messages = args.messages or (2_000 if quick else 20_000)
@@ -103,7 +114,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def wanted(args: argparse.Namespace, phase: str) -> bool:
-    if args.only and phase not in args.only:
+    if (args.only or phase in OPT_IN) and phase not in (args.only or ()):
         return False
     return phase not in args.skip
 
@@ -254,6 +265,20 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
                 )
             except Exception as error:
                 failed("recovery", error)
+
+        if wanted(args, "cold"):
+            log(f"6. cold restore at scale: {args.cold_messages} messages")
+            try:
+                results["cold_restore"] = await recovery.measure_cold_at_scale(
+                    broker,
+                    work,
+                    args.cold_messages,
+                    args.cold_channels,
+                    args.timeout,
+                    args.partitions,
+                )
+            except Exception as error:
+                failed("cold", error)
 
         if wanted(args, "latency"):
             fold_rate = (fold_results.get("chorus_worker") or {}).get("msgs_per_s")
