@@ -123,3 +123,65 @@ async def test_a_state_over_the_limit_is_refused_and_the_channel_folds_on(
     metrics = worker.get("/metrics").text
     metric = 'chorus_state_bound_hits_total{bound="state-bytes",projection="hoarder"}'
     assert f"{metric} {len(refused)}.0" in metrics
+
+
+async def set_topic_config(settings: Settings, topic: str, configs: dict[str, str]) -> None:
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from streams.kafka.clients import admin
+
+    client = admin(settings)
+    await client.start()
+    try:
+        await client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs)])
+    finally:
+        await client.close()
+
+
+def status(channel: str, sender: str, content: str) -> Message:
+    return Message(
+        channel=channel, sender=sender, type=MessageType.STATUS, content=content, topic=sender
+    )
+
+
+@pytest.mark.timeout(300)
+async def test_a_driver_event_the_broker_refuses_does_not_stop_the_messages_after_it(
+    chorus_settings: Settings, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """An operator set the driver-events topic's max.message.bytes below what a crowded
+    channel's event needs: that event is dead-lettered with its position and counted, the
+    worker stays up, and the messages after it fold and wake their drivers."""
+    await create_topics(chorus_settings)
+    worker = start_worker()
+    events = chorus_settings.topic("driver-events")
+    await send_messages(chorus_settings, [status("refuse/small-0", "ann", "first")])
+    first = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 1, 60)
+    small = len(orjson.dumps(first[0].value))
+    # Room for a small channel's event, not for one that names 40 senders and topics.
+    await set_topic_config(chorus_settings, events, {"max.message.bytes": str(small + 600)})
+
+    crowd = [status("refuse/crowd", f"sender-{i:02d}-of-the-crowd", f"m{i}") for i in range(40)]
+    await send_messages(chorus_settings, crowd)
+    await send_messages(chorus_settings, [status("refuse/small-1", "bob", "after the crowd")])
+
+    letters = await read_until(
+        chorus_settings, "dead-letters", lambda rs: any(r.key == "refuse/crowd" for r in rs), 90
+    )
+    letter = next(r.value for r in letters if r.key == "refuse/crowd")
+    assert letter["stage"] == "driver-event" and "MessageSizeTooLargeError" in letter["reason"]
+    assert letter["source_topic"] == chorus_settings.topic("messages") and letter["offset"] >= 0
+    woken = await read_until(
+        chorus_settings, "driver-events", lambda rs: any(r.key == "refuse/small-1" for r in rs), 90
+    )
+    crowd_woken = [r for r in woken if r.key == "refuse/crowd"]
+    assert 0 < len(crowd_woken) < len(crowd)  # the early, small ones; the rest refused
+    assert worker.process is not None and worker.process.poll() is None
+    state = wait_for_count(worker, "refuse/crowd", len(crowd), 60)
+    assert state["overview"]["state"]["message_count"] == len(crowd)  # every one folded
+    metrics = worker.get("/metrics").text
+    refused = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("chorus_refused_records_total") and "driver-events" in line
+    ]
+    assert refused and float(refused[0].split()[-1]) == len(crowd) - len(crowd_woken)
