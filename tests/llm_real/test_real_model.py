@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bench.llm_server import N_CTX, LlmServer
 from projections.model import ActorType, Message, MessageType
 from projections.summarise import (
     FALLBACK_FROM,
@@ -24,7 +25,6 @@ from projections.summarise import (
 from projections.summarise.defaults import DEFAULT_SUMMARY_MAX_TOKENS
 from streams.llm.client import OpenAIChatClient
 from streams.worker.stages.recaps import write_recap
-from tests.llm_real.conftest import N_CTX, LlmServer
 
 pytestmark = pytest.mark.llm_real
 
