@@ -13,6 +13,7 @@ import pytest
 
 from bench.llm_server import N_CTX, LlmServer
 from projections.model import ActorType, Message, MessageType
+from projections.readable import OpenCommitment
 from projections.summarise import (
     FALLBACK_FROM,
     FALLBACK_REASON,
@@ -182,7 +183,17 @@ async def test_write_recap_gives_one_short_line(
         llm_client,
         messages,
         "Release 2.4 is branched; a CSV escaping regression was fixed; changelog pending.",
-        ["c-log: COMMAND from planner to role:coder (open)"],
+        [
+            OpenCommitment(
+                correlation_id="c-log",
+                kind="COMMAND",
+                state="OPEN",
+                requester="planner",
+                obligor="role:coder",
+                asked="Draft the 2.4 changelog from the merged pull requests.",
+                since=messages[18].created_at,
+            )
+        ],
     )
 
     assert text.strip()
