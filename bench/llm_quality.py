@@ -3,7 +3,7 @@
 Opt-in (needs `pip install -r requirements-llm.txt`, as `make test-llm` does; not in the
 default `make bench`). Starts the local model server (bench/llm_server.py: llama-cpp-python,
 Gemma 3 270M Q4_K_M, chat format gemma), then streams the first N QMSum meetings of the
-split (sorted by name) through `bench.summary_quality.streamed_summary`, the live stage's
+split (sorted by name; `--shortest`: the N with the fewest turns) through `bench.summary_quality.streamed_summary`, the live stage's
 batching and default tiers, twice:
 
 - `llm`: with the model configured (`CHORUS_LLM_CONTEXT_TOKENS` = the server's context), so
@@ -22,8 +22,9 @@ delimiters), is over the budget, or is an answer the tier rejected means a degen
 answer became the summary; the run then exits 1. Results go to
 bench/results/<date>-llm-quality.json and .md, rewritten after every meeting (`complete`
 says whether all were done). Skips (exit 0) when ../shared/data/qmsum is absent; exits 2
-when the model's requirements are missing. About 20 s an LLM call on 2 cores: the first 5
-val meetings (~4,250 turns, ~210 calls) take over an hour.
+when the model's requirements are missing. An LLM call takes 20-60 s on 2 shared cores (the
+model mostly writes until max_tokens): the first 5 val meetings by name (~4,250 turns, ~210
+calls) take 1-3 hours, the 5 shortest (`--shortest`, 756 turns, 36 calls) 15-40 minutes.
 """
 
 from __future__ import annotations
@@ -147,6 +148,17 @@ class RecordingSummariser:
         return result
 
 
+Meeting = tuple[str, list[tuple[str, str]], str]
+
+
+def selected(split: str, count: int, shortest: bool = False) -> list[Meeting]:
+    """The first `count` meetings of the split by name, or with `shortest` the `count` with
+    the fewest turns (then by name): the fewest LLM calls."""
+    if not shortest:
+        return meetings(split, count)
+    return sorted(meetings(split), key=lambda m: (len(m[1]), m[0]))[:count]
+
+
 def reason_kind(reason: str) -> str:
     """A fallback reason without its numbers, so like reasons count together."""
     return _NUMBER.sub("N", reason.removeprefix(_REJECTED_PREFIX))
@@ -209,8 +221,7 @@ def batch_stats(batches: list[BatchOutcome]) -> dict[str, Any]:
 async def evaluate(
     client: ChatClient,
     context_tokens: int,
-    split: str,
-    count: int,
+    chosen: list[Meeting],
     max_tokens: int,
     on_row: Callable[[dict[str, Any]], None],
 ) -> list[dict[str, Any]]:
@@ -220,7 +231,7 @@ async def evaluate(
     settings = Settings(summary_max_tokens=max_tokens, llm_context_tokens=context_tokens)
     scorer = new_scorer()
     rows: list[dict[str, Any]] = []
-    for name, turns, answer in meetings(split, count):
+    for name, turns, answer in chosen:
         recording = RecordingClient(client)
         summariser = RecordingSummariser(summariser_from_settings(settings, recording), recording)
         started = time.perf_counter()
@@ -291,7 +302,8 @@ def markdown(result: dict[str, Any]) -> str:
     state = "" if result["complete"] else " (PARTIAL: the run did not finish)"
     lines = [
         f"## Summary quality with a real model: QMSum {result['split']}, "
-        f"{len(result['rows'])} of {result['meetings']} meetings{state}",
+        f"{len(result['rows'])} of {len(result['meetings'])} meetings "
+        f"({result['selection']}){state}",
         "",
         f"`{result['meta']['command']}` ({result['meta']['date']}, {result['meta']['machine']}); "
         f"model {result['model']} (llama-cpp-python server, n_ctx {result['context_tokens']}, "
@@ -353,6 +365,7 @@ def write(result: dict[str, Any], out: Path) -> Path:
 def measure(
     split: str = "val",
     count: int = 5,
+    shortest: bool = False,
     max_tokens: int = 500,
     threads: int | None = None,
     out: Path = RESULTS,
@@ -367,10 +380,12 @@ def measure(
     if split_dir(split) is None:
         return None
     defaults = Settings()
+    chosen = selected(split, count, shortest)
     result: dict[str, Any] = {
         "meta": run_meta(command, quick=False),
         "split": split,
-        "meetings": len(meetings(split, count)),
+        "meetings": [name for name, _, _ in chosen],
+        "selection": "fewest turns" if shortest else "first by name",
         "max_tokens": max_tokens,
         "after_messages": defaults.summary_after_messages,
         "medium_threshold": defaults.summary_medium_threshold,
@@ -396,7 +411,7 @@ def measure(
             result["context_tokens"] = server.n_ctx
             client = chat_client(server)
             try:
-                await evaluate(client, server.n_ctx, split, count, max_tokens, on_row)
+                await evaluate(client, server.n_ctx, chosen, max_tokens, on_row)
             finally:
                 await client.aclose()
 
@@ -414,6 +429,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--split", default="val", choices=["train", "val"])
     parser.add_argument("--meetings", type=int, default=5, help="the first N (sorted by name)")
+    parser.add_argument(
+        "--shortest", action="store_true", help="the N meetings with the fewest turns instead"
+    )
     parser.add_argument("--max-tokens", type=int, default=500, help="CHORUS_SUMMARY_MAX_TOKENS")
     parser.add_argument("--threads", type=int, help="the server's --n_threads (default: half)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -430,7 +448,13 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["python -m bench.llm_quality", *given])
     try:
         result = measure(
-            args.split, args.meetings, args.max_tokens, args.threads, args.out, command
+            args.split,
+            args.meetings,
+            args.shortest,
+            args.max_tokens,
+            args.threads,
+            args.out,
+            command,
         )
     except LlmServerError as error:
         print(f"llm-quality: {error}", file=sys.stderr)
