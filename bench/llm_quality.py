@@ -3,8 +3,8 @@
 Opt-in (needs `pip install -r requirements-llm.txt`, as `make test-llm` does; not in the
 default `make bench`). Starts the local model server (bench/llm_server.py: llama-cpp-python,
 Gemma 3 270M Q4_K_M, chat format gemma), then streams the first N QMSum meetings of the
-split (sorted by name; `--shortest`: the N with the fewest turns) through `bench.summary_quality.streamed_summary`, the live stage's
-batching and default tiers, twice:
+split (sorted by name; `--shortest`: the N with the fewest turns) through
+`bench.summary_quality.streamed_summary`, the live stage's batching and default tiers, twice:
 
 - `llm`: with the model configured (`CHORUS_LLM_CONTEXT_TOKENS` = the server's context), so
   every batch above the medium threshold (batches of 20 > 15) goes to the EDIT tier, and
