@@ -12,7 +12,9 @@ stopped at the end) unless CHORUS_BOOTSTRAP_SERVERS names one, then measures, si
      from (2); 7. summarisers in process; 8. worker RSS per 10,000 channels and state
      bytes per channel; 9. summary quality (ROUGE on QMSum val, bench/summary_quality.py;
      skipped without ../shared); 10. bounded state: fold cost and bytes written per message
-     as one channel grows to 100,000 messages (bench/growth.py).
+     as one channel grows to 100,000 messages (bench/growth.py); 11. opt-in, only with
+     `--only llm`: the summary with a real local model next to the digest
+     (bench/llm_quality.py, needs requirements-llm.txt, about an hour).
 
 Writes bench/results/<date>.json, <date>.md (printed) and <date>-*.png. `--quick` is a
 smoke run of a few minutes; the default takes about 10 minutes on 2 cores (limit 25).
@@ -50,11 +52,13 @@ PHASES = (
     "quality",
     "growth",
     "cold",
+    "llm",
 )
 # Phases that need no broker.
-IN_PROCESS = ("summarisers", "quality")
-# Phases that run only when named in --only (they take longer than the whole default run).
-OPT_IN = ("cold",)
+IN_PROCESS = ("summarisers", "quality", "llm")
+# Phases that run only when named in --only: "cold" takes longer than the whole default run,
+# "llm" needs requirements-llm.txt and takes an hour.
+OPT_IN = ("cold", "llm")
 
 
 def ensure_requirements() -> None:
@@ -87,6 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=1000.0, help="latency run's msg/s")
     parser.add_argument("--latency-seconds", type=float)
     parser.add_argument("--memory-channels", type=int)
+    parser.add_argument("--llm-meetings", type=int, default=5, help="the llm phase's meetings")
     parser.add_argument("--only", nargs="*", choices=PHASES, help="run only these phases")
     parser.add_argument("--skip", nargs="*", choices=PHASES, default=[])
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -114,9 +119,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def wanted(args: argparse.Namespace, phase: str) -> bool:
-    if (args.only or phase in OPT_IN) and phase not in (args.only or ()):
-        return False
-    return phase not in args.skip
+    if args.only:
+        return phase in args.only and phase not in args.skip
+    return phase not in OPT_IN and phase not in args.skip
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -164,6 +169,30 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
                 results["summary_quality"] = {k: v for k, v in quality.items() if k != "rows"}
         except Exception as error:
             failed("quality", error)
+
+    if wanted(args, "llm"):
+        log("11. summary quality with a real model (opt-in; about 20 s an LLM call)")
+        try:
+            from bench import llm_quality
+
+            with_model = await asyncio.to_thread(
+                llm_quality.measure,
+                "val",
+                args.llm_meetings,
+                out=args.out,
+                command=results["meta"]["command"],
+            )
+            if with_model is None:
+                log("  skipped: ../shared/data/qmsum is absent")
+            else:
+                results["llm_quality"] = with_model["total"]
+                if with_model["total"]["degenerate"]:
+                    raise AssertionError(
+                        "a degenerate answer became the summary: "
+                        + "; ".join(with_model["total"]["degenerate"])
+                    )
+        except Exception as error:
+            failed("llm", error)
 
     needs_broker = any(wanted(args, p) for p in PHASES if p not in IN_PROCESS)
     if not needs_broker:

@@ -168,20 +168,39 @@ def lexrank(texts: list[str], chars: int, threshold: float = 0.1) -> str:
     return ranked(units, order, chars)
 
 
-async def digest_summary(name: str, turns: list[tuple[str, str]], settings: Any) -> str:
+async def streamed_summary(
+    name: str, turns: list[tuple[str, str]], settings: Any, summariser: Any = None
+) -> str:
+    """The meeting's final summary through the live stage's batching: the default tiers
+    without an LLM, or `summariser` (bench.llm_quality passes one with a model)."""
     from streams.worker.stages.summaries import simulate
 
-    records = await simulate(as_messages(name, turns), settings)
+    records = await simulate(as_messages(name, turns), settings, summariser)
     return next(iter(records.values())).text
 
 
-async def evaluate(split: str, max_tokens: int, limit: int | None) -> dict[str, Any]:
+def new_scorer() -> Any:
     from rouge_score import rouge_scorer
 
+    return rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+
+
+def rouge(scorer: Any, answer: str, text: str) -> dict[str, float]:
+    """ROUGE-1/2/L F1 x 100 of `text` against `answer`, and its length."""
+    scores = scorer.score(answer, text)
+    return {
+        "r1": 100 * scores["rouge1"].fmeasure,
+        "r2": 100 * scores["rouge2"].fmeasure,
+        "rl": 100 * scores["rougeL"].fmeasure,
+        "chars": len(text),
+    }
+
+
+async def evaluate(split: str, max_tokens: int, limit: int | None) -> dict[str, Any]:
     from streams.settings import Settings
 
     settings = Settings(summary_max_tokens=max_tokens)
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    scorer = new_scorer()
     chars = max_tokens * 4
     baselines: dict[str, Callable[[list[str], int], str]] = {
         "lead": lead,
@@ -192,7 +211,7 @@ async def evaluate(split: str, max_tokens: int, limit: int | None) -> dict[str, 
     digest_seconds = 0.0
     for name, turns, answer in meetings(split, limit):
         started = time.perf_counter()
-        digest = await digest_summary(name, turns, settings)
+        digest = await streamed_summary(name, turns, settings)
         digest_seconds += time.perf_counter() - started
         # What the structure costs (or earns): the same sentences without headers and speakers.
         outputs = {"digest": digest, "digest_bare": bare(digest)}
@@ -201,13 +220,7 @@ async def evaluate(split: str, max_tokens: int, limit: int | None) -> dict[str, 
             outputs[method] = baseline(texts, chars)
         row: dict[str, Any] = {"meeting": name, "turns": len(turns)}
         for method, text in outputs.items():
-            scores = scorer.score(answer, text)
-            row[method] = {
-                "r1": 100 * scores["rouge1"].fmeasure,
-                "r2": 100 * scores["rouge2"].fmeasure,
-                "rl": 100 * scores["rougeL"].fmeasure,
-                "chars": len(text),
-            }
+            row[method] = rouge(scorer, answer, text)
         rows.append(row)
     summary = {
         method: {

@@ -11,7 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bench.llm_server import N_CTX, LlmServer
 from projections.model import ActorType, Message, MessageType
+from projections.readable import OpenCommitment
 from projections.summarise import (
     FALLBACK_FROM,
     FALLBACK_REASON,
@@ -24,7 +26,6 @@ from projections.summarise import (
 from projections.summarise.defaults import DEFAULT_SUMMARY_MAX_TOKENS
 from streams.llm.client import OpenAIChatClient
 from streams.worker.stages.recaps import write_recap
-from tests.llm_real.conftest import N_CTX, LlmServer
 
 pytestmark = pytest.mark.llm_real
 
@@ -182,7 +183,17 @@ async def test_write_recap_gives_one_short_line(
         llm_client,
         messages,
         "Release 2.4 is branched; a CSV escaping regression was fixed; changelog pending.",
-        ["c-log: COMMAND from planner to role:coder (open)"],
+        [
+            OpenCommitment(
+                correlation_id="c-log",
+                kind="COMMAND",
+                state="OPEN",
+                requester="planner",
+                obligor="role:coder",
+                asked="Draft the 2.4 changelog from the merged pull requests.",
+                since=messages[18].created_at,
+            )
+        ],
     )
 
     assert text.strip()
