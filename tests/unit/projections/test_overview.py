@@ -251,7 +251,7 @@ def test_the_direct_dump_equals_pydantics(
                 correlation_id="c",
                 in_reply_to="i",
                 target="role:reviewer",
-                content="said",
+                content=None if kind is MessageType.EVENT else "said",
             )
         except ValueError:  # a sender the model refuses
             continue
