@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from pydantic_core import to_jsonable_python
 
 from projections.fastcopy import copy_with
 from projections.model import Message, MessageType
@@ -46,6 +48,24 @@ class ChannelOverview(BaseModel):
     last_message_id: str | None = None
     message_count: int = 0
     open_commitments: int = 0
+
+    def dumped(self) -> dict[str, Any]:
+        """`model_dump(mode="json")`, built directly: the fold step dumps the overview after
+        every message, and pydantic's walk of 200 participants cost ten times this (a
+        property test holds the two equal)."""
+        return {
+            "participants": dict(self.participants),
+            "participants_evicted": self.participants_evicted,
+            "other_participant_messages": self.other_participant_messages,
+            "by_type": {kind.value: count for kind, count in self.by_type.items()},
+            "topics": list(self.topics),
+            "other_topic_messages": self.other_topic_messages,
+            "first_activity": to_jsonable_python(self.first_activity),
+            "last_activity": to_jsonable_python(self.last_activity),
+            "last_message_id": self.last_message_id,
+            "message_count": self.message_count,
+            "open_commitments": self.open_commitments,
+        }
 
 
 class ChannelOverviewProjection:
