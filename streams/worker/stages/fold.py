@@ -67,6 +67,8 @@ PUBLISH_RETRY_SECONDS = (1.0, 30.0)
 
 # A later stage that sees every valid message after it is folded: (message, partition, offset).
 Follower = Callable[[Message, int, int], Awaitable[None]]
+
+
 class Signal(NamedTuple):
     """A driver event ready to send, and the position of the message it is about."""
 
