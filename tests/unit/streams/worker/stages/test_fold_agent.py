@@ -29,6 +29,12 @@ async def until(done: Callable[[], bool]) -> None:
         await asyncio.sleep(0.001)
 
 
+def offline_runtime() -> Runtime:
+    """The worker's runtime with no broker: Faust's test harness drives its agents."""
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    return build_worker(settings, broker="127.0.0.1:1").runtime
+
+
 @contextmanager
 def captured(
     on_publish: Callable[[Record], None] = lambda _: None,
@@ -52,8 +58,7 @@ def captured(
 
 
 async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
-    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    chorus = build_worker(settings, broker="127.0.0.1:1").runtime
+    chorus = offline_runtime()
 
     def state_first(record: Record) -> None:
         key, value, partition = record
@@ -83,8 +88,7 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
 async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_partition_folds_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    chorus = build_worker(settings, broker="127.0.0.1:1").runtime
+    chorus = offline_runtime()
     away = "off/away"  # its records below sit in off/line's partition, not in its own
     assert key_partition(away.encode(), 4) != HOME
 
@@ -167,8 +171,7 @@ async def test_driver_events_the_broker_refused_are_sent_again_until_it_takes_th
     """The batch is acknowledged once wake returns: it must not return (or raise, as Faust
     then acknowledges the batch anyway) before the broker has every driver event."""
     monkeypatch.setattr(streams.worker.stages.fold, "PUBLISH_RETRY_SECONDS", (0.001, 0.002))
-    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    chorus = build_worker(settings, broker="127.0.0.1:1").runtime
+    chorus = offline_runtime()
     attempts: list[list[Record]] = []
 
     async def refused_three_times(
@@ -205,8 +208,7 @@ async def test_driver_events_the_broker_refused_are_sent_again_until_it_takes_th
 async def test_a_driver_event_refused_for_good_is_dead_lettered_and_the_rest_are_sent() -> None:
     """Too large for the topic (an operator set its max.message.bytes low): retrying would
     stop the partition for good, so the event is counted and dead-lettered instead."""
-    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    chorus = build_worker(settings, broker="127.0.0.1:1").runtime
+    chorus = offline_runtime()
     published: list[list[Record]] = []
 
     async def refuses_the_long_one(
