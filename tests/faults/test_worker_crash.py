@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from types import SimpleNamespace
 
+import orjson
 import pytest
 
 from streams.settings import Settings
@@ -122,6 +123,13 @@ class _Topic:
         return "t.messages"
 
 
+async def _publish(topic: _Topic, records: list[tuple[object, object, object]]) -> list[object]:
+    """Runtime.publish's stand-in: every record acknowledged, none refused."""
+    for key, value, partition in records:
+        topic.sent.append({"key": key, "value": value, "partition": partition})
+    return []
+
+
 async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
     """The consumer delivers 0, 1, 3 (2 went missing), then 2 and 3 again after a seek.
 
@@ -152,6 +160,7 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
         app=SimpleNamespace(consumer=SimpleNamespace(seek=seek)),
         staging=Staging(),
         messages_partitions=lambda: 1,  # every record of partition 0 is at home
+        publish=_publish,
     )
     folder = Folder(chorus)  # type: ignore[arg-type]
     messages = traffic(["gap/room"], 4, seed=5)
@@ -161,3 +170,5 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
         await folder.wake([signal_of(event, 1024 * 1024) for event in woken])
     live = {name: chorus.folds[name]["gap/room"]["state"] for name in ("commitments", "overview")}
     assert live == expected_state(messages)
+    woken_at = [orjson.loads(sent["value"])["offset"] for sent in chorus.driver_events.sent]
+    assert woken_at == [0, 1, 2, 3]  # the jump to 3 woke nobody: it was sought back
