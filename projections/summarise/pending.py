@@ -20,6 +20,10 @@ from projections.model import Message, MessageType
 MAX_COMPACTED_CHARS = 4000
 # Each message of a compacted item keeps at least this much of its line.
 MIN_COMPACTED_SHARE = 60
+# A compacted item shows its first messages only, as many as fit MAX_COMPACTED_CHARS at
+# MIN_COMPACTED_SHARE each: its message, and what a stage reads back for it, stay bounded
+# however many messages it covers (its payload still counts them all).
+MAX_COMPACTED_PARTS = MAX_COMPACTED_CHARS // (MIN_COMPACTED_SHARE + 1)
 COMPACTED = "compacted"
 """The payload key of a compacted item's message: `{"messages": N, "senders": [...]}`."""
 COMPACTED_SENDERS = 50
@@ -103,13 +107,15 @@ def spoken(message: Message) -> list[tuple[str, str]]:
 
 
 def compacted(parts: Sequence[Message], covers: int) -> Message:
-    """A run of consecutive messages as one STATUS message: a line each, every line cut to an
-    equal share of MAX_COMPACTED_CHARS (at least MIN_COMPACTED_SHARE), the whole cut to it.
-    A function of the run alone, so the live stage and replay compact alike."""
-    share = max(MAX_COMPACTED_CHARS // len(parts) - 1, MIN_COMPACTED_SHARE)
-    content = _cut("\n".join(_cut(_line(m), share) for m in parts), MAX_COMPACTED_CHARS)
-    senders = list(dict.fromkeys(m.sender for m in parts))[:COMPACTED_SENDERS]
-    return parts[-1].model_copy(
+    """A run of consecutive messages as one STATUS message: a line for each of its first
+    MAX_COMPACTED_PARTS, every line cut to an equal share of MAX_COMPACTED_CHARS (at least
+    MIN_COMPACTED_SHARE), the whole cut to it. A function of the run's start alone, so the
+    live stage and replay compact alike."""
+    shown = parts[:MAX_COMPACTED_PARTS]
+    share = max(MAX_COMPACTED_CHARS // len(shown) - 1, MIN_COMPACTED_SHARE)
+    content = _cut("\n".join(_cut(_line(m), share) for m in shown), MAX_COMPACTED_CHARS)
+    senders = list(dict.fromkeys(m.sender for m in shown))[:COMPACTED_SENDERS]
+    return shown[-1].model_copy(
         update={
             "type": MessageType.STATUS,
             "content": content,

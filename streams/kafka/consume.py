@@ -6,13 +6,15 @@ import asyncio
 import base64
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from streams.kafka.clients import consumer, topic_partitions
 from streams.settings import Settings
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -122,22 +124,33 @@ class RangeReader:
         self._lock = asyncio.Lock()
 
     async def read(
-        self, partition: int, first: int, last: int, keep: Callable[[ConsumerRecord], bool]
-    ) -> list[ConsumerRecord]:
-        """The records at offsets `first`..`last` that `keep` accepts, in offset order."""
+        self,
+        partition: int,
+        first: int,
+        last: int,
+        take: Callable[[ConsumerRecord], T | None],
+        limit: int | None = None,
+    ) -> list[tuple[int, T]]:
+        """(offset, what `take` made of it) for the records at offsets `first`..`last` that
+        it takes (not None), in offset order; at most `limit` of them (it stops there)."""
         async with self._lock:
             kafka = await self._started()
             tp = TopicPartition(self.topic, partition)
             kafka.assign([tp])
             kafka.seek(tp, first)
             end = (await kafka.end_offsets([tp]))[tp]
-            found: list[ConsumerRecord] = []
+            found: list[tuple[int, T]] = []
             while await kafka.position(tp) <= min(last, end - 1):
                 batches = await kafka.getmany(tp, timeout_ms=self.timeout_ms)
                 records = batches.get(tp, [])
                 if not records:
                     break
-                found += [r for r in records if r.offset <= last and keep(r)]
+                for record in records:
+                    taken = take(record) if record.offset <= last else None
+                    if taken is not None:
+                        found.append((record.offset, taken))
+                        if limit is not None and len(found) >= limit:
+                            return found
             return found
 
     async def _started(self) -> AIOKafkaConsumer:

@@ -9,13 +9,16 @@ changelog for it.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from aiokafka import ConsumerRecord
+
 from projections.model import LogPosition, Message, MessageError
-from projections.summarise.pending import PendingBatch, missing
+from projections.summarise.pending import MAX_COMPACTED_PARTS, PendingBatch, missing
 from streams.kafka.consume import RangeReader
 from streams.records import validate_record
 
@@ -104,39 +107,53 @@ class LogBodies:
         accept: Callable[[Message], bool],
     ) -> dict[int, Message]:
         """offset -> message for what `batch` covers. Records read back pass the same gate as
-        the fold (`validate_record`) and `accept`; what fails it was never pending."""
+        the fold (`validate_record`) and `accept`; what fails it was never pending. A read
+        holds at most what the batch shows: its single messages, and the first
+        MAX_COMPACTED_PARTS of each compacted run (`pending.compacted` shows no more)."""
         bodies = self.memory.of(channel)
         lacking = missing(batch, bodies)
-        if not lacking:
-            return bodies
-        first, last = min(item.start for item in lacking), max(item.offset for item in lacking)
-        key = channel.encode()
-        records = await self.reader.read(partition, first, last, lambda r: r.key == key)
-        partitions = self.chorus.messages_partitions()
-        limit = self.chorus.settings.max_message_bytes
-        for record in records:
-            position = LogPosition(partition, record.offset, record.timestamp)
-            try:
-                message = validate_record(
-                    record.key,
-                    record.value,
-                    limit,
-                    position,
-                    partition=partition,
-                    partitions=partitions,
-                )
-            except MessageError:
-                continue
-            if accept(message):
-                kept = self.kept_as(message) if self.kept_as else message
-                bodies[record.offset] = kept
-                self.memory.keep(channel, record.offset, kept)
-        log.info(
-            "read %s message(s) of %s back from partition %s, offsets %s-%s",
-            len(records),
-            channel,
-            partition,
-            first,
-            last,
-        )
+        singles = {item.offset for item in lacking if not item.compacted}
+        # (first, last, at most, only these offsets)
+        reads: list[tuple[int, int, int | None, set[int] | None]] = [
+            (item.start, item.offset, MAX_COMPACTED_PARTS, None)
+            for item in lacking
+            if item.compacted
+        ]
+        if singles:
+            reads.append((min(singles), max(singles), None, singles))
+        for first, last, limit, only in reads:
+            take = functools.partial(self._accepted, channel, partition, accept, only)
+            for offset, message in await self.reader.read(partition, first, last, take, limit):
+                bodies[offset] = message
+                self.memory.keep(channel, offset, message)
+            log.info(
+                "read %s back from partition %s, offsets %s-%s", channel, partition, first, last
+            )
         return bodies
+
+    def _accepted(
+        self,
+        channel: str,
+        partition: int,
+        accept: Callable[[Message], bool],
+        only: set[int] | None,
+        record: ConsumerRecord,
+    ) -> Message | None:
+        """The record as the stage keeps it, or None: another channel's, not one of `only`,
+        refused by the fold's gate, or not what the stage takes (`accept`)."""
+        if record.key != channel.encode() or (only is not None and record.offset not in only):
+            return None
+        try:
+            message = validate_record(
+                record.key,
+                record.value,
+                self.chorus.settings.max_message_bytes,
+                LogPosition(partition, record.offset, record.timestamp),
+                partition=partition,
+                partitions=self.chorus.messages_partitions(),
+            )
+        except MessageError:
+            return None
+        if not accept(message):
+            return None
+        return self.kept_as(message) if self.kept_as else message

@@ -118,13 +118,19 @@ async def test_the_range_reader_keeps_what_it_is_asked_for_and_stops_at_the_end(
         chorus_settings, chorus_settings.topic("messages"), chorus_settings.bootstrap_servers
     )
     key = CHANNEL.encode()
+
+    def of_the_channel(record: Any) -> Any:
+        return record if record.key == key else None
+
     try:
-        middle = await reader.read(home, offsets[2], offsets[5], lambda r: r.key == key)
-        past_the_end = await reader.read(home, offsets[-2], offsets[-1] + 10_000, lambda r: True)
+        middle = await reader.read(home, offsets[2], offsets[5], of_the_channel)
+        first_two = await reader.read(home, offsets[0], offsets[-1], of_the_channel, limit=2)
+        past_the_end = await reader.read(home, offsets[-2], offsets[-1] + 10_000, lambda r: r)
     finally:
         await reader.stop()
 
-    valid = [r.offset for r in middle if r.value != b"{not"]
-    assert valid == offsets[2:6] and all(r.key == key for r in middle)
-    assert past_the_end[0].offset == offsets[-2]
-    assert past_the_end[-1].offset == offsets[-1] + 1  # the neighbour's record after it
+    valid = [offset for offset, record in middle if record.value != b"{not"]
+    assert valid == offsets[2:6] and all(record.key == key for _, record in middle)
+    assert [offset for offset, _ in first_two] == [offsets[0], offsets[0] + 2]  # then it stops
+    assert past_the_end[0][0] == offsets[-2]
+    assert past_the_end[-1][0] == offsets[-1] + 1  # the neighbour's record after it

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from projections.model import Message, MessageType
 from projections.summarise.pending import (
     MAX_COMPACTED_CHARS,
+    MAX_COMPACTED_PARTS,
     PendingBatch,
     add,
     due,
@@ -211,3 +212,17 @@ def test_next_batch_takes_the_oldest_threshold_items() -> None:
 def test_events_are_not_summarised() -> None:
     assert not summarisable(msg(0, MessageType.EVENT))
     assert summarisable(msg(0))
+
+
+def test_a_long_compacted_run_shows_its_first_parts_only_and_counts_them_all() -> None:
+    count = 3 * MAX_COMPACTED_PARTS
+    said = {i: msg(i).model_copy(update={"sender": f"s{i}"}) for i in range(count)}
+    (message,) = fill(filled(count, max_pending=1), said)
+    shown = spoken(message)
+    assert [content for _, content in shown] == [f"m{i}" for i in range(MAX_COMPACTED_PARTS)]
+    assert message.payload == {
+        "compacted": {"messages": count, "senders": [f"s{i}" for i in range(50)]}
+    }
+    # Its message depends on the first parts alone: what a stage reads back for it.
+    first = {i: said[i] for i in range(MAX_COMPACTED_PARTS)}
+    assert fill(filled(count, max_pending=1), first) == [message]

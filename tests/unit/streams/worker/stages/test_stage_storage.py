@@ -12,7 +12,7 @@ from unittest.mock import patch
 
 import orjson
 
-from projections.summarise.pending import spoken
+from projections.summarise.pending import MAX_COMPACTED_PARTS, spoken
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.compose import build_worker
@@ -139,10 +139,12 @@ async def test_a_burst_of_ten_times_the_bound_is_compacted_never_dropped() -> No
 async def test_bodies_memory_let_go_are_read_back_and_what_the_log_lacks_is_counted() -> None:
     _, summariser, _ = await fold_messages(5, summary_after_messages=50)
     summariser.bodies.memory.drop_through(CHANNEL, 1)  # as after a restart, for 0 and 1
-    asked: list[tuple[int, int, int]] = []
+    asked: list[tuple[int, int, int, int | None]] = []
 
-    async def log_without_them(partition: int, first: int, last: int, _: Any) -> list[Any]:
-        asked.append((partition, first, last))
+    async def log_without_them(
+        partition: int, first: int, last: int, _: Any, limit: int | None = None
+    ) -> list[Any]:
+        asked.append((partition, first, last, limit))
         return []  # as if the log's retention had been cut
 
     sent: list[bytes] = []
@@ -154,7 +156,29 @@ async def test_bodies_memory_let_go_are_read_back_and_what_the_log_lacks_is_coun
     with patch("faust.topics.Topic.send", capture):
         await summariser.summarise(CHANNEL, summariser.batch_of(CHANNEL), None, partition=3)
 
-    assert asked == [(3, 0, 1)]
+    assert asked == [(3, 0, 1, None)]
     record = SummaryRecord.model_validate_json(sent[0])
     assert (record.first_offset, record.last_offset, record.total_messages) == (0, 4, 5)
     assert record.annotations["unreadItems"] == "2" and "m4" in record.text
+
+
+async def test_a_compacted_run_is_read_back_no_further_than_what_it_shows() -> None:
+    bound, count = 3, 40
+    _, summariser, _ = await fold_messages(
+        count, summary_after_messages=50, summary_max_pending=bound
+    )
+    summariser.bodies.memory.drop_through(CHANNEL, count)  # as after a restart
+    batch = summariser.batch_of(CHANNEL)
+    asked: list[tuple[int, int, int | None]] = []
+
+    async def log_of(partition: int, first: int, last: int, _: Any, limit: int | None = None):  # type: ignore[no-untyped-def]
+        asked.append((first, last, limit))
+        return []
+
+    summariser.bodies.reader.read = log_of  # type: ignore[method-assign]
+    await summariser.messages_of(CHANNEL, batch, partition=0)
+
+    compacted = [(i.start, i.offset, MAX_COMPACTED_PARTS) for i in batch.items if i.compacted]
+    singles = [i.offset for i in batch.items if not i.compacted]
+    assert compacted and asked[: len(compacted)] == compacted
+    assert asked[len(compacted) :] == ([(min(singles), max(singles), None)] if singles else [])
