@@ -15,11 +15,14 @@ crosses runs through the summary record itself and nothing grows with the channe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
+import operator
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -82,9 +85,14 @@ _HEDGE = re.compile(
     re.IGNORECASE,
 )
 _REPEATED_WORD = re.compile(r"\b(\w++(?:\s++\w++)?)(?:\s+\1\b)+", re.IGNORECASE)
-_SPLIT_CONTRACTION = re.compile(r"\s+('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.?!;:])")
+# These two run once spaces are normalised (one space between words), so a literal space
+# is every space they can meet, and the engine scans for it instead of trying `\s` anywhere.
+_SPLIT_CONTRACTION = re.compile(r" ('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
+_SPACE_BEFORE_PUNCT = re.compile(r" ([,.?!;:])")
 _REPEATED_PUNCT = re.compile(r"([,.?!;:])(?:\s*[,.;:])+")
+# `sub` with a template such as r"\1" expands it in Python for every match; a C callable
+# returning the group does the same without a Python frame.
+_FIRST_GROUP = operator.methodcaller("group", 1)
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 _LEADING_DISCOURSE = re.compile(
     r"^(?:(?:so|well|okay|ok|yeah|yes|right|and|but|alright|now|anyway|like|actually|then)"
@@ -125,15 +133,20 @@ def clean(text: str) -> str:
     text = _FILLER.sub(" ", text)
     text = _HEDGE.sub(" ", text)
     text = " ".join(text.split())
-    text = _SPLIT_CONTRACTION.sub(r"\1", text)
-    text = _REPEATED_WORD.sub(r"\1", text)
-    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
-    text = _REPEATED_PUNCT.sub(r"\1", text)
+    text = _SPLIT_CONTRACTION.sub(_FIRST_GROUP, text)
+    text = _REPEATED_WORD.sub(_FIRST_GROUP, text)
+    text = _SPACE_BEFORE_PUNCT.sub(_FIRST_GROUP, text)
+    text = _REPEATED_PUNCT.sub(_FIRST_GROUP, text)
     return text.strip(" ,;:")
 
 
-def terms(text: str) -> list[str]:
-    """Content words, lower case, with a plural `s` folded away."""
+@functools.lru_cache(maxsize=4096)
+def terms(text: str) -> tuple[str, ...]:
+    """Content words, lower case, with a plural `s` folded away.
+
+    Cached: a pool sentence is scored on every run that keeps it, and selected against
+    every other one, so the same few hundred texts come back batch after batch.
+    """
     out = []
     for word in _WORD.findall(text.lower()):
         if word in STOPWORDS or len(word) < 3:
@@ -141,7 +154,7 @@ def terms(text: str) -> list[str]:
         if word.endswith("s") and len(word) > 4 and not word.endswith("ss"):
             word = word[:-1]
         out.append(word)
-    return out
+    return tuple(out)
 
 
 def features(text: str) -> list[str]:
@@ -149,7 +162,7 @@ def features(text: str) -> list[str]:
     return _features_of(terms(text))
 
 
-def _features_of(words: list[str]) -> list[str]:
+def _features_of(words: Sequence[str]) -> list[str]:
     return [*words, *(f"{a}_{b}" for a, b in itertools.pairwise(words))]
 
 
@@ -274,14 +287,14 @@ class DigestSummariser:
                 seen += 1
 
         counts = Counter(dict(counts.most_common(self.max_terms)))
-        pool = self._best(pool, counts, self.pool_size)
+        pool, scores = self._best(pool, counts, self.pool_size)
         participants = _capped(
             merge_list_annotation(annotations.get("participants"), speakers), MAX_NAMES
         )
         topics = _capped(
             merge_list_annotation(annotations.get("topics"), (m.topic for m in items)), MAX_NAMES
         )
-        text = self.render(pool, counts, participants, open_items, done_items, seen)
+        text = self.render(pool, scores, counts, participants, open_items, done_items, seen)
 
         annotations["tier"] = self.tier
         annotations["itemCount"] = str(len(items))
@@ -301,6 +314,7 @@ class DigestSummariser:
     def render(
         self,
         pool: list[Candidate],
+        scores: dict[int, float],
         counts: Counter[str],
         participants: str,
         open_items: list[list[str]],
@@ -329,7 +343,7 @@ class DigestSummariser:
         if len(fixed) > budget // 2:  # commitments never crowd out what was discussed
             fixed = fixed[: budget // 2 - 1].rstrip() + "…"
         room = budget - len(fixed) - len(DISCUSSED_HEADER) - 2
-        chosen = self._select(pool, counts, room, seen)
+        chosen = self._select(pool, scores, room, seen)
         discussed = [f"- [{c.speaker}] {c.text}" for c in chosen]
         parts = [head] if head else []
         if discussed:
@@ -353,7 +367,8 @@ class DigestSummariser:
         if len(set(words)) < self.weights.min_terms:
             return 0.0
         total = (sum(counts.values()) if total is None else total) or 1
-        salience = sum(math.log1p(counts[t] * 1000 / total) for t in distinct)
+        # Exactly rounded, so the same in any order: a set's order changes with the hash seed.
+        salience = math.fsum(math.log1p(counts[t] * 1000 / total) for t in distinct)
         score = salience / math.pow(len(words), self.weights.length_exponent)
         if candidate.position < self.weights.opening_messages:
             score *= 1 + self.weights.opening_bonus
@@ -361,7 +376,10 @@ class DigestSummariser:
             score *= 1 + self.weights.decision_bonus
         return score
 
-    def _best(self, pool: list[Candidate], counts: Counter[str], size: int) -> list[Candidate]:
+    def _best(
+        self, pool: list[Candidate], counts: Counter[str], size: int
+    ) -> tuple[list[Candidate], dict[int, float]]:
+        """The `size` best-scored candidates, in said order, and the score of each (by id)."""
         unique: dict[str, Candidate] = {}
         for candidate in pool:
             unique.setdefault(candidate.text.lower(), candidate)
@@ -369,41 +387,45 @@ class DigestSummariser:
         scores = {id(c): self._score(c, counts, total) for c in unique.values()}
         scored = sorted(unique.values(), key=lambda c: -scores[id(c)])
         kept = [c for c in scored if scores[id(c)] > 0][:size]
-        return sorted(kept, key=lambda c: c.position)
+        return sorted(kept, key=lambda c: c.position), {id(c): scores[id(c)] for c in kept}
 
     def _select(
-        self, pool: list[Candidate], counts: Counter[str], room: int, seen: int
+        self, pool: list[Candidate], scores: dict[int, float], room: int, seen: int
     ) -> list[Candidate]:
-        """Greedy maximal marginal relevance within `room` characters, then in said order."""
-        total = sum(counts.values())
-        remaining = {id(c): (c, self._score(c, counts, total), set(terms(c.text))) for c in pool}
-        chosen: list[tuple[Candidate, set[str]]] = []
+        """Greedy maximal marginal relevance within `room` characters, then in said order.
+
+        Each remaining candidate keeps its largest overlap with, and closeness to, what was
+        chosen so far, updated as each one is chosen: the same values as comparing against
+        every chosen candidate on every round, in a pass over the pool per round.
+        """
+        remaining = {id(c): (c, scores[id(c)], frozenset(terms(c.text))) for c in pool}
+        overlap = dict.fromkeys(remaining, 0.0)
+        nearby = dict.fromkeys(remaining, 0.0)
+        chosen: list[Candidate] = []
         used = 0
         while remaining:
             best_key, best_value = None, 0.0
-            for key, (candidate, score, words) in remaining.items():
-                overlap = max((_jaccard(words, other) for _, other in chosen), default=0.0)
-                nearby = max(
-                    (_closeness(candidate.position, c.position, seen) for c, _ in chosen),
-                    default=0.0,
-                )
+            for key, (_, score, _) in remaining.items():
                 value = (
                     score
-                    * (1 - self.weights.redundancy * overlap)
-                    * (1 - self.weights.spread * nearby)
+                    * (1 - self.weights.redundancy * overlap[key])
+                    * (1 - self.weights.spread * nearby[key])
                 )
                 if best_key is None or value > best_value:
                     best_key, best_value = key, value
             assert best_key is not None
             candidate, _, words = remaining.pop(best_key)
-            if any(_jaccard(words, other) >= NEAR_DUPLICATE for _, other in chosen):
+            if overlap[best_key] >= NEAR_DUPLICATE:
                 continue
             cost = len(candidate.speaker) + len(candidate.text) + 6
             if used + cost > room:
                 continue
-            chosen.append((candidate, words))
+            chosen.append(candidate)
             used += cost
-        return sorted((c for c, _ in chosen), key=lambda c: c.position)
+            for key, (other, _, other_words) in remaining.items():
+                overlap[key] = max(overlap[key], _jaccard(other_words, words))
+                nearby[key] = max(nearby[key], _closeness(other.position, candidate.position, seen))
+        return sorted(chosen, key=lambda c: c.position)
 
     def _foreign_material(
         self, previous: SummaryResult | None, annotations: dict[str, str], seen: int
@@ -481,7 +503,7 @@ def _capped(names: str, limit: int) -> str:
     return ",".join(names.split(",")[:limit]) if names else names
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 

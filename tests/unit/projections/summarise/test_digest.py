@@ -278,3 +278,25 @@ def test_copy_ratio_and_unusable_answer() -> None:
     assert copy_ratio("one two three", source) == 0.0  # too short to judge
     assert copy_ratio("the team agreed to ship the import fix on monday after review", source) == 0
     assert unusable_answer("Fine summary.", source, 100) is None
+
+
+def test_a_sentence_scores_the_same_whatever_order_its_terms_are_summed_in() -> None:
+    # The salience of a sentence adds a float per distinct term; summed in a set's order it
+    # depended on PYTHONHASHSEED, so two workers (or a replay) could pick other sentences.
+    # The exactly rounded sum is the same in every order.
+    import math
+    from collections import Counter
+
+    from projections.summarise.digest import Candidate, features, terms
+
+    text = " ".join(f"{word}{i} alpha{i % 7} beta{i % 3}" for i, word in enumerate("qwxzvjk" * 6))
+    counts = Counter({feature: 1 + len(feature) * 7 % 13 for feature in features(text)})
+    total = sum(counts.values())
+    words = terms(text)
+    distinct = set(features(text))
+    expected = math.fsum(math.log1p(counts[t] * 1000 / total) for t in sorted(distinct))
+    expected /= math.pow(len(words), DigestSummariser().weights.length_exponent)
+
+    score = DigestSummariser()._score(Candidate(99, "ann", text), counts)
+
+    assert score == expected
