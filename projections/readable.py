@@ -179,10 +179,15 @@ def count_keyphrases(
     while len(updated) > capacity:
         del updated[min(updated, key=lambda k: (updated[k][0], k))]
     # The entry evicted is the least counted, the first in key order among equals; keys by
-    # count find it without a scan of the table per new phrase (a message has dozens).
+    # count find it without a scan of the table per new phrase (a message has dozens). Once
+    # the table is full the least count never falls (a newcomer counts one more than it), so
+    # the least-counted keys, sorted once, give each eviction in turn until that count is
+    # gone; a key that was counted up since is skipped.
     by_count: dict[int, set[str]] = {}
     for key, (count, _) in updated.items():
         by_count.setdefault(count, set()).add(key)
+    floor_keys: list[str] = []  # the keys at `floor_count`, largest first
+    floor_count = -1
     for phrase in keyphrase_candidates(text):
         entry = updated.get(phrase)
         if entry is not None:
@@ -192,7 +197,11 @@ def count_keyphrases(
         floor = 0
         if len(updated) >= capacity:
             floor = min(by_count)
-            evicted = min(by_count[floor])
+            if floor != floor_count:
+                floor_keys, floor_count = sorted(by_count[floor], reverse=True), floor
+            evicted = floor_keys.pop()
+            while evicted not in by_count[floor]:
+                evicted = floor_keys.pop()
             _recount(by_count, evicted, floor, None)
             del updated[evicted]
         updated[phrase] = [floor + 1, floor]
