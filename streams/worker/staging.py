@@ -20,6 +20,11 @@ A table staged with `cache` also remembers what it read and flushed (an LRU, mis
 included: a miss probes every partition's RocksDB), so the next batch reads without RocksDB
 and JSON. Recovery and standby replicas write the store behind its back, so it is dropped
 whenever partitions are assigned or revoked and when recovery completes (`forget`).
+
+A table staged with a `Codec` holds decoded values (a stage's own model): it decodes what it
+reads from the store once and encodes what it writes once per flush, so a stage that touches
+a key on every message neither parses nor serialises it per message. Readers of the
+underlying table (scans, web views) see the encoded form.
 """
 
 from __future__ import annotations
@@ -55,6 +60,15 @@ def processing(event: EventT | None) -> Iterator[None]:
         yield
     finally:
         _current_event.reset(token)
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """How a staged table's values are stored: `encode` to the table's (JSON) form, `decode`
+    back. `decode(encode(v))` must equal `v`, and values must not be changed in place."""
+
+    encode: Callable[[Any], Any]
+    decode: Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
@@ -101,8 +115,10 @@ class StagedTable:
         *,
         limit: int | None = None,
         on_refused: Callable[[RefusedWrite], None] | None = None,
+        codec: Codec | None = None,
     ) -> None:
         self.table = table
+        self._codec = codec
         self._limit = limit
         self._on_refused = on_refused
         self._staged: dict[Any, tuple[EventT | None, Any]] = {}
@@ -118,6 +134,8 @@ class StagedTable:
             value = self._known[key]
         else:
             value = self.table.get(key, _DELETED)
+            if self._codec is not None and value is not _DELETED and value is not None:
+                value = self._codec.decode(value)
             self._remember(key, value)
         return default if value is _DELETED else value
 
@@ -157,8 +175,9 @@ class StagedTable:
                     with suppress(KeyError):
                         del self.table[key]
                 else:
+                    stored = value if self._codec is None else self._codec.encode(value)
                     if self._limit is not None:
-                        size = len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
+                        size = len(orjson.dumps(stored, option=orjson.OPT_NON_STR_KEYS))
                         if size > self._limit:
                             if self._on_refused is not None:
                                 self._on_refused(
@@ -166,19 +185,9 @@ class StagedTable:
                                 )
                             self._known.pop(key, None)
                             continue
-                    self.table[key] = value
+                    self.table[key] = stored
             self._remember(key, value)
         return len(staged)
-
-    def _fits(self, key: Any, value: Any, event: EventT | None) -> bool:
-        if self._limit is None:
-            return True
-        size = len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
-        if size <= self._limit:
-            return True
-        if self._on_refused is not None:
-            self._on_refused(_refused(self.table, key, size, self._limit, event))
-        return False
 
     def forget(self) -> None:
         """Drop the remembered values (the store may change under them: recovery, standbys)."""
@@ -222,13 +231,19 @@ class Staging:
         self._on_refused = on_refused
 
     def stage(
-        self, table: MutableMapping[Any, Any], cache: int = 0, *, guard: bool = True
+        self,
+        table: MutableMapping[Any, Any],
+        cache: int = 0,
+        *,
+        guard: bool = True,
+        codec: Codec | None = None,
     ) -> StagedTable:
         staged = StagedTable(
             table,
             cache,
             limit=self.record_limit if guard else None,
             on_refused=self._refuse,
+            codec=codec,
         )
         self.tables.append(staged)
         return staged

@@ -48,7 +48,7 @@ from projections.summarise.llm import ChatClient, LlmError
 from projections.summarise.pending import PendingBatch, PendingItem, fill
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
-from streams.worker.staging import CACHED_KEYS
+from streams.worker.staging import CACHED_KEYS, Codec
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -89,6 +89,14 @@ class ChannelRecap(BaseModel):
 
     def messages(self) -> list[Message]:
         return [Message.model_validate(raw) for raw in self.window]
+
+
+# The recap table holds JSON without the window's messages (the log has them); the stage
+# reads and writes ChannelRecap models, each decoded once (see streams.worker.staging).
+RECAP_CODEC = Codec(
+    encode=lambda recap: recap.model_dump(mode="json", exclude={"window"}),
+    decode=ChannelRecap.model_validate,
+)
 
 
 def with_message(
@@ -194,6 +202,7 @@ class Recapper:
         self.table = chorus.staging.stage(
             chorus.table("recap-status"),
             cache=CACHED_KEYS,
+            codec=RECAP_CODEC,
         )
         self.bodies = LogBodies(
             chorus, MessageBodies(WINDOW_KEPT_MESSAGES, WINDOW_KEPT_CHARS), windowed_message
@@ -206,7 +215,7 @@ class Recapper:
         self.rescan = chorus.staging.rescan()
 
     def store(self, channel: str, recap: ChannelRecap) -> None:
-        self.table[channel] = recap.model_dump(mode="json", exclude={"window"})
+        self.table[channel] = recap
         self.statuses[channel] = recap.status
 
     async def window_of(self, channel: str, recap: ChannelRecap) -> list[Message]:
@@ -220,8 +229,8 @@ class Recapper:
         return fill(batch, await self.bodies.of(channel, partition, batch, is_conversation_change))
 
     def recap_of(self, channel: str) -> ChannelRecap:
-        raw = self.table.get(channel)
-        return ChannelRecap.model_validate(raw) if raw else ChannelRecap()
+        recap: ChannelRecap | None = self.table.get(channel)
+        return recap if recap is not None else ChannelRecap()
 
     def debounce(self, channel: str) -> float:
         config = self.chorus.configs.get(channel)

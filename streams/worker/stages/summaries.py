@@ -43,7 +43,7 @@ from projections.summarise.pending import (
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies
-from streams.worker.staging import CACHED_KEYS
+from streams.worker.staging import CACHED_KEYS, Codec
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -74,6 +74,21 @@ def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
     )
 
 
+def header_of(batch: PendingBatch) -> dict[str, Any]:
+    """What the pending table stores of a batch: its positions (`header_batch` reads it)."""
+    return {
+        "offsets": [item.offset for item in batch.items],
+        "pending_since": batch.pending_since.isoformat() if batch.pending_since else None,
+        "spans": {
+            str(item.offset): [item.start, item.covers] for item in batch.items if item.covers > 1
+        },
+    }
+
+
+# The pending table holds headers; the stage reads and writes batches, each decoded once.
+HEADER_CODEC = Codec(encode=header_of, decode=header_batch)
+
+
 def item_of(offset: int, span: list[int] | None) -> PendingItem:
     """A header's item: one message, or a compacted run `[first_offset, covers]`."""
     if span is None:
@@ -91,6 +106,7 @@ class Summariser:
         self.pending = chorus.staging.stage(
             chorus.table("summary-pending"),
             cache=CACHED_KEYS,
+            codec=HEADER_CODEC,
         )
         self.bodies = LogBodies(chorus)
         self.latest = chorus.staging.stage(
@@ -123,7 +139,8 @@ class Summariser:
         return launched if launched > self.covered_offset(channel) else -1
 
     def batch_of(self, channel: str) -> PendingBatch:
-        return header_batch(self.pending.get(channel))
+        batch: PendingBatch | None = self.pending.get(channel)
+        return batch if batch is not None else PendingBatch()
 
     async def messages_of(self, channel: str, batch: PendingBatch, partition: int) -> list[Message]:
         """What `batch` stands for, from memory or else the log (`streams.worker.bodies`)."""
@@ -140,15 +157,7 @@ class Summariser:
         return messages
 
     def store(self, channel: str, batch: PendingBatch) -> None:
-        self.pending[channel] = {
-            "offsets": [item.offset for item in batch.items],
-            "pending_since": batch.pending_since.isoformat() if batch.pending_since else None,
-            "spans": {
-                str(item.offset): [item.start, item.covers]
-                for item in batch.items
-                if item.covers > 1
-            },
-        }
+        self.pending[channel] = batch
         self.index(channel, batch)
 
     def index(self, channel: str, batch: PendingBatch) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from faust.streams import current_event
 
-from streams.worker.staging import Staging, processing
+from streams.worker.staging import Codec, Staging, processing
 
 
 class Event:
@@ -138,3 +138,49 @@ def test_a_value_too_large_for_a_changelog_record_is_refused_and_reported() -> N
     assert refused.size == 202 and refused.limit == 100
     assert "over the 100-byte changelog record limit" in refused.reason
     assert staging.drain_refused() == []
+
+
+class Box:
+    """A stage's model: equal by value, encoded as {"n": value}."""
+
+    decoded = 0
+    encoded = 0
+
+    def __init__(self, n: int | str) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Box) and other.n == self.n
+
+    @classmethod
+    def decode(cls, raw: dict[str, int | str]) -> Box:
+        cls.decoded += 1
+        return cls(raw["n"])
+
+    def encode(self) -> dict[str, int | str]:
+        Box.encoded += 1
+        return {"n": self.n}
+
+
+def test_a_table_with_a_codec_decodes_a_read_once_and_encodes_a_key_once_per_flush() -> None:
+    Box.decoded = Box.encoded = 0
+    table = RecordingTable()
+    table.data["stored"] = {"n": 1}
+    staging = Staging(record_limit=20)
+    staged = staging.stage(table, cache=10, codec=Codec(encode=Box.encode, decode=Box.decode))
+
+    for _ in range(3):
+        assert staged.get("stored") == Box(1)
+    assert Box.decoded == 1  # then remembered, decoded
+    assert staged.get("missing") is None and Box.decoded == 1  # a miss is not decoded
+    with processing(SourcedEvent(partition=0, offset=7)):
+        for n in range(5):
+            staged["a"] = Box(n)  # a stage writing on every message
+            assert staged.get("a") == Box(n)
+        staged["big"] = Box("x" * 30)  # encodes to more than the 20-byte limit
+    assert staging.flush() == 2
+    assert Box.encoded == 2  # once per key, at the flush
+    assert table.data == {"stored": {"n": 1}, "a": {"n": 4}}  # the table holds the encoded form
+    assert staged.get("a") == Box(4) and Box.decoded == 1  # from memory, not the store
+    assert staged.get("big") is None  # refused: the store's (absent) value stands
+    assert len(staging.drain_refused()) == 1

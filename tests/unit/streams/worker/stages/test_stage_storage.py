@@ -55,7 +55,7 @@ async def fold_messages(
 async def test_pending_batch_is_positions_and_no_table_holds_a_message_body() -> None:
     chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
 
-    header = summariser.pending.get(CHANNEL)
+    header = summariser.pending.table[CHANNEL]
     assert header["offsets"] == [0, 1, 2, 3, 4] and "items" not in header
     assert not any("summary-items" in name for name in chorus.app.tables)
     # The bodies are in memory (the log is their copy), so no read goes to Kafka here.
@@ -71,7 +71,7 @@ async def test_recap_window_is_positions_read_back_oldest_first() -> None:
     count = RECAP_WINDOW + 7
     chorus, _, recapper = await fold_messages(count)
 
-    status = recapper.table.get(CHANNEL)
+    status = recapper.table.table[CHANNEL]  # what the changelog holds
     assert "window" not in status and status["message_count"] == count
     assert status["window_offsets"] == list(range(7, count))
     assert not any("recap-window" in name for name in chorus.app.tables)
@@ -87,7 +87,7 @@ async def test_a_summary_trims_the_header_and_forgets_the_bodies_it_covers() -> 
     covered = SummaryRecord(channel=CHANNEL, text="so far", first_offset=0, last_offset=2)
     _, summariser, _ = await fold_messages(5, [covered], summary_after_messages=50)
 
-    assert summariser.pending.get(CHANNEL)["offsets"] == [3, 4]
+    assert summariser.pending.table[CHANNEL]["offsets"] == [3, 4]
     kept = summariser.bodies.memory.of(CHANNEL)
     assert {offset: m.content for offset, m in kept.items()} == {3: "m3", 4: "m4"}
     assert summariser.covered_offset(CHANNEL) == 2
@@ -119,7 +119,7 @@ async def test_a_burst_of_ten_times_the_bound_is_compacted_never_dropped() -> No
         count, summary_after_messages=5, summary_max_pending=bound
     )
 
-    header = summariser.pending.get(CHANNEL)
+    header = summariser.pending.table[CHANNEL]
     assert len(header["offsets"]) == bound
     batch = summariser.batch_of(CHANNEL)
     spans = [(item.start, item.offset) for item in batch.items]
