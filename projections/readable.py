@@ -178,7 +178,7 @@ def count_keyphrases(
     """
     if capacity < 1:
         raise ValueError(f"capacity must be >= 1, got {capacity}")
-    updated: KeyphraseCounts = {key: [int(v[0]), int(v[1])] for key, v in counts.items()}
+    updated: KeyphraseCounts = {key: [v[0], v[1]] for key, v in counts.items()}
     while len(updated) > capacity:
         del updated[min(updated, key=lambda k: (updated[k][0], k))]
     # The entry evicted is the least counted, the first in key order among equals; keys by
