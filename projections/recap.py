@@ -11,9 +11,10 @@ owns the clock and the table can replay, retry and test these rules without a br
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -451,9 +452,16 @@ def _clip(text: str, words: int) -> str:
 
 def _said(message: Message) -> str | None:
     """The message's content as a person reads it, or None when it says nothing."""
-    if not message.content or is_backchannel(message.content):
+    return _said_text(message.content) if message.content else None
+
+
+@functools.lru_cache(maxsize=2048)
+def _said_text(content: str) -> str | None:
+    # Cached: a recap asks this of each message of its window several times (to rank, to
+    # pick, to quote), and cleaning is most of a recap's cost.
+    if is_backchannel(content):
         return None
-    return _tidy(message.content) or None
+    return _tidy(content) or None
 
 
 # A goal or a point needs this many words that name something; "Digits?" is not a goal.
@@ -550,6 +558,13 @@ def _summary_points(summary: str | None, counts: KeyphraseCounts, seen: str) -> 
     return [_sentence(f"Earlier: {_clip(s, 16)}") for s in ranked if s]
 
 
+def _extended(text: str, extra: str) -> str:
+    """`text` and `extra`, if that stays within RECAP_MAX_WORDS."""
+    if extra and len(text.split()) + len(extra.split()) <= RECAP_MAX_WORDS:
+        return f"{text} {extra}"
+    return text
+
+
 def _open(owed: Sequence[OpenCommitment]) -> str:
     if not owed:
         return "Nothing is open."
@@ -622,15 +637,20 @@ def extractive_recap(
         _next_step(spoken, open_commitments, topics, used),
     ]
     text = " ".join(p for p in parts if p)
-    # Below the lower bound: more of what the channel said, then what else it is about.
-    extras = [about] if goal and about else []
-    extras += [_point(m, counts) for m in points[2:] if m.id not in used]
-    extras += _summary_points(summary, counts, text)
-    if topics[3:]:
-        extras.append(_sentence(f"Also discussed: {_listed(topics[3:])}"))
-    for extra in extras:
-        words = len(text.split())
-        wanted = extra == about or words < RECAP_MIN_WORDS
-        if extra and wanted and words + len(extra.split()) <= RECAP_MAX_WORDS:
-            text = f"{text} {extra}"
+    said = text  # what the summary's points must not repeat
+    if goal and about:
+        text = _extended(text, about)
+    # Below the lower bound: more of what the channel said, then what else it is about;
+    # each built only while the recap is still short.
+
+    def extras() -> Iterator[str]:
+        yield from (_point(m, counts) for m in points[2:] if m.id not in used)
+        yield from _summary_points(summary, counts, said)
+        if topics[3:]:
+            yield _sentence(f"Also discussed: {_listed(topics[3:])}")
+
+    for extra in extras():
+        if len(text.split()) >= RECAP_MIN_WORDS:
+            break
+        text = _extended(text, extra)
     return clean_recap(text, max_words=RECAP_MAX_WORDS)
