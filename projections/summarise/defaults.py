@@ -6,7 +6,7 @@ from projections.model import Message
 from projections.summarise.digest import CompactingSummariser, DigestSummariser
 from projections.summarise.llm import ChatClient
 from projections.summarise.render import render_message
-from projections.summarise.result import ContentSummariser, Offload, SummaryResult
+from projections.summarise.result import ContentSummariser
 from projections.summarise.synthesised import LlmContentSummariser, SummaryMode
 from projections.summarise.tiered import (
     FallbackSummariser,
@@ -29,7 +29,6 @@ def default_summariser(
     context_tokens: int = 8192,
     max_tokens: int = 512,
     summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS,
-    offload: Offload[SummaryResult] | None = None,
 ) -> ContentSummariser[Message]:
     """≤ small: verbatim `[sender] content`; ≤ medium: the digest; above: the LLM.
 
@@ -38,10 +37,9 @@ def default_summariser(
     LLM is down. With no client the large tier is the digest, annotated
     `fallbackFrom=synthesised`, `fallbackReason=no LLM configured`. Whatever a tier returns
     is kept within `summary_max_tokens`: a longer text is rewritten by the digest.
-    `offload` runs the digest's work (see `projections.summarise.result.Offload`).
     """
     verbatim = VerbatimContentSummariser(render_message)
-    digest = DigestSummariser(summary_max_tokens, offload=offload)
+    digest = DigestSummariser(summary_max_tokens)
     large: ContentSummariser[Message]
     if client is None:
         large = FixedFallbackSummariser(digest, LlmContentSummariser.tier, NO_LLM_REASON)

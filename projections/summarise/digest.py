@@ -34,7 +34,6 @@ from projections.summarise.llm import estimate_tokens
 from projections.summarise.pending import spoken
 from projections.summarise.result import (
     ContentSummariser,
-    Offload,
     SummaryResult,
     base_annotations,
     previous_text,
@@ -243,7 +242,6 @@ class DigestSummariser:
         max_open: int = 8,
         max_done: int = 4,
         weights: DigestWeights | None = None,
-        offload: Offload[SummaryResult] | None = None,
     ) -> None:
         if max_tokens < 16:
             raise ValueError(f"max_tokens must be >= 16, got {max_tokens}")
@@ -253,16 +251,11 @@ class DigestSummariser:
         self.max_open = max_open
         self.max_done = max_done
         self.weights = weights or DigestWeights()
-        self.offload = offload
 
     async def summarise(
         self, items: list[Message], previous: SummaryResult | None = None
     ) -> SummaryResult:
-        """`digest`, through `offload` when there is one (a run reads every message: it is
-        the worker's longest piece of CPU work)."""
-        if self.offload is None:
-            return self.digest(items, previous)
-        return await self.offload(lambda: self.digest(items, previous))
+        return self.digest(items, previous)
 
     def digest(self, items: list[Message], previous: SummaryResult | None = None) -> SummaryResult:
         if not items:
@@ -579,5 +572,5 @@ class CompactingSummariser:
             kept = {k: v for k, v in result.annotations.items() if k != COMPACTED_FROM}
             return SummaryResult(result.text, kept)
         tier = result.annotations.get("tier", "unknown")
-        compacted = await self.digest.summarise(items, previous)
+        compacted = self.digest.digest(items, previous)
         return SummaryResult(compacted.text, {**compacted.annotations, COMPACTED_FROM: tier})

@@ -11,17 +11,12 @@ overwrites only the keys it owns, so keys written by another tier or by domain c
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 T = TypeVar("T")
-
-# Runs a model-free summariser's CPU work somewhere that does not hold up the caller's event
-# loop (the worker: its one CPU thread, so folding goes on meanwhile) and awaits the result.
-# Without one the work runs inline, as offline tools want.
-Offload = Callable[[Callable[[], T]], Awaitable[T]]
 
 
 class SummaryResult(BaseModel):

@@ -8,10 +8,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import faust
 from aiokafka.errors import (
@@ -86,9 +85,6 @@ def _credentials(settings: Settings) -> Any:
     return faust.SSLCredentials(context) if context else None
 
 
-T = TypeVar("T")
-
-
 class Runtime:
     """Everything the worker runs, built from settings (no globals, so tests build their own)."""
 
@@ -151,10 +147,6 @@ class Runtime:
         # Table writes of the stages, applied once per key per fold batch; a value that
         # would not fit a changelog record is refused and reported, never sent.
         self.staging = Staging(record_limit=settings.max_message_bytes, on_refused=self._refused)
-        # One thread for the stages' model-free CPU work (digest summaries, extractive
-        # recaps): a run of it no longer holds up folding, whose latency then grows by a GIL
-        # switch interval (5 ms), not by the run. One, so such runs never crowd the loop.
-        self.cpu = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chorus-cpu")
 
         @self.app.on_partitions_revoked.connect
         async def forget_on_revoke(app: Any, revoked: Any, **_: Any) -> None:
@@ -167,10 +159,6 @@ class Runtime:
         @self.app.on_rebalance_complete.connect
         async def forget_after_recovery(app: Any, **_: Any) -> None:
             self.forget_cached()
-
-    async def offload(self, work: Callable[[], T]) -> T:
-        """`work()`, run on the CPU thread (see `projections.summarise.result.Offload`)."""
-        return await asyncio.get_running_loop().run_in_executor(self.cpu, work)
 
     def table(self, name: str) -> Any:
         """A changelog-backed table whose changelog accepts what the chorus topics accept

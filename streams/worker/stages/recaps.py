@@ -46,7 +46,6 @@ from projections.recap import (
 )
 from projections.summarise.llm import ChatClient, LlmError
 from projections.summarise.pending import PendingBatch, PendingItem, fill
-from projections.summarise.result import Offload
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
 from streams.worker.staging import CACHED_KEYS, Codec
@@ -175,18 +174,11 @@ async def write_recap(
     summary: str | None,
     owed: Sequence[OpenCommitment],
     keyphrases: dict[str, list[int]] | None = None,
-    offload: Offload[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The recap text and its cost fields; extractive when no model is configured, its
-    work run through `offload` when there is one. The model gets the same cleaned input:
-    no ids, no backchannel."""
+    """The recap text and its cost fields; extractive when no model is configured. The
+    model gets the same cleaned input: no ids, no backchannel."""
     if client is None:
-
-        def extract() -> str:
-            return extractive_recap(messages, owed, keyphrases, summary)
-
-        text = await offload(extract) if offload is not None else extract()
-        return text, {"tier": "extractive"}
+        return extractive_recap(messages, owed, keyphrases, summary), {"tier": "extractive"}
     system, user = build_recap_prompt(
         presentation_transcript(messages, window=RECAP_WINDOW), summary, [c.line() for c in owed]
     )
@@ -324,9 +316,7 @@ class Recapper:
             summary = (self.summaries.latest.get(channel) or {}).get("text")
             window = await self.window_of(channel, recap)
             owed = channel_commitments(self.commitments_fold(channel), window)
-            text, cost = await write_recap(
-                self.client, window, summary, owed, recap.keyphrases, self.chorus.offload
-            )
+            text, cost = await write_recap(self.client, window, summary, owed, recap.keyphrases)
             done = base.model_copy(
                 update={
                     "text": text,

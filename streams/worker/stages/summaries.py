@@ -40,7 +40,6 @@ from projections.summarise.pending import (
     summarisable,
     trim,
 )
-from projections.summarise.result import Offload
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies
@@ -342,7 +341,7 @@ async def simulate(
 
 
 def summariser_from_settings(
-    settings: Settings, client: ChatClient | None, offload: Offload[SummaryResult] | None = None
+    settings: Settings, client: ChatClient | None
 ) -> ContentSummariser[Message]:
     return default_summariser(
         client,
@@ -351,7 +350,6 @@ def summariser_from_settings(
         context_tokens=settings.llm_context_tokens,
         max_tokens=settings.llm_max_tokens,
         summary_max_tokens=settings.summary_max_tokens,
-        offload=offload,
     )
 
 
@@ -363,9 +361,7 @@ def install(chorus: Runtime) -> Summariser:
     summariser = Summariser(
         chorus,
         summariser_from_settings(
-            chorus.settings,
-            MeteredChatClient(client, chorus.meter, "summary") if client else None,
-            chorus.offload,
+            chorus.settings, MeteredChatClient(client, chorus.meter, "summary") if client else None
         ),
     )
 

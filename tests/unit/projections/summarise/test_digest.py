@@ -300,22 +300,3 @@ def test_a_sentence_scores_the_same_whatever_order_its_terms_are_summed_in() -> 
     score = DigestSummariser()._score(Candidate(99, "ann", text), counts)
 
     assert score == expected
-
-
-async def test_a_digest_with_an_offload_runs_its_work_there_and_returns_the_same() -> None:
-    calls: list[SummaryResult] = []
-
-    async def offload(work: Any) -> SummaryResult:
-        result: SummaryResult = work()
-        calls.append(result)
-        return result
-
-    messages = chatter(30)
-    inline = await DigestSummariser().summarise(messages)
-    offloaded = await DigestSummariser(offload=offload).summarise(messages)
-
-    assert offloaded == inline and calls == [inline]
-    # The compacting wrapper's rewrite goes through it too (the default wiring).
-    wired = default_summariser(None, offload=offload)
-    await wired.summarise(chatter(20, start=30))
-    assert len(calls) == 2

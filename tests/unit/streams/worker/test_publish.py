@@ -154,21 +154,3 @@ async def test_a_retriable_failure_when_sent_alone_still_raises() -> None:
     await settle_next(producer, 2, NotLeaderForPartitionError())
     with pytest.raises(PublishFailed, match="not acknowledged"):
         await asyncio.wait_for(task, 1)
-
-
-async def test_offloaded_work_runs_on_the_cpu_thread_while_the_loop_goes_on() -> None:
-    import threading
-
-    runtime = Runtime(Settings(store="memory://", topic_prefix="t."), broker="127.0.0.1:1")
-    released = threading.Event()
-
-    def work() -> str:
-        # Blocks until the loop sets the event: run inline, it would block the loop itself.
-        assert released.wait(5), "the event loop was held up by the offloaded work"
-        return threading.current_thread().name
-
-    running = asyncio.ensure_future(runtime.offload(work))
-    await asyncio.sleep(0.01)
-    assert not running.done()
-    released.set()
-    assert (await running).startswith("chorus-cpu")

@@ -1,7 +1,6 @@
 """The recap stage's pure helpers and the watch view, without Kafka."""
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from rich.console import Console
 
@@ -137,21 +136,6 @@ async def test_write_recap_without_a_model_is_extractive() -> None:
         None, [msg("ship the release notes", MessageType.COMMAND, correlation_id="z")], None, []
     )
     assert text.startswith("Goal (ann): ship the release notes.") and cost == {"tier": "extractive"}
-
-
-async def test_an_extractive_recap_runs_through_the_offload_with_the_same_text() -> None:
-    window = [msg("ship the release notes", MessageType.COMMAND, correlation_id="z")]
-    offloaded: list[str] = []
-
-    async def offload(work: Any) -> str:
-        text: str = work()
-        offloaded.append(text)
-        return text
-
-    inline, _ = await write_recap(None, window, None, [])
-    text, cost = await write_recap(None, window, None, [], offload=offload)
-
-    assert text == inline and offloaded == [inline] and cost == {"tier": "extractive"}
 
 
 def test_watch_renders_status_lines_and_recaps() -> None:
