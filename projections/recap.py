@@ -452,16 +452,25 @@ def _clip(text: str, words: int) -> str:
 
 def _said(message: Message) -> str | None:
     """The message's content as a person reads it, or None when it says nothing."""
-    return _said_text(message.content) if message.content else None
+    content = message.content
+    if not content:
+        return None
+    # A recap asks this of each message of its window several times (to rank, to pick, to
+    # quote) and cleaning is most of its cost, so short texts (the stage's window cuts every
+    # message to 300 characters) are cached; a longer one is cleaned each time, so the cache
+    # holds at most SAID_CACHED texts of SAID_CACHED_CHARS.
+    return _said_text(content) if len(content) <= SAID_CACHED_CHARS else _said_uncached(content)
 
 
-@functools.lru_cache(maxsize=2048)
-def _said_text(content: str) -> str | None:
-    # Cached: a recap asks this of each message of its window several times (to rank, to
-    # pick, to quote), and cleaning is most of a recap's cost.
+def _said_uncached(content: str) -> str | None:
     if is_backchannel(content):
         return None
     return _tidy(content) or None
+
+
+SAID_CACHED = 2048
+SAID_CACHED_CHARS = 1000
+_said_text = functools.lru_cache(maxsize=SAID_CACHED)(_said_uncached)
 
 
 # A goal or a point needs this many words that name something; "Digits?" is not a goal.

@@ -140,13 +140,8 @@ def clean(text: str) -> str:
     return text.strip(" ,;:")
 
 
-@functools.lru_cache(maxsize=4096)
 def terms(text: str) -> tuple[str, ...]:
-    """Content words, lower case, with a plural `s` folded away.
-
-    Cached: a pool sentence is scored on every run that keeps it, and selected against
-    every other one, so the same few hundred texts come back batch after batch.
-    """
+    """Content words, lower case, with a plural `s` folded away."""
     out = []
     for word in _WORD.findall(text.lower()):
         if word in STOPWORDS or len(word) < 3:
@@ -155,6 +150,14 @@ def terms(text: str) -> tuple[str, ...]:
             word = word[:-1]
         out.append(word)
     return tuple(out)
+
+
+# A pool sentence is scored on every run that keeps it and selected against every other one,
+# so the same few hundred candidate texts come back batch after batch. Candidates are cut to
+# `DigestWeights.max_sentence_chars`, so the cache holds at most CANDIDATE_TERMS_CACHED short
+# texts; whole messages go through `terms` uncached.
+CANDIDATE_TERMS_CACHED = 4096
+_candidate_terms = functools.lru_cache(maxsize=CANDIDATE_TERMS_CACHED)(terms)
 
 
 def features(text: str) -> list[str]:
@@ -362,7 +365,7 @@ class DigestSummariser:
 
     def _score(self, candidate: Candidate, counts: Counter[str], total: int | None = None) -> float:
         """`total`: `sum(counts.values())`, when the caller scores many candidates at once."""
-        words = terms(candidate.text)
+        words = _candidate_terms(candidate.text)
         distinct = set(_features_of(words))
         if len(set(words)) < self.weights.min_terms:
             return 0.0
@@ -398,7 +401,7 @@ class DigestSummariser:
         chosen so far, updated as each one is chosen: the same values as comparing against
         every chosen candidate on every round, in a pass over the pool per round.
         """
-        remaining = {id(c): (c, scores[id(c)], frozenset(terms(c.text))) for c in pool}
+        remaining = {id(c): (c, scores[id(c)], frozenset(_candidate_terms(c.text))) for c in pool}
         overlap = dict.fromkeys(remaining, 0.0)
         nearby = dict.fromkeys(remaining, 0.0)
         chosen: list[Candidate] = []

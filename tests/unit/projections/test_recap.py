@@ -651,3 +651,17 @@ def test_extractive_recap_is_one_bounded_line() -> None:
     assert len(recap) <= 600
     assert "Open: coder owes alice “task 0" in recap  # a long goal cannot crowd them out
     assert "(+4 more)" in recap
+
+
+def test_what_a_recap_quotes_is_cached_only_for_short_texts() -> None:
+    from projections import recap as recap_module
+
+    short = Message(channel="c", sender="ann", type=MessageType.STATUS, content="ship the parser")
+    long = short.model_copy(update={"content": "ship the parser " * 100})  # 1,600 characters
+    recap_module._said_text.cache_clear()
+
+    assert recap_module._said(short) == recap_module._said(short) == "ship the parser"
+    assert recap_module._said(long) == recap_module._said(long)
+    info = recap_module._said_text.cache_info()
+    assert (info.hits, info.misses, info.currsize) == (1, 1, 1)  # the long text never entered
+    assert info.maxsize == recap_module.SAID_CACHED

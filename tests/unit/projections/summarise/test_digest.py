@@ -300,3 +300,17 @@ def test_a_sentence_scores_the_same_whatever_order_its_terms_are_summed_in() -> 
     score = DigestSummariser()._score(Candidate(99, "ann", text), counts)
 
     assert score == expected
+
+
+def test_only_candidate_sentences_enter_the_terms_cache() -> None:
+    from projections.summarise import digest as digest_module
+
+    digest_module._candidate_terms.cache_clear()
+    words = " ".join(f"parser{i} queue{i}" for i in range(150))  # one 2,000-character sentence
+    DigestSummariser().digest([say("ann", words)])
+
+    # The message's whole text is counted uncached; only its candidate, cut to
+    # max_sentence_chars, is cached: scored, then looked up again to be selected.
+    cached = digest_module._candidate_terms.cache_info()
+    assert (cached.currsize, cached.misses, cached.hits) == (1, 1, 1)
+    assert cached.maxsize == digest_module.CANDIDATE_TERMS_CACHED
