@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from streams.ops.broker.cluster import READY_LINE, ensure_kafka_jars, free_port
+from streams.ops.broker.cluster import READY_LINE, ensure_kafka_jars, free_ports
 from streams.settings import Settings
 
 LOG4J = """\
@@ -122,7 +122,7 @@ def start_secure_broker(run_dir: Path, timeout: float = 180.0) -> SecureBroker:
     store_password = uuid.uuid4().hex
     ca_file, keystore = make_certificates(run_dir / "tls", store_password)
     user, password = "alice", f"scram-{uuid.uuid4().hex}"
-    internal, controller, sasl_ssl, ssl, sasl_plain = (free_port() for _ in range(5))
+    internal, controller, sasl_ssl, ssl, sasl_plain = free_ports(5)
     data = run_dir / "data"
     listeners = {
         "INTERNAL": internal,

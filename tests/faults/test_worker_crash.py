@@ -95,7 +95,7 @@ async def test_sigkilled_worker_loses_and_duplicates_nothing(
         kills=len(kills),
         kill_moments=kills,
         driver_events=events,
-        redelivered_driver_events=events - 2 * count,
+        redelivered_driver_events=events - count,
         seconds_to_all_folded=round(elapsed, 1),
         messages_per_second_including_restarts=round(count / elapsed, 1),
         lost=0,

@@ -49,6 +49,7 @@ __all__ = [
     "cluster_status",
     "ensure_kafka_jars",
     "free_port",
+    "free_ports",
     "kill_node",
     "restart_node",
     "start_cluster",
@@ -98,10 +99,15 @@ class ClusterInfo:
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free right now."""
-    return _free_ports(1)[0]
+    return free_ports(1)[0]
 
 
-def _free_ports(count: int, exclude: set[int] | None = None) -> list[int]:
+def free_ports(count: int, exclude: set[int] | None = None) -> list[int]:
+    """`count` distinct TCP ports on 127.0.0.1 that are free right now, none in `exclude`.
+
+    Ask for all the ports one process needs in one call: each is held bound until all are
+    chosen, so the kernel cannot hand one out twice (separate free_port() calls can).
+    """
     exclude = exclude or set()
     socks: list[socket.socket] = []
     ports: list[int] = []
@@ -579,13 +585,13 @@ def _choose_ports(
             if prev_port and prev_port not in chosen and _port_free(prev_port):
                 port = prev_port
             else:
-                port = _free_ports(1, chosen)[0]
+                port = free_ports(1, chosen)[0]
             preferred = int(prev["controller_port"]) if prev else 0
         chosen.add(port)
         if preferred and preferred not in chosen and _port_free(preferred):
             cport = preferred
         else:
-            cport = _free_ports(1, chosen)[0]
+            cport = free_ports(1, chosen)[0]
         chosen.add(cport)
         result.append((port, cport))
     return result

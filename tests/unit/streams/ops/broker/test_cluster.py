@@ -19,6 +19,7 @@ from streams.ops.broker.cluster import (
     cluster_status,
     ensure_kafka_jars,
     free_port,
+    free_ports,
     start_cluster,
     stop_cluster,
 )
@@ -237,6 +238,40 @@ def test_free_port_is_bindable() -> None:
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_free_ports_are_distinct_and_all_bindable_together() -> None:
+    # Bug: the secure test broker asked free_port() five times; ports freed between calls can
+    # come back, and Kafka refused CONTROLLER and SASL_SSL listeners on one port (CI, stop 19).
+    ports = free_ports(64)
+    assert len(set(ports)) == 64
+    held = [socket.socket() for _ in ports]
+    try:
+        for sock, port in zip(held, ports, strict=True):
+            sock.bind(("127.0.0.1", port))
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_free_ports_skip_a_port_the_kernel_hands_out_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed_out = iter([5000, 5000, 5001, 5002])
+
+    class OnePortTwice:
+        def __init__(self, *args: object) -> None:
+            self.port = 0
+
+        def bind(self, address: tuple[str, int]) -> None:
+            self.port = next(handed_out)
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(broker.socket, "socket", OnePortTwice)
+    assert free_ports(3) == [5000, 5001, 5002]
 
 
 def test_restarted_node_counts_as_running_before_its_command_line_shows(
