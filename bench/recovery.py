@@ -201,26 +201,12 @@ async def _commit_group_offsets(
         await consumer.stop()
 
 
-async def build_state_by_rebuild(phase: Phase, messages: int, channels: int) -> dict[str, Any]:
-    """Produce `messages` real messages over `channels` channels to a fresh phase's topics and
-    write the state a worker would restore, the fastest honest way: `streams.replay.rebuild`
-    folds the log with the worker's projection code into the fold tables' changelogs (one
-    record per channel and table, what those compacted changelogs hold once compacted), the
-    fold-positions table gets each partition's next offset, and the group's offsets are
-    committed at the log's end, as the worker would have left them. Not built: the summary
-    and recap stages' tables (they would hold each channel's pending bodies, window slots,
-    latest summary and recap status)."""
+async def _produce_cold_messages(phase: Phase, messages: int, channels: int) -> tuple[int, float]:
     from bench.common import produce
     from bench.data import load_conversations, message_stream
     from streams.ops.topics import create_topics
-    from streams.registry import registered_projections
-    from streams.replay import rebuild
-    from streams.replay.tables import end_offsets
-    from streams.topology import MESSAGES, changelog_name
 
-    settings = phase.settings()
-    positions = changelog_name(settings, "fold-positions")
-    await create_topics(settings, [positions])
+    await create_topics(phase.settings())
     _, conversations = load_conversations()
     stream = message_stream(conversations, channels, tag="cold")
 
@@ -231,6 +217,51 @@ async def build_state_by_rebuild(phase: Phase, messages: int, channels: int) -> 
     started = time.perf_counter()
     count, produce_s = await produce(phase.broker.bootstrap, phase.topic("messages"), records())
     log(f"  produced {count:,} messages in {time.perf_counter() - started:.0f}s")
+    return count, produce_s
+
+
+async def build_state_by_worker(
+    phase: Phase, messages: int, channels: int, timeout: float
+) -> dict[str, Any]:
+    """Produce `messages` real messages over `channels` channels, then let a real `chorus
+    worker` fold them all, every stage, and stop it: every table's changelog as a live
+    worker leaves it, with whatever the broker's cleaner has compacted by then."""
+    from bench.fold import run_chorus
+
+    count, produce_s = await _produce_cold_messages(phase, messages, channels)
+    started = time.perf_counter()
+    folded, _ = await run_chorus(phase, count, 1, max(timeout, count / 100))
+    build_s = time.perf_counter() - started
+    log(f"  the worker folded {count:,} messages in {build_s:.0f}s")
+    return {
+        "messages": count,
+        "channels": channels,
+        "built_by": "worker",
+        "produce_s": produce_s,
+        "build_s": build_s,
+        "worker_msgs_per_s": folded["msgs_per_s"],
+    }
+
+
+async def build_state_by_rebuild(phase: Phase, messages: int, channels: int) -> dict[str, Any]:
+    """Produce `messages` real messages over `channels` channels to a fresh phase's topics and
+    write the state a worker would restore, the fastest honest way: `streams.replay.rebuild`
+    folds the log with the worker's projection code into the fold tables' changelogs (one
+    record per channel and table, what those compacted changelogs hold once compacted), the
+    fold-positions table gets each partition's next offset, and the group's offsets are
+    committed at the log's end, as the worker would have left them. Not built: the summary
+    and recap stages' tables (they would hold each channel's pending bodies, window slots,
+    latest summary and recap status)."""
+    from streams.ops.topics import create_topics
+    from streams.registry import registered_projections
+    from streams.replay import rebuild
+    from streams.replay.tables import end_offsets
+    from streams.topology import MESSAGES, changelog_name
+
+    settings = phase.settings()
+    positions = changelog_name(settings, "fold-positions")
+    await create_topics(settings, [positions])
+    count, produce_s = await _produce_cold_messages(phase, messages, channels)
     started = time.perf_counter()
     projections = registered_projections(settings.projections, settings)
     outcomes = await rebuild(settings, projections, workers=0)
@@ -253,6 +284,7 @@ async def build_state_by_rebuild(phase: Phase, messages: int, channels: int) -> 
     return {
         "messages": count,
         "channels": channels,
+        "built_by": "rebuild",
         "produce_s": produce_s,
         "rebuild_s": rebuild_s,
         "rebuilt_tables": [o.changelog for o in outcomes],
@@ -268,16 +300,27 @@ async def build_state_by_rebuild(phase: Phase, messages: int, channels: int) -> 
 
 
 async def measure_cold_at_scale(
-    broker: Any, work: Path, points: list[int], channels: int, timeout: float, partitions: int
+    broker: Any,
+    work: Path,
+    points: list[int],
+    channels: int,
+    timeout: float,
+    partitions: int,
+    built_by: str = "rebuild",
 ) -> list[dict[str, Any]]:
-    """For each N in `points`: a fresh phase with N messages' state (`build_state_by_rebuild`),
-    then a cold start of a real `chorus worker` with an empty data dir: launch → the probe's
-    driver event, the restore time from Faust's log, and the changelog records and MB read."""
+    """For each N in `points`: a fresh phase with N messages' state, then a cold start of a
+    real `chorus worker` with an empty data dir: launch → the probe's driver event, the
+    restore time from Faust's log, and the changelog records and MB read. `built_by`:
+    "rebuild" (`build_state_by_rebuild`: the fold tables only, fast) or "worker"
+    (`build_state_by_worker`: every table, at the worker's speed)."""
     results = []
     for messages in points:
         phase = Phase(f"cold{messages}", broker, work, partitions=partitions)
         log(f"  cold restore of {messages:,} messages' state over {channels:,} channels")
-        built = await build_state_by_rebuild(phase, messages, channels)
+        if built_by == "worker":
+            built = await build_state_by_worker(phase, messages, channels, timeout)
+        else:
+            built = await build_state_by_rebuild(phase, messages, channels)
         totals = await changelog_totals(broker.bootstrap, phase.app_id)
         log_dirs = [broker.run_dir] if broker.run_dir else []
         by_table = changelog_bytes(log_dirs, phase.app_id)

@@ -105,6 +105,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="cold phase (opt-in): restore the state of each of these message counts",
     )
     parser.add_argument("--cold-channels", type=int, default=10_000, help="cold phase's channels")
+    parser.add_argument(
+        "--cold-build",
+        choices=("rebuild", "worker"),
+        default="rebuild",
+        help="cold phase: build the state by a rebuild (fold tables) or a worker (every table)",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     args.messages = args.messages or (2_000 if quick else 20_000)
@@ -305,6 +311,7 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
                     args.cold_channels,
                     args.timeout,
                     args.partitions,
+                    args.cold_build,
                 )
             except Exception as error:
                 failed("cold", error)

@@ -5,12 +5,16 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections import commitments, overview
 from projections.channel import MAX_STATE_BYTES
 from projections.model import DEFAULT_MAX_MESSAGE_BYTES
+
+COMPACTED_SEGMENT_BYTES = 8 * 1024 * 1024
+# A topic's max.message.bytes is the message bound plus room for the record's envelope.
+RECORD_OVERHEAD_BYTES = 64 * 1024
 
 
 class Settings(BaseSettings):
@@ -34,6 +38,10 @@ class Settings(BaseSettings):
     replication_factor: int = 1
     driver_events_retention_ms: int = 7 * 24 * 3600 * 1000
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    # Segment size of every compacted topic and table changelog. Kafka compacts only rolled
+    # segments, so with its 1 GiB default a changelog holds every write since the last roll
+    # and a cold restore reads all of them; small segments keep it near one record per key.
+    compacted_segment_bytes: int = COMPACTED_SEGMENT_BYTES
 
     # Worker.
     app_id: str = "chorus"
@@ -97,6 +105,22 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_path_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _segments_hold_the_largest_record(self) -> Settings:
+        # The broker refuses a record batch larger than a segment.
+        if self.compacted_segment_bytes < self.topic_max_message_bytes:
+            raise ValueError(
+                f"compacted_segment_bytes ({self.compacted_segment_bytes}) must be at least "
+                f"{self.topic_max_message_bytes}, the topics' max.message.bytes "
+                "(max_message_bytes + 64 KiB)"
+            )
+        return self
+
+    @property
+    def topic_max_message_bytes(self) -> int:
+        """Every chorus topic's max.message.bytes."""
+        return self.max_message_bytes + RECORD_OVERHEAD_BYTES
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

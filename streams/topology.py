@@ -34,8 +34,8 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
     """Messages, summaries, recaps, config and driver events share one partition count:
     they are co-partitioned by the channel key, so one worker owns a channel everywhere."""
     p, rf = settings.partitions, settings.replication_factor
-    message_bytes = str(settings.max_message_bytes + 64 * 1024)
-    compact = {"cleanup.policy": "compact", "max.message.bytes": message_bytes}
+    message_bytes = str(settings.topic_max_message_bytes)
+    compact = {"cleanup.policy": "compact", **changelog_config(settings)}
     return [
         TopicSpec(
             settings.topic(MESSAGES),
@@ -66,9 +66,13 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
 
 
 def changelog_config(settings: Settings) -> dict[str, str]:
-    """What a table changelog needs beyond Faust's defaults: room for a record as large as
-    a message (a summary stage keeps message bodies), like every chorus topic."""
-    return {"max.message.bytes": str(settings.max_message_bytes + 64 * 1024)}
+    """What a compacted topic or table changelog needs beyond Kafka's defaults: room for a
+    record as large as a message, like every chorus topic, and segments small enough that
+    the cleaner compacts the history a restore reads (see `Settings.compacted_segment_bytes`)."""
+    return {
+        "max.message.bytes": str(settings.topic_max_message_bytes),
+        "segment.bytes": str(settings.compacted_segment_bytes),
+    }
 
 
 def changelog_specs(settings: Settings, names: Sequence[str]) -> list[TopicSpec]:

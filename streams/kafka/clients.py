@@ -76,7 +76,7 @@ def producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
         **client_options(settings),
         acks="all",
         enable_idempotence=True,
-        max_request_size=settings.max_message_bytes + 64 * 1024,
+        max_request_size=settings.topic_max_message_bytes,
         **overrides,
     )
 

@@ -123,7 +123,7 @@ class Runtime:
             # (max_message_bytes + 64 KiB on chorus's topics): two large dead letters in one
             # batch were refused when the batch could outgrow it.
             producer_max_batch_size=min(settings.producer_batch_bytes, settings.max_message_bytes),
-            producer_max_request_size=settings.max_message_bytes + 64 * 1024,
+            producer_max_request_size=settings.topic_max_message_bytes,
             consumer_auto_offset_reset="earliest",
             table_standby_replicas=settings.standby_replicas,
             broker_session_timeout=settings.session_timeout_seconds,

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -398,6 +399,31 @@ async def test_a_version_deployed_without_a_rebuild_is_built_when_the_worker_sta
     for channel in CHANNELS:
         mine = [m for m in messages if m.channel == channel]
         assert live(green, channel)["tally"].state == fold(TallyV2(), mine)
+
+    # Changelogs Faust created and the one the rebuild created roll segments alike.
+    configs = await changelog_configs(chorus_settings)
+    assert f"{chorus_settings.app_id}-fold-tally-v2-changelog" in configs
+    assert f"{chorus_settings.app_id}-summary-pending-changelog" in configs
+    for name, config in configs.items():
+        assert config["cleanup.policy"] == "compact", name
+        assert config["segment.bytes"] == str(chorus_settings.compacted_segment_bytes), name
+
+
+async def changelog_configs(settings_: Settings) -> dict[str, dict[str, str]]:
+    async with admin_client(settings_) as client:
+        names = [
+            t
+            for t in await client.list_topics()
+            if t.startswith(f"{settings_.app_id}-") and t.endswith("-changelog")
+        ]
+        responses = await client.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
+        )
+    return {
+        name: {entry[0]: entry[1] for entry in configs}
+        for response in responses
+        for _, _, _, name, configs in response.resources
+    }
 
 
 class admin_client:
