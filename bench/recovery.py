@@ -324,7 +324,8 @@ async def measure_cold_at_scale(
         totals = await changelog_totals(broker.bootstrap, phase.app_id)
         log_dirs = [broker.run_dir] if broker.run_dir else []
         by_table = changelog_bytes(log_dirs, phase.app_id)
-        data_dir = Path(phase.env()["CHORUS_DATA_DIR"])
+        # An empty data dir, never the building worker's: that would be a warm restart.
+        data_dir = Path(phase.env()["CHORUS_DATA_DIR"]).parent / "cold-restore-data"
         cold = await restart(phase, data_dir, "cold-restore", 3, timeout)
         restore = cold["restore_s"] or cold["resume_s"]
         result = {
