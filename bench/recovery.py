@@ -27,7 +27,9 @@ from projections.model import Message, encode_message
 
 
 async def changelog_totals(bootstrap: str, app_id: str) -> dict[str, Any]:
-    """Records and bytes (on disk, from the broker's log dirs) of the app's changelogs."""
+    """Records of the app's changelogs, by table: `records` are read from the beginning to
+    the end, what a cold restore reads; `offsets`, the span of offsets, is every write since
+    the topic was created, and the two differ by what the broker's cleaner has compacted."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -45,13 +47,45 @@ async def changelog_totals(bootstrap: str, app_id: str) -> dict[str, Any]:
         tps = [TopicPartition(t, p) for t in names for p in consumer.partitions_for_topic(t) or ()]
         ends = await consumer.end_offsets(tps)
         begins = await consumer.beginning_offsets(tps)
+        present = await _count_records(
+            consumer, {tp: ends[tp] for tp in tps if ends[tp] > begins[tp]}
+        )
     finally:
         await consumer.stop()
     records: dict[str, int] = {}
+    offsets: dict[str, int] = {}
     for tp in tps:
         table = tp.topic[len(app_id) + 1 : -len("-changelog")]
-        records[table] = records.get(table, 0) + ends[tp] - begins[tp]
-    return {"records": sum(records.values()), "by_table": records}
+        records[table] = records.get(table, 0) + present.get(tp, 0)
+        offsets[table] = offsets.get(table, 0) + ends[tp] - begins[tp]
+    return {
+        "records": sum(records.values()),
+        "by_table": records,
+        "offsets": sum(offsets.values()),
+        "offsets_by_table": offsets,
+    }
+
+
+async def _count_records(
+    consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Records in each partition from its beginning to `ends` (compaction leaves gaps)."""
+    counts = dict.fromkeys(ends, 0)
+    if not ends:
+        return counts
+    consumer.assign(list(ends))
+    await consumer.seek_to_beginning(*ends)
+    pending = set(ends)
+    while pending:
+        batches = await consumer.getmany(*pending, timeout_ms=1000, max_records=10_000)
+        for tp, batch in batches.items():
+            counts[tp] += sum(1 for record in batch if record.offset < ends[tp])
+            if batch and batch[-1].offset >= ends[tp] - 1:
+                pending.discard(tp)
+        for tp in list(pending):
+            if await consumer.position(tp) >= ends[tp]:
+                pending.discard(tp)
+    return counts
 
 
 def changelog_bytes(log_dirs: list[Path], app_id: str) -> dict[str, int]:
