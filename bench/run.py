@@ -27,6 +27,7 @@ import asyncio
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -443,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"meta": run_meta(command, args.quick, source)}
     work = work_dir()
     started = time.time()
+    # SIGTERM unwinds like Ctrl-C, so the phases' cleanup stops their workers and the broker
+    # (a killed run once left a worker spinning at 100% CPU under the next run).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         asyncio.run(run(args, results, work))
     except KeyboardInterrupt:
