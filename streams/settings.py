@@ -13,6 +13,7 @@ from projections.channel import MAX_STATE_BYTES
 from projections.model import DEFAULT_MAX_MESSAGE_BYTES
 
 COMPACTED_SEGMENT_BYTES = 8 * 1024 * 1024
+COMPACTED_SEGMENT_MS = 10 * 60 * 1000
 # A topic's max.message.bytes is the message bound plus room for the record's envelope.
 RECORD_OVERHEAD_BYTES = 64 * 1024
 
@@ -42,6 +43,9 @@ class Settings(BaseSettings):
     # segments, so with its 1 GiB default a changelog holds every write since the last roll
     # and a cold restore reads all of them; small segments keep it near one record per key.
     compacted_segment_bytes: int = COMPACTED_SEGMENT_BYTES
+    # ... or after this long: tables of tiny records (fold positions, pending-batch headers)
+    # would take hours to fill a segment, and every record of it is read on a restore.
+    compacted_segment_ms: int = Field(default=COMPACTED_SEGMENT_MS, ge=1000)
 
     # Worker.
     app_id: str = "chorus"

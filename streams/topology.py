@@ -68,10 +68,12 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
 def changelog_config(settings: Settings) -> dict[str, str]:
     """What a compacted topic or table changelog needs beyond Kafka's defaults: room for a
     record as large as a message, like every chorus topic, and segments small enough that
-    the cleaner compacts the history a restore reads (see `Settings.compacted_segment_bytes`)."""
+    the cleaner compacts the history a restore reads (see `Settings.compacted_segment_bytes`
+    and `compacted_segment_ms`)."""
     return {
         "max.message.bytes": str(settings.topic_max_message_bytes),
         "segment.bytes": str(settings.compacted_segment_bytes),
+        "segment.ms": str(settings.compacted_segment_ms),
     }
 
 

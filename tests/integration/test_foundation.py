@@ -74,6 +74,7 @@ async def test_topics_have_the_declared_cleanup_policies(chorus_settings: Settin
         assert config["cleanup.policy"] == policy, short
         if policy == "compact":  # small segments: the cleaner keeps up, restores stay short
             assert config["segment.bytes"] == str(chorus_settings.compacted_segment_bytes), short
+            assert config["segment.ms"] == str(chorus_settings.compacted_segment_ms), short
         if retention is not None:
             assert config["retention.ms"] == retention, short
         assert described[chorus_settings.topic(short)] == chorus_settings.partitions

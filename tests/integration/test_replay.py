@@ -407,6 +407,7 @@ async def test_a_version_deployed_without_a_rebuild_is_built_when_the_worker_sta
     for name, config in configs.items():
         assert config["cleanup.policy"] == "compact", name
         assert config["segment.bytes"] == str(chorus_settings.compacted_segment_bytes), name
+        assert config["segment.ms"] == str(chorus_settings.compacted_segment_ms), name
 
 
 async def changelog_configs(settings_: Settings) -> dict[str, dict[str, str]]:

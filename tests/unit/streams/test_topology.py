@@ -14,7 +14,7 @@ def settings(**values: object) -> Settings:
 
 
 def test_every_compacted_topic_and_changelog_rolls_at_the_segment_bound() -> None:
-    chosen = settings(compacted_segment_bytes=4 * 1024 * 1024)
+    chosen = settings(compacted_segment_bytes=4 * 1024 * 1024, compacted_segment_ms=60_000)
     compacted = [
         spec.config
         for spec in topic_specs(chosen) + changelog_specs(chosen, ["app-fold-x-v1-changelog"])
@@ -22,14 +22,19 @@ def test_every_compacted_topic_and_changelog_rolls_at_the_segment_bound() -> Non
     ]
     assert len(compacted) == 4  # summaries, recaps, channel-config and the changelog
     assert {config["segment.bytes"] for config in compacted} == {str(4 * 1024 * 1024)}
+    # Tiny records (fold positions: a few keys written every batch) fill no segment for
+    # hours; a segment also rolls after this long.
+    assert {config["segment.ms"] for config in compacted} == {"60000"}
     # What Faust is given for the tables it creates itself.
     assert changelog_config(chosen)["segment.bytes"] == str(4 * 1024 * 1024)
+    assert changelog_config(chosen)["segment.ms"] == "60000"
 
 
 def test_deleting_topics_keep_the_brokers_segment_size() -> None:
     deleting = [s.config for s in topic_specs(settings()) if s.config["cleanup.policy"] == "delete"]
     assert len(deleting) == 3
     assert all("segment.bytes" not in config for config in deleting)
+    assert all("segment.ms" not in config for config in deleting)
 
 
 def test_a_segment_smaller_than_the_largest_record_is_refused_at_start() -> None:
