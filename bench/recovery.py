@@ -199,15 +199,10 @@ async def measure(
         "cold": cold,
         "cold_keys_per_s": keys_per_s,
         "cold_mb_per_s": mb / restore if restore else None,
+        "changelog_offsets": totals["offsets"],
         "records_per_message": totals["records"] / messages if messages else None,
         "mb_per_message": mb / messages if messages else None,
     }
-    # Restore is linear in what the changelog holds (uncompacted: every write since the last
-    # segment roll), so 1M messages cost 1M × records_per_message at the measured rate.
-    if keys_per_s and messages:
-        result["projected_1m_cold_restore_s"] = (
-            1_000_000 * totals["records"] / messages / keys_per_s
-        )
     log(
         f"  cold restore: {totals['records']:,} changelog records ({mb:,.0f} MB) in "
         f"{restore:.1f}s = {keys_per_s or 0:,.0f} keys/s; resumed in {cold['resume_s']:.1f}s"
@@ -365,6 +360,7 @@ async def measure_cold_at_scale(
         result = {
             **built,
             "changelog_records": totals["records"],
+            "changelog_offsets": totals["offsets"],
             "changelog_records_by_table": totals["by_table"],
             "changelog_mb": sum(by_table.values()) / 1e6,
             "cold": cold,
