@@ -226,9 +226,9 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(
             f"| 6 | cold restore at scale: {cold.get('messages', 0):,} messages over "
             f"{cold.get('channels', 0):,} channels, state built by a {cold.get('built_by')}: "
-            f"{cold.get('changelog_records', 0):,} changelog records read "
-            f"({cold.get('changelog_offsets', 0):,} written), "
-            f"{cold.get('changelog_mb', 0):,.0f} MB | restored in "
+            f"{cold.get('changelog_records', 0):,} changelog records read"
+            + (f" ({cold['changelog_offsets']:,} written)" if "changelog_offsets" in cold else "")
+            + f", {cold.get('changelog_mb', 0):,.0f} MB | restored in "
             f"{'—' if restore is None else f'{restore:.1f} s'}; resumed in "
             f"{cold['cold'].get('resume_s', 0):.1f} s | target: 1M messages < 5 min |"
         )
