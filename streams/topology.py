@@ -35,7 +35,7 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
     they are co-partitioned by the channel key, so one worker owns a channel everywhere."""
     p, rf = settings.partitions, settings.replication_factor
     message_bytes = str(settings.topic_max_message_bytes)
-    compact = {"cleanup.policy": "compact", **changelog_config(settings)}
+    compact = compacted_config(settings)
     return [
         TopicSpec(
             settings.topic(MESSAGES),
@@ -77,6 +77,11 @@ def changelog_config(settings: Settings) -> dict[str, str]:
     }
 
 
+def compacted_config(settings: Settings) -> dict[str, str]:
+    """A compacted chorus topic's config, as Faust creates a table changelog."""
+    return {"cleanup.policy": "compact", **changelog_config(settings)}
+
+
 def changelog_specs(settings: Settings, names: Sequence[str]) -> list[TopicSpec]:
     """The worker's table changelogs, as Faust creates them (compacted, co-partitioned)."""
     return [
@@ -84,7 +89,7 @@ def changelog_specs(settings: Settings, names: Sequence[str]) -> list[TopicSpec]
             name,
             settings.partitions,
             settings.replication_factor,
-            {"cleanup.policy": "compact", **changelog_config(settings)},
+            compacted_config(settings),
         )
         for name in names
     ]
