@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from projections.commitments import CommitmentProjection, CommitmentsState
@@ -30,7 +30,12 @@ from projections.projection import (
     initial_folded,
     load_state,
 )
-from projections.termination import Decision, TerminationCondition, TerminationContext
+from projections.termination import (
+    Decision,
+    TerminationCondition,
+    TerminationContext,
+    decision_to_json,
+)
 
 # Default of CHORUS_MAX_STATE_BYTES: half of what a chorus topic accepts (1 MiB + 64 KiB),
 # so a driver event carrying the built-in states at their bounds still fits.
@@ -134,7 +139,12 @@ def _join_open_count(steps: list[ProjectionStep]) -> None:
 
 def decide(condition: TerminationCondition, steps: Sequence[ProjectionStep]) -> Decision:
     """The channel's termination decision over the states after this step."""
-    states = {s.projection.name: s.state for s in steps}
+    return decide_states(condition, {s.projection.name: s.state for s in steps})
+
+
+def decide_states(condition: TerminationCondition, states: Mapping[str, Any]) -> Decision:
+    """The termination decision over loaded states by projection name: what the fold
+    decided after the message those states are at (a read view asks it again)."""
     overview = states.get(ChannelOverviewProjection.name)
     if not isinstance(overview, ChannelOverview):
         return condition.evaluate(TerminationContext(state=states))
@@ -145,4 +155,48 @@ def decide(condition: TerminationCondition, steps: Sequence[ProjectionStep]) -> 
     )
     return condition.evaluate(
         TerminationContext(state=states, message_count=overview.message_count, elapsed=elapsed)
+    )
+
+
+@dataclass(frozen=True)
+class ChannelStanding:
+    """Where a channel stands by its stored folds: the loaded states, the termination
+    decision over them (what the fold decided after the same message, under the conditions
+    given), the offset of the last message folded, its time and the message count."""
+
+    states: dict[str, Any]
+    decision: Decision
+    offset: int | None
+    at: datetime | None
+    message_count: int
+
+    def decision_json(self) -> dict[str, Any]:
+        """`{"decision", "detail", "offset"}`: the decision and the offset it is current at."""
+        return {**decision_to_json(self.decision), "offset": self.offset}
+
+
+def standing(
+    projections: Sequence[ChannelProjection[Any]],
+    stored: Mapping[str, Folded | None],
+    condition: TerminationCondition,
+) -> ChannelStanding:
+    """The standing of a channel from its stored folds (a read view's question)."""
+    states: dict[str, Any] = {}
+    offsets: list[int] = []
+    for projection in projections:
+        folded = stored.get(projection.name)
+        if folded is None:
+            continue
+        states[projection.name] = load_state(projection, folded.state)
+        if folded.offset >= 0:
+            offsets.append(folded.offset)
+    overview = states.get(ChannelOverviewProjection.name)
+    at = overview.last_activity if isinstance(overview, ChannelOverview) else None
+    count = overview.message_count if isinstance(overview, ChannelOverview) else 0
+    return ChannelStanding(
+        states=states,
+        decision=decide_states(condition, states),
+        offset=max(offsets) if offsets else None,
+        at=at,
+        message_count=count,
     )

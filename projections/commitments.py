@@ -29,6 +29,16 @@ EXPIRY_EVENT_KIND = "commitment-expired"
 EXPIRY_EVENT_SENDER = "chorus"
 
 OPENING_TYPES = frozenset({MessageType.QUERY, MessageType.COMMAND, MessageType.PROPOSE})
+# Replies that close (or hand off) the active commitment of their correlation id.
+CLOSING_TYPES = frozenset(
+    {
+        MessageType.RESPONSE,
+        MessageType.DONE,
+        MessageType.DECLINE,
+        MessageType.FAILURE,
+        MessageType.HANDOFF,
+    }
+)
 
 # Defaults of CHORUS_COMMITMENTS_KEEP_TERMINAL and CHORUS_COMMITMENTS_MAX_ACTIVE. A commitment
 # whose ten text fields are at their 200-character limits encodes to about 2.4 KB, so a state
@@ -143,18 +153,12 @@ class CommitmentsState(BaseModel):
         latest = self.latest(correlation_id)
         return latest if latest is not None and latest.is_active else None
 
-    def find(self, correlation_id: str) -> Commitment | None:
-        return self.latest(correlation_id)
-
     def open_commitments(self) -> list[Commitment]:
         return [c for c in self.commitments.values() if c.is_active]
 
     def open_count(self) -> int:
         """`len(self.open_commitments())`, without building the list."""
         return _index(self).active
-
-    def chain(self, correlation_id: str) -> list[Commitment]:
-        return [c for c in self.commitments.values() if c.correlation_id == correlation_id]
 
     def dumped(self) -> dict[str, Any]:
         """`model_dump(mode="json")`, reusing each commitment's dump from earlier folds.
@@ -233,6 +237,27 @@ def _index(state: CommitmentsState) -> _Index:
             active += 1
     index = _INDEXES[id(state)] = _Index(state, latest, active)
     return index
+
+
+def states_a_request(message: Message) -> bool:
+    """True for a message whose content is what a commitment asks: an opener (QUERY,
+    COMMAND, PROPOSE) or a HANDOFF, with a correlation id. Text views take what was asked,
+    and how it stands now, from the commitments state, not from these messages."""
+    if not message.correlation_id:
+        return False
+    return message.type in OPENING_TYPES or message.type is MessageType.HANDOFF
+
+
+def may_change_commitments(message: Message) -> bool:
+    """True for a message whose fold can change a commitment: a request, a reply with a
+    correlation id (STATUS acknowledges), or an expiry event."""
+    if expiry_target(message) is not None:
+        return True
+    return bool(message.correlation_id) and (
+        message.type in OPENING_TYPES
+        or message.type in CLOSING_TYPES
+        or message.type is MessageType.STATUS
+    )
 
 
 def expiry_event(channel: str, correlation_id: str, now: datetime) -> Message:

@@ -1,11 +1,30 @@
 """The budgeted context an agent reads before deciding whether to read a channel's history.
 
-Given what the stages keep (the running summary, the open commitments, the latest recap,
-the most recent messages) and a token budget, `assemble_context` renders the best text
-that fits, never more: tokens are counted on the rendered text itself with the same
-estimate the summarisers use. The parts come in priority order and a part is only shown
-when every part before it was shown whole, so a tight budget keeps the summary and drops
-the chatter, never the other way round. What was cut says so.
+Given the channel's state as the fold holds it (the decision, the commitments, where the
+fold is), what the stages keep (the narrative summary, the latest recap, the recent
+messages) and a token budget, `assemble_context` renders the best text that fits, never
+more: tokens are counted on the rendered text itself with the same estimate the
+summarisers use.
+
+The parts come in the order a late agent needs them (context v2):
+
+1. a header: the channel, the decision and its detail, the offset and time the state is
+   current at, the message count;
+2. the open commitments now, the newest first (a tight budget keeps the newest), with
+   "… and N more" when cut; with `for_agent`, that agent's own first, and the messages
+   addressed to it;
+3. what ended that a late joiner must know (declined, failed, expired, delegated), the
+   most recent first, bounded;
+4. the messages after the summary's last offset, the newest that fit;
+5. the narrative summary (what was said), marked with the offsets it covers;
+6. the recap, when it is newer than the summary and current (nothing folded since).
+
+One owner per fact: every line that names a commitment takes its status from the
+commitments state given here (the fold's), so no part can say a commitment is open when
+the fold says it ended. The summary and the recap carry no commitment status of their own
+here: the summary part is its narrative only, and a recap is shown only while nothing was
+folded after it. A part is shown only when every part before it was shown whole, except
+that the header and the open commitments always take what fits; what was cut says so.
 """
 
 from __future__ import annotations
@@ -15,13 +34,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from projections.readable import OpenCommitment
+from projections.readable import CommitmentView, is_agent, person
 from projections.summarise.llm import estimate_tokens
 
 __all__ = [
+    "ENDED_SHOWN",
     "TRUNCATED",
     "ChannelContext",
+    "ChannelHeader",
+    "RecapPart",
     "RecentMessage",
+    "SummaryPart",
     "assemble_context",
 ]
 
@@ -29,21 +52,64 @@ TRUNCATED = " … [truncated]"
 _SEPARATOR = "\n\n"
 # A message cut shorter than this says too little to be worth its header.
 _MIN_MESSAGE_CHARS = 40
+# Ended commitments shown at most (most recent first): what a late joiner must know, not
+# the channel's history.
+ENDED_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class ChannelHeader:
+    """Where the channel stands as the fold holds it: `decision` is the termination
+    decision's JSON (`decision`, `detail`, `offset`), `offset` the last message folded and
+    `at` its time."""
+
+    channel: str
+    decision: dict[str, Any]
+    offset: int | None
+    at: datetime | None
+    message_count: int
+
+    def line(self) -> str:
+        decision = self.decision.get("decision") or "CONTINUE"
+        detail = self.decision.get("detail")
+        said = f"{decision} ({detail})" if isinstance(detail, str) and detail else decision
+        where = "nothing folded yet" if self.offset is None else f"offset {self.offset}"
+        when = f", {self.at:%Y-%m-%d %H:%M:%S} UTC" if self.at else ""
+        return (
+            f"Channel {self.channel}: {said}. State at {where}{when}; "
+            f"{self.message_count} messages."
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "channel": self.channel,
+            "decision": self.decision,
+            "offset": self.offset,
+            "at": self.at.isoformat() if self.at else None,
+            "message_count": self.message_count,
+        }
 
 
 @dataclass(frozen=True)
 class RecentMessage:
-    """One recent message, shown verbatim (the recap ring already cut long ones with "…")."""
+    """One recent message, shown verbatim (the recap ring already cut long ones with "…").
+    A message that opened or answered a commitment says its status now (`status`)."""
 
     sender: str
     type: str
     content: str | None
     created_at: datetime
+    offset: int | None = None
+    target: str | None = None
+    correlation_id: str | None = None
+    id: str | None = None
 
-    def line(self, content: str | None = None) -> str:
+    def line(self, content: str | None = None, status: str | None = None) -> str:
         source = self.content if content is None else content
         text = " ".join((source or "").split()) or "-"
-        return f"[{self.created_at:%Y-%m-%d %H:%M:%S}] {self.sender} ({self.type}): {text}"
+        to = f" → {person(self.target)}" if self.target else ""
+        now = f" [{status}]" if status else ""
+        return f"[{self.created_at:%Y-%m-%d %H:%M:%S}] {self.sender} ({self.type}{to}): {text}{now}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -51,7 +117,26 @@ class RecentMessage:
             "type": self.type,
             "content": self.content,
             "created_at": self.created_at.isoformat(),
+            "offset": self.offset,
+            "target": self.target,
         }
+
+
+@dataclass(frozen=True)
+class SummaryPart:
+    """The narrative of the channel's latest summary and the offsets it covers."""
+
+    text: str
+    first_offset: int | None
+    last_offset: int | None
+
+
+@dataclass(frozen=True)
+class RecapPart:
+    """The latest recap and the offset the channel was at when it was written."""
+
+    text: str
+    covered_offset: int | None
 
 
 @dataclass
@@ -60,28 +145,28 @@ class ChannelContext:
 
     channel: str
     max_tokens: int
+    header: ChannelHeader
+    for_agent: str | None = None
     text: str = ""
-    summary: dict[str, Any] | None = None
-    commitments: dict[str, Any] = field(default_factory=dict)
-    recap: dict[str, Any] | None = None
-    messages: dict[str, Any] = field(default_factory=dict)
+    parts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
         return estimate_tokens(self.text)
 
+    @property
+    def decision(self) -> dict[str, Any]:
+        return self.header.decision
+
     def as_json(self) -> dict[str, Any]:
         return {
             "channel": self.channel,
             "max_tokens": self.max_tokens,
+            "for_agent": self.for_agent,
             "tokens": self.tokens,
             "text": self.text,
-            "parts": {
-                "summary": self.summary,
-                "commitments": self.commitments,
-                "recap": self.recap,
-                "messages": self.messages,
-            },
+            "decision": self.decision,
+            "parts": self.parts,
         }
 
 
@@ -105,7 +190,8 @@ class _Page:
 
 
 def _longest(count: int, fits: Callable[[int], bool]) -> int:
-    """The largest n in [0, count] with fits(n), for fits monotone (true up to some n)."""
+    """The largest n in [0, count] with fits(n), for fits monotone (true up to some n);
+    -1 when not even fits(0)."""
     low, high = 0, count
     if not fits(0):
         return -1
@@ -125,6 +211,50 @@ def _cut(text: str, keep: int) -> str:
         boundary = head.rfind(" ")
         head = head[:boundary] if boundary > keep // 2 else head
     return head.rstrip() + TRUNCATED
+
+
+def _header_part(page: _Page, header: ChannelHeader) -> None:
+    """The header, cut to what fits when even it does not (a budget of a few tokens)."""
+    line = header.line()
+    if page.fits(line):
+        page.place(line)
+        return
+    keep = _longest(len(line), lambda n: page.fits(_cut(line, n)))
+    if keep > 0:
+        page.place(_cut(line, keep))
+    page.open = False
+
+
+def _list_part(
+    page: _Page,
+    title: Callable[[int], str],
+    lines: Sequence[str],
+    items: Sequence[dict[str, Any]],
+    *,
+    always: bool = False,
+) -> dict[str, Any]:
+    """A titled list, its first lines first: whole if it fits, else as many as fit with
+    "… and N more". `always`: placed even after an earlier part was cut (open commitments)."""
+    total = len(lines)
+    part: dict[str, Any] = {"total": total, "shown": [], "omitted": total}
+    if not lines or not (page.open or always):
+        return part
+
+    def section(count: int) -> str:
+        shown = [f"- {line}" for line in lines[:count]]
+        if count < total:
+            shown.append(f"- … and {total - count} more [truncated]")
+        return "\n".join([title(total), *shown])
+
+    if page.fits(section(total)):
+        shown = total
+    else:
+        page.open = False
+        shown = _longest(total - 1, lambda n: page.fits(section(n)))
+    if shown >= 0:
+        page.place(section(shown))
+        part.update(shown=list(items[:shown]), omitted=total - shown)
+    return part
 
 
 def _text_part(page: _Page, header: str, text: str | None) -> dict[str, Any] | None:
@@ -147,78 +277,172 @@ def _text_part(page: _Page, header: str, text: str | None) -> dict[str, Any] | N
     return {"text": shown, "truncated": True}
 
 
-def _commitments_part(page: _Page, owed: Sequence[OpenCommitment]) -> dict[str, Any]:
-    def section(count: int) -> str:
-        lines = [f"- {c.line()}" for c in owed[:count]]
-        if count < len(owed):
-            lines.append(f"- … and {len(owed) - count} more [truncated]")
-        return "\n".join([f"Open commitments ({len(owed)}):", *lines])
+class _Statuses:
+    """The status now of the commitment a message opened or answered, from the fold's
+    commitments: by the message's own id (it opened one, or handed one off), else the
+    latest commitment of its correlation id."""
 
-    part: dict[str, Any] = {"total": len(owed), "shown": [], "omitted": len(owed)}
-    if not owed or not page.open:
-        return part
-    shown = len(owed) if page.fits(section(len(owed))) else -1
-    if shown < 0:
-        page.open = False
-        shown = _longest(len(owed) - 1, lambda n: page.fits(section(n)))
-    if shown >= 0:
-        page.place(section(shown))
-        part.update(shown=[c.as_json() for c in owed[:shown]], omitted=len(owed) - shown)
-    else:
-        page.open = False
-    return part
+    def __init__(self, commitments: Sequence[CommitmentView]) -> None:
+        self.by_id = {c.id: c for c in commitments if c.id}
+        self.by_correlation = {c.correlation_id: c for c in commitments}
+
+    def of(self, message: RecentMessage) -> str | None:
+        found = self.by_id.get(message.id) if message.id else None
+        if found is None and message.correlation_id:
+            found = self.by_correlation.get(message.correlation_id)
+        if found is None:
+            return None
+        return f"commitment {found.outcome or found.state.lower()}"
 
 
-def _messages_part(page: _Page, messages: Sequence[RecentMessage]) -> dict[str, Any]:
+def _messages_part(
+    page: _Page,
+    title: str,
+    messages: Sequence[RecentMessage],
+    statuses: _Statuses,
+) -> dict[str, Any]:
     """The newest messages that fit, shown oldest first; if not even the newest fits
     whole, its head, marked."""
+    total = len(messages)
 
     def section(lines: Sequence[str]) -> str:
-        return "\n".join([f"Recent messages ({len(lines)} of {total}, oldest first):", *lines])
+        return "\n".join([f"{title} ({len(lines)} of {total}, oldest first):", *lines])
 
-    total = len(messages)
     part: dict[str, Any] = {"total": total, "shown": [], "omitted": total, "truncated": False}
     if not messages or not page.open:
         return part
-    lines = [m.line() for m in messages]
+    lines = [m.line(status=statuses.of(m)) for m in messages]
     count = _longest(total, lambda n: n == 0 or page.fits(section(lines[total - n :])))
+    if count == total:
+        page.place(section(lines))
+        part.update(shown=[m.as_json() for m in messages], omitted=0)
+        return part
+    page.open = False
     if count > 0:
         page.place(section(lines[total - count :]))
         part.update(shown=[m.as_json() for m in messages[total - count :]], omitted=total - count)
         return part
     newest = messages[-1]
     body = " ".join((newest.content or "").split())
-    keep = _longest(len(body), lambda n: page.fits(section([newest.line(_cut(body, n))])))
+    status = statuses.of(newest)
+
+    def cut_line(n: int) -> str:
+        return newest.line(_cut(body, n), status)
+
+    keep = _longest(len(body), lambda n: page.fits(section([cut_line(n)])))
     if keep >= _MIN_MESSAGE_CHARS:
-        page.place(section([newest.line(_cut(body, keep))]))
+        page.place(section([cut_line(keep)]))
         shown = {**newest.as_json(), "content": _cut(body, keep)}
         part.update(shown=[shown], omitted=total - 1, truncated=True)
     return part
 
 
+def _newest_first(commitments: Sequence[CommitmentView]) -> list[CommitmentView]:
+    return sorted(commitments, key=lambda c: c.since, reverse=True)
+
+
 def assemble_context(
-    channel: str,
     max_tokens: int,
     *,
-    summary: str | None,
-    commitments: Sequence[OpenCommitment],
-    recap: str | None,
-    messages: Sequence[RecentMessage],
+    header: ChannelHeader,
+    commitments: Sequence[CommitmentView],
+    summary: SummaryPart | None = None,
+    recap: RecapPart | None = None,
+    messages: Sequence[RecentMessage] = (),
+    for_agent: str | None = None,
+    ended_shown: int = ENDED_SHOWN,
     estimate: Callable[[str], int] = estimate_tokens,
 ) -> ChannelContext:
-    """The channel's context within `max_tokens`: the summary, the open commitments (what
-    was asked, who owes it, since when), the latest recap, then the most recent messages
-    verbatim to fill what is left. A young channel with no summary yet gets its messages.
+    """The channel's context within `max_tokens`, in the order of the module docstring.
 
-    `estimate` must grow with the text (longer text, no fewer tokens).
+    `commitments` are the fold's commitments (open and ended, any order of the state);
+    `messages` the most recent ones, oldest first. `estimate` must grow with the text
+    (longer text, no fewer tokens).
     """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
     page = _Page(max_tokens, estimate)
-    context = ChannelContext(channel=channel, max_tokens=max_tokens)
-    context.summary = _text_part(page, "Summary:", summary)
-    context.commitments = _commitments_part(page, commitments)
-    context.recap = _text_part(page, "Latest recap:", recap)
-    context.messages = _messages_part(page, messages)
+    context = ChannelContext(header.channel, max_tokens, header, for_agent)
+    parts: dict[str, Any] = {"header": header.as_json()}
+    _header_part(page, header)
+    statuses = _Statuses(commitments)
+
+    open_now = _newest_first([c for c in commitments if c.is_open])
+    ended = [c for c in commitments if not c.is_open and c.state != "FULFILLED"]
+    ended = sorted(ended, key=lambda c: c.ended_at or c.since, reverse=True)
+    fulfilled = sum(1 for c in commitments if c.state == "FULFILLED")
+    after = summary.last_offset if summary is not None else None
+    newer = [m for m in messages if after is None or m.offset is None or m.offset > after]
+
+    if for_agent:
+        mine = [c for c in open_now if c.involves(for_agent)]
+        open_now = [c for c in open_now if c not in mine]
+        ended = [c for c in ended if c.involves(for_agent)] + [
+            c for c in ended if not c.involves(for_agent)
+        ]
+        agent = person(for_agent)
+        parts["mine"] = _list_part(
+            page,
+            lambda n: f"Yours, {agent} ({n} open: what you owe and what is owed to you):",
+            [c.line() for c in mine],
+            [c.as_json() for c in mine],
+            always=True,
+        )
+        addressed = [m for m in newer if is_agent(m.target, for_agent)]
+        newer = [m for m in newer if m not in addressed]
+        parts["addressed"] = _messages_part(
+            page, f"Messages to {agent}", addressed[-ended_shown:], statuses
+        )
+    parts["commitments"] = _list_part(
+        page,
+        lambda n: f"Open commitments ({n}{' more' if for_agent else ''}, newest first):",
+        [c.line() for c in open_now],
+        [c.as_json() for c in open_now],
+        always=True,
+    )
+    shown_ended = ended[:ended_shown]
+    parts["ended"] = _list_part(
+        page,
+        lambda n: (
+            f"Ended without being fulfilled ({len(ended)}, most recent first"
+            f"{'; ' + str(fulfilled) + ' fulfilled' if fulfilled else ''}):"
+        ),
+        [c.line() for c in shown_ended],
+        [c.as_json() for c in shown_ended],
+    )
+    parts["ended"]["total"] = len(ended)
+    parts["ended"]["omitted"] = len(ended) - len(parts["ended"]["shown"])
+    parts["ended"]["fulfilled"] = fulfilled
+    since = "Recent messages" if after is None else f"Messages after offset {after}"
+    parts["messages"] = _messages_part(page, since, newer, statuses)
+    parts["messages"]["after_offset"] = after
+    parts["summary"] = None
+    if summary is not None:
+        covers = (
+            f" (offsets {summary.first_offset}–{summary.last_offset})"
+            if summary.last_offset is not None
+            else ""
+        )
+        found = _text_part(page, f"Summary of what was said{covers}:", summary.text)
+        if found is not None:
+            found.update(first_offset=summary.first_offset, last_offset=summary.last_offset)
+        parts["summary"] = found
+    parts["recap"] = None
+    if recap is not None and _recap_is_current(recap, summary, header):
+        found = _text_part(page, f"Recap (at offset {recap.covered_offset}):", recap.text)
+        if found is not None:
+            found["covered_offset"] = recap.covered_offset
+        parts["recap"] = found
+    context.parts = parts
     context.text = page.text()
     return context
+
+
+def _recap_is_current(recap: RecapPart, summary: SummaryPart | None, header: ChannelHeader) -> bool:
+    """A recap says where the channel stood when it was written: shown only when nothing
+    was folded after it (so what it says of commitments is still the fold's) and it is
+    newer than the summary."""
+    at = recap.covered_offset
+    if at is None or (header.offset is not None and at < header.offset):
+        return False
+    return summary is None or summary.last_offset is None or at > summary.last_offset

@@ -36,6 +36,31 @@ _VALID_CHANNELS: set[str] = set()
 _VALID_CHANNELS_KEPT = 100_000
 
 
+def validate_channel_name(value: str) -> str:
+    """`value` when it is a valid channel name, else ValueError with the rule it breaks: at
+    most CHANNEL_MAX_LENGTH characters of `/`-separated lowercase kebab-case segments of
+    at most CHANNEL_SEGMENT_MAX_LENGTH."""
+    if value in _VALID_CHANNELS:  # checked before: the rules depend on the name alone
+        return value
+    if len(value) > CHANNEL_MAX_LENGTH:
+        raise ValueError(f"channel must be at most {CHANNEL_MAX_LENGTH} characters")
+    for segment in value.split("/"):
+        if len(segment) > CHANNEL_SEGMENT_MAX_LENGTH:
+            raise ValueError(
+                f"channel segment {segment[:20]!r}... must be at most "
+                f"{CHANNEL_SEGMENT_MAX_LENGTH} characters"
+            )
+        if not _KEBAB_SEGMENT.match(segment):
+            raise ValueError(
+                f"channel segment {segment!r} must be lowercase kebab-case "
+                "(a-z, 0-9, single hyphens), segments separated by '/'"
+            )
+    if len(_VALID_CHANNELS) >= _VALID_CHANNELS_KEPT:
+        _VALID_CHANNELS.clear()
+    _VALID_CHANNELS.add(value)
+    return value
+
+
 class MessageType(StrEnum):
     QUERY = "QUERY"
     COMMAND = "COMMAND"
@@ -119,25 +144,7 @@ class Message(BaseModel):
     @field_validator("channel")
     @classmethod
     def _channel_is_slug(cls, value: str) -> str:
-        if value in _VALID_CHANNELS:  # checked before: the rules depend on the name alone
-            return value
-        if len(value) > CHANNEL_MAX_LENGTH:
-            raise ValueError(f"channel must be at most {CHANNEL_MAX_LENGTH} characters")
-        for segment in value.split("/"):
-            if len(segment) > CHANNEL_SEGMENT_MAX_LENGTH:
-                raise ValueError(
-                    f"channel segment {segment[:20]!r}... must be at most "
-                    f"{CHANNEL_SEGMENT_MAX_LENGTH} characters"
-                )
-            if not _KEBAB_SEGMENT.match(segment):
-                raise ValueError(
-                    f"channel segment {segment!r} must be lowercase kebab-case "
-                    "(a-z, 0-9, single hyphens), segments separated by '/'"
-                )
-        if len(_VALID_CHANNELS) >= _VALID_CHANNELS_KEPT:
-            _VALID_CHANNELS.clear()
-        _VALID_CHANNELS.add(value)
-        return value
+        return validate_channel_name(value)
 
     @field_validator("topic")
     @classmethod

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 __all__ = [
     "KEYPHRASE_CAPACITY",
+    "OUTCOME_WORDS",
     "TITLE_MAX_CHARS",
-    "OpenCommitment",
+    "CommitmentView",
+    "commitment_views",
     "content_words",
     "count_keyphrases",
+    "cut",
+    "ended_commitments",
+    "is_agent",
     "is_backchannel",
     "keyphrase_candidates",
     "open_commitments",
@@ -291,10 +296,21 @@ def salience(text: str, counts: Mapping[str, Sequence[int]]) -> float:
 
 _EXCERPT_CHARS = 200
 
+# How an ended commitment ended, as a line says it; every terminal state has a word.
+OUTCOME_WORDS = {
+    "FULFILLED": "fulfilled",
+    "DECLINED": "declined",
+    "FAILED": "failed",
+    "EXPIRED": "expired",
+    "DELEGATED": "delegated",
+}
+_ACTIVE_STATES = frozenset({"OPEN", "ACKNOWLEDGED"})
+
 
 @dataclass(frozen=True)
-class OpenCommitment:
-    """An open commitment as a person reads it: what was asked, by whom, who owes it."""
+class CommitmentView:
+    """A commitment as a person reads it: what was asked, by whom, who owes it, and where
+    it stands as the fold holds it (`state`: OPEN, ACKNOWLEDGED or how it ended)."""
 
     correlation_id: str
     kind: str
@@ -304,6 +320,18 @@ class OpenCommitment:
     asked: str | None
     since: datetime
     expires_at: datetime | None = None
+    ended_at: datetime | None = None
+    delegated_to: str | None = None
+    id: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in _ACTIVE_STATES
+
+    @property
+    def outcome(self) -> str | None:
+        """How it ended ("declined", ...), None while it is open."""
+        return None if self.is_open else OUTCOME_WORDS.get(self.state, self.state.lower())
 
     def owes(self) -> str:
         """ "reviewer owes planner" / "someone owes planner" when nobody was named."""
@@ -313,16 +341,28 @@ class OpenCommitment:
     def what(self, max_chars: int = _EXCERPT_CHARS) -> str:
         if not self.asked:
             return f"a {self.kind.lower()}"
-        text = scrub_ids(self.asked)
-        if len(text) > max_chars:
-            text = text[: max_chars - 1].rstrip() + "…"
-        return f"“{text}”"
+        return f"“{cut(scrub_ids(self.asked), max_chars)}”"
+
+    def involves(self, agent: str) -> bool:
+        """True when `agent` owes it, asked for it or was handed it (`role:worker-a` is
+        worker-a's)."""
+        return any(
+            is_agent(who, agent) for who in (self.obligor, self.requester, self.delegated_to)
+        )
 
     def line(self) -> str:
-        """One line for a prompt or a context: no ids, times to the minute in UTC."""
-        due = f", due {_clock(self.expires_at)}" if self.expires_at else ""
-        status = "acknowledged" if self.state == "ACKNOWLEDGED" else "open"
-        return f"{self.owes()}: {self.what()} ({status} since {_clock(self.since)}{due})"
+        """One line for a prompt or a context: no ids, times to the minute in UTC. An ended
+        commitment's line starts with how it ended."""
+        if self.is_open:
+            due = f", due {_clock(self.expires_at)}" if self.expires_at else ""
+            status = "acknowledged" if self.state == "ACKNOWLEDGED" else "open"
+            return f"{self.owes()}: {self.what()} ({status} since {_clock(self.since)}{due})"
+        outcome = self.outcome or ""
+        if self.state == "DELEGATED" and self.delegated_to:
+            outcome = f"delegated to {person(self.delegated_to)}"
+        owner = person(self.obligor) if self.obligor else "someone"
+        ended = f", {_clock(self.ended_at)}" if self.ended_at else ""
+        return f"{outcome}: {self.what()} (owed by {owner} to {person(self.requester)}{ended})"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -334,7 +374,24 @@ class OpenCommitment:
             "asked": self.asked,
             "since": self.since.isoformat(),
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+            "delegated_to": self.delegated_to,
         }
+
+
+def cut(text: str, max_chars: int) -> str:
+    """`text` at most `max_chars` long: cut at the limit with "…" when longer."""
+    if len(text) <= max_chars:
+        return text
+    return text[: max_chars - 1].rstrip() + "…"
+
+
+def is_agent(address: str | None, agent: str) -> bool:
+    """True when `address` (a sender or a target) names `agent`: `role:worker-a`,
+    `instance:worker-a` and `worker-a` all name worker-a."""
+    if not address or not agent:
+        return False
+    return address == agent or _ADDRESS.sub("", address.strip()) == _ADDRESS.sub("", agent.strip())
 
 
 def _clock(at: datetime) -> str:
@@ -349,34 +406,62 @@ def _when(value: Any) -> datetime | None:
     return None
 
 
-def open_commitments(
-    state: Mapping[str, Any] | None, excerpts: Mapping[str, str] | None = None
-) -> list[OpenCommitment]:
-    """The active commitments of a dumped commitments state (as the fold table holds it),
-    oldest first.
+def _field(raw: Any, name: str) -> Any:
+    return raw.get(name) if isinstance(raw, Mapping) else getattr(raw, name, None)
+
+
+def _view(raw: Any, excerpts: Mapping[str, str] | None) -> CommitmentView | None:
+    state = _field(raw, "state")
+    state = str(getattr(state, "value", state) or "")
+    since = _when(_field(raw, "opened_at"))
+    if not state or since is None:
+        return None
+    asked = _field(raw, "excerpt") or (excerpts or {}).get(str(_field(raw, "opened_by")))
+    kind = _field(raw, "opened_by_type")
+    return CommitmentView(
+        correlation_id=str(_field(raw, "correlation_id")),
+        kind=str(getattr(kind, "value", kind) or "request"),
+        state=state,
+        requester=str(_field(raw, "requester") or "someone"),
+        obligor=_field(raw, "obligor"),
+        asked=asked if isinstance(asked, str) and asked.strip() else None,
+        since=since,
+        expires_at=_when(_field(raw, "expires_at")),
+        ended_at=None if state in _ACTIVE_STATES else _when(_field(raw, "resolved_at")),
+        delegated_to=_field(raw, "delegated_to"),
+        id=_field(raw, "id"),
+    )
+
+
+def _commitments_of(state: Any) -> list[Any]:
+    """The commitments of a commitments state: the model, or its dump as a table holds it."""
+    if state is None:
+        return []
+    found = state.get("commitments") if isinstance(state, Mapping) else state.commitments
+    return list((found or {}).values())
+
+
+def commitment_views(state: Any, excerpts: Mapping[str, str] | None = None) -> list[CommitmentView]:
+    """Every commitment of a commitments state (the model or its dump), in the state's
+    order: opened order, an ended one moved last when it ended."""
+    views = (_view(raw, excerpts) for raw in _commitments_of(state))
+    return [view for view in views if view is not None]
+
+
+def open_commitments(state: Any, excerpts: Mapping[str, str] | None = None) -> list[CommitmentView]:
+    """The active commitments of a commitments state (the model or its dump), oldest first.
 
     What was asked comes from the commitment's `excerpt` when the state has one, else from
     `excerpts` (message id -> content, e.g. the recent-message ring), else it stays None.
     """
-    found: list[OpenCommitment] = []
-    raw_commitments: Iterable[Any] = ((state or {}).get("commitments") or {}).values()
-    for raw in raw_commitments:
-        if not isinstance(raw, Mapping) or raw.get("state") not in ("OPEN", "ACKNOWLEDGED"):
-            continue
-        since = _when(raw.get("opened_at"))
-        if since is None:
-            continue
-        asked = raw.get("excerpt") or (excerpts or {}).get(str(raw.get("opened_by")))
-        found.append(
-            OpenCommitment(
-                correlation_id=str(raw.get("correlation_id")),
-                kind=str(raw.get("opened_by_type") or "request"),
-                state=str(raw["state"]),
-                requester=str(raw.get("requester") or "someone"),
-                obligor=raw.get("obligor"),
-                asked=asked if isinstance(asked, str) and asked.strip() else None,
-                since=since,
-                expires_at=_when(raw.get("expires_at")),
-            )
-        )
-    return found
+    return [view for view in commitment_views(state, excerpts) if view.is_open]
+
+
+def ended_commitments(
+    state: Any, *, limit: int | None = None, include_fulfilled: bool = True
+) -> list[CommitmentView]:
+    """The ended commitments the state still holds, the most recently ended first."""
+    ended = [view for view in reversed(commitment_views(state)) if not view.is_open]
+    if not include_fulfilled:
+        ended = [view for view in ended if view.state != "FULFILLED"]
+    return ended if limit is None else ended[:limit]

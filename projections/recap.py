@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -22,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from projections.model import ActorType, Message, MessageType
 from projections.readable import (
+    CommitmentView,
     KeyphraseCounts,
-    OpenCommitment,
     content_words,
     count_keyphrases,
     is_backchannel,
@@ -39,7 +40,6 @@ __all__ = [
     "RECAP_MAX_WORDS",
     "RECAP_MIN_WORDS",
     "RECAP_SYSTEM_PROMPT",
-    "RecapInput",
     "RecapPhase",
     "RecapStatus",
     "build_recap_prompt",
@@ -351,9 +351,14 @@ def _defang(text: str) -> str:
 
 
 def build_recap_prompt(
-    transcript: str, summary: str | None, open_commitments: Sequence[str]
+    transcript: str,
+    summary: str | None,
+    open_commitments: Sequence[str],
+    ended_commitments: Sequence[str] = (),
 ) -> tuple[str, str]:
     """(system, user) messages for the recap model. Empty summary/commitments are left out.
+    `ended_commitments` are lines that start with how each ended (the fold's word for it),
+    so the model is told how a request it sees in the transcript turned out.
 
     Ids are scrubbed from every part: the model would copy them into the recap, and the
     person it is for cannot read them.
@@ -366,24 +371,17 @@ def build_recap_prompt(
     if commitments:
         listed = "\n".join(f"- {c}" for c in commitments)
         parts.append(f"Open commitments:\n<commitments>\n{listed}\n</commitments>")
+    ended = [_defang(scrub_ids(c)) for c in ended_commitments if c.strip()]
+    if ended:
+        listed = "\n".join(f"- {c}" for c in ended)
+        parts.append(
+            "Ended commitments (say how one ended if you mention it):\n"
+            f"<commitments>\n{listed}\n</commitments>"
+        )
     body = _defang(transcript.strip()) or "(no messages)"
     parts.append(f"Recent transcript, oldest first:\n<transcript>\n{body}\n</transcript>")
     parts.append("Write the recap now.")
     return RECAP_SYSTEM_PROMPT, "\n\n".join(parts)
-
-
-class RecapInput(BaseModel):
-    """What one generation job needs, with the generation it was started under."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    transcript: str
-    summary: str | None = None
-    open_commitments: tuple[str, ...] = ()
-    generation: int = Field(default=0, ge=0)
-
-    def prompt(self) -> tuple[str, str]:
-        return build_recap_prompt(self.transcript, self.summary, self.open_commitments)
 
 
 # --------------------------------------------------------------------------- output
@@ -500,16 +498,26 @@ def _listed(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _goal(spoken: Sequence[Message], owed: Sequence[OpenCommitment], used: set[str]) -> str | None:
+def _goal(
+    spoken: Sequence[Message],
+    owed: Sequence[CommitmentView],
+    ended: Sequence[CommitmentView],
+    used: set[str],
+) -> str | None:
+    """The open request asked first, else the latest request said; a request that ended
+    is never the goal without how it ended."""
     if owed:
         root = owed[0]
         asked = _clip(root.what().strip("“”"), 18).rstrip(".")
         return f"Goal: {asked} (asked by {person(root.requester)})"
+    outcomes = {c.correlation_id: c.outcome for c in reversed(ended) if c.outcome}
     for message in reversed(spoken):
         said = _said(message) if message.type in _GOAL_TYPES else None
         if _substantial(said):
             used.add(message.id)
-            return f"Goal ({person(message.sender)}): {_clip(said or '', 18)}"
+            goal = f"Goal ({person(message.sender)}): {_clip(said or '', 18)}"
+            outcome = outcomes.get(message.correlation_id or "")
+            return f"{goal.rstrip('.')} ({outcome})" if outcome else goal
     return None
 
 
@@ -574,8 +582,12 @@ def _extended(text: str, extra: str) -> str:
     return text
 
 
-def _open(owed: Sequence[OpenCommitment]) -> str:
+def _open(owed: Sequence[CommitmentView], ended: Sequence[CommitmentView]) -> str:
     if not owed:
+        setbacks = Counter(c.outcome for c in ended if c.state != "FULFILLED" and c.outcome)
+        if setbacks:
+            counted = ", ".join(f"{count} {outcome}" for outcome, count in setbacks.items())
+            return f"Nothing is open ({counted})."
         return "Nothing is open."
     shown = "; ".join(f"{c.owes()} {_clip(c.what(), 10)}" for c in owed[:2])
     more = f" (+{len(owed) - 2} more)" if len(owed) > 2 else ""
@@ -583,7 +595,7 @@ def _open(owed: Sequence[OpenCommitment]) -> str:
 
 
 def _next_step(
-    spoken: Sequence[Message], owed: Sequence[OpenCommitment], topics: Sequence[str], used: set[str]
+    spoken: Sequence[Message], owed: Sequence[CommitmentView], topics: Sequence[str], used: set[str]
 ) -> str:
     if owed:
         soonest = min(owed, key=lambda c: (c.expires_at is None, c.expires_at or c.since))
@@ -606,9 +618,10 @@ def _next_step(
 
 def extractive_recap(
     messages: Sequence[Message],
-    open_commitments: Sequence[OpenCommitment],
+    open_commitments: Sequence[CommitmentView],
     keyphrases: KeyphraseCounts | None = None,
     summary: str | None = None,
+    ended_commitments: Sequence[CommitmentView] = (),
 ) -> str:
     """A recap stitched from the log itself, for when no model is configured.
 
@@ -633,7 +646,7 @@ def extractive_recap(
     if not spoken and not open_commitments:
         return "Nothing to recap yet."
     used: set[str] = set()
-    goal = _goal(spoken, open_commitments, used)
+    goal = _goal(spoken, open_commitments, ended_commitments, used)
     about = f"The channel is about {_listed(topics[:3])}." if topics else None
     progress = _progress(spoken, used)
     points = [] if progress else _points(spoken, counts, used)
@@ -642,7 +655,7 @@ def extractive_recap(
         _sentence(goal) if goal else about,
         *progress,
         *(_point(m, counts) for m in points[:2]),
-        _open(open_commitments),
+        _open(open_commitments, ended_commitments),
         _next_step(spoken, open_commitments, topics, used),
     ]
     text = " ".join(p for p in parts if p)

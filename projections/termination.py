@@ -7,12 +7,12 @@ it was made from.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final
 
-from projections.commitments import CommitmentsState
+from projections.commitments import CommitmentsState, CommitmentState
 from projections.projection import dump_state
 
 
@@ -138,15 +138,6 @@ class MaxMessages(TerminationCondition):
         return Complete("Max messages reached") if ctx.message_count >= self.n else CONTINUE
 
 
-@dataclass(frozen=True)
-class GoalReached(TerminationCondition):
-    predicate: Callable[[TerminationContext], bool]
-    result: Any = "Goal reached"
-
-    def evaluate(self, ctx: TerminationContext) -> Decision:
-        return Complete(self.result) if self.predicate(ctx) else CONTINUE
-
-
 def _commitments(ctx: TerminationContext, projection: str) -> CommitmentsState:
     """The commitments state under `projection` in the context: the projection's state or
     its dumped JSON, so conditions work on states fresh from a table."""
@@ -171,7 +162,63 @@ class AllCommitmentsResolved(TerminationCondition):
         commitments = _commitments(ctx, self.projection)
         if not commitments.ever_opened or commitments.open_count() or commitments.untracked:
             return CONTINUE
-        return Complete("All commitments resolved")
+        return Complete(f"All commitments resolved{_outcomes(commitments)}")
+
+
+def _outcomes(commitments: CommitmentsState) -> str:
+    """ " (3 fulfilled, 1 declined)": how the channel's commitments ended, from the counters
+    (so eviction never changes it); a delegation is not counted, its child is."""
+    counts = [
+        f"{count} {state.value.lower()}"
+        for state in _OUTCOME_ORDER
+        for count in [commitments.ended.get(state, 0)]
+        if count
+    ]
+    return f" ({', '.join(counts)})" if counts else ""
+
+
+_OUTCOME_ORDER = (
+    CommitmentState.FULFILLED,
+    CommitmentState.DECLINED,
+    CommitmentState.FAILED,
+    CommitmentState.EXPIRED,
+)
+
+
+@dataclass(frozen=True)
+class FailOnFailure(TerminationCondition):
+    """FAILED once more than `max_failures` commitments failed (a FAILURE reply)."""
+
+    max_failures: int = 0
+    projection: str = "commitments"
+
+    def __post_init__(self) -> None:
+        if self.max_failures < 0:
+            raise ValueError(f"fail-on-failure must be at least 0, got {self.max_failures}")
+
+    def evaluate(self, ctx: TerminationContext) -> Decision:
+        failed = _commitments(ctx, self.projection).ended.get(CommitmentState.FAILED, 0)
+        if failed > self.max_failures:
+            return Failed(f"{failed} commitments failed (threshold: {self.max_failures})")
+        return CONTINUE
+
+
+@dataclass(frozen=True)
+class EscalateOnExpiry(TerminationCondition):
+    """ESCALATE once more than `max_expiries` commitments passed their deadline."""
+
+    max_expiries: int = 0
+    projection: str = "commitments"
+
+    def __post_init__(self) -> None:
+        if self.max_expiries < 0:
+            raise ValueError(f"escalate-on-expiry must be at least 0, got {self.max_expiries}")
+
+    def evaluate(self, ctx: TerminationContext) -> Decision:
+        expired = _commitments(ctx, self.projection).ended.get(CommitmentState.EXPIRED, 0)
+        if expired > self.max_expiries:
+            return Escalate(f"{expired} commitments expired (threshold: {self.max_expiries})")
+        return CONTINUE
 
 
 @dataclass(frozen=True)
@@ -201,9 +248,30 @@ def _int_argument(spec: str, name: str, argument: str | None) -> int:
         ) from None
 
 
+# What a channel without a termination config gets: it completes once everything asked is
+# resolved, but a failure reads FAILED and a missed deadline ESCALATE rather than COMPLETE
+# (a decline is said in the COMPLETE detail: re-assigning refused work is ordinary).
+DEFAULT_TERMINATION: Final = (
+    "all-commitments-resolved",
+    "fail-on-failure:0",
+    "escalate-on-expiry:0",
+)
+# The spec that opts a channel out of every condition (always CONTINUE).
+NEVER_SPEC: Final = "never"
+CONDITION_SPECS: Final = (
+    "max-messages:N",
+    "all-commitments-resolved",
+    "escalate-on-decline:N",
+    "fail-on-failure[:N]",
+    "escalate-on-expiry[:N]",
+    NEVER_SPEC,
+)
+
+
 def parse_condition(spec: str) -> TerminationCondition:
     """One condition from its config form: "max-messages:100", "all-commitments-resolved",
-    "escalate-on-decline:2"."""
+    "escalate-on-decline:2", "fail-on-failure" (N = 0) or "fail-on-failure:1",
+    "escalate-on-expiry[:N]", "never"."""
     name, separator, argument = spec.strip().partition(":")
     name = name.strip()
     value = argument if separator else None
@@ -211,17 +279,22 @@ def parse_condition(spec: str) -> TerminationCondition:
         return MaxMessages(_int_argument(spec, name, value))
     if name == "escalate-on-decline":
         return EscalateOnDecline(_int_argument(spec, name, value))
-    if name == "all-commitments-resolved":
+    if name == "fail-on-failure":
+        return FailOnFailure(_int_argument(spec, name, value) if separator else 0)
+    if name == "escalate-on-expiry":
+        return EscalateOnExpiry(_int_argument(spec, name, value) if separator else 0)
+    if name in ("all-commitments-resolved", NEVER_SPEC):
         if separator:
             raise ValueError(f"termination condition {spec!r}: {name} takes no argument")
-        return AllCommitmentsResolved()
-    raise ValueError(f"unknown termination condition {spec!r}")
+        return AllCommitmentsResolved() if name != NEVER_SPEC else Never()
+    raise ValueError(f"unknown termination condition {spec!r}; known: {', '.join(CONDITION_SPECS)}")
 
 
 def parse_conditions(specs: Iterable[str]) -> TerminationCondition:
-    """The conditions joined with `|`: the first to decide ends the channel."""
+    """The conditions joined with `|`: the first to decide ends the channel. No specs at
+    all means the defaults (`DEFAULT_TERMINATION`); `never` opts out."""
     combined: TerminationCondition | None = None
-    for spec in specs:
+    for spec in list(specs) or DEFAULT_TERMINATION:
         condition = parse_condition(spec)
         combined = condition if combined is None else combined | condition
     return Never() if combined is None else combined

@@ -130,10 +130,18 @@ class ChannelConfig(WireRecord):
 
 
 class SummaryRecord(WireRecord):
-    """The latest summary of a channel, on the compacted `chorus.summaries` topic."""
+    """The latest summary of a channel, on the compacted `chorus.summaries` topic.
+
+    `text` is the `narrative` (what was said, covering `first_offset`..`last_offset`)
+    followed by the state part: the open and ended commitments rendered from the
+    commitments projection's state at `state_offset` (`projections.summarise.state`). When a
+    commitment changes after the latest summary, the record is published again with the
+    same narrative and the state part rendered anew."""
 
     channel: str
     text: str
+    narrative: str | None = None
+    state_offset: int | None = None
     annotations: dict[str, str] = Field(default_factory=dict)
     first_offset: int | None = None
     last_offset: int | None = None

@@ -28,8 +28,8 @@ from typing import ClassVar
 
 import orjson
 
-from projections.model import Message, MessageType
-from projections.summarise.heuristic import CLOSING_TYPES, OPENING_TYPES, merge_list_annotation
+from projections.model import Message
+from projections.summarise.heuristic import merge_list_annotation
 from projections.summarise.llm import estimate_tokens
 from projections.summarise.pending import spoken
 from projections.summarise.result import (
@@ -41,8 +41,9 @@ from projections.summarise.result import (
 
 TERMS_KEY = "digestTerms"
 POOL_KEY = "digestPool"
-OPEN_KEY = "digestOpen"
-DONE_KEY = "digestDone"
+# Annotations of an earlier digest that tracked commitments itself; dropped when read, since
+# what is open or ended is the commitments projection's to say.
+RETIRED_KEYS = ("digestOpen", "digestDone")
 SEEN_KEY = "digestSeen"
 TEXT_HASH_KEY = "digestTextHash"
 COMPACTED_FROM = "compactedFrom"
@@ -55,15 +56,16 @@ NEAR_DUPLICATE = 0.8
 PARTICIPANTS_HEADER = "Participants: "
 KEY_TERMS_HEADER = "Key terms: "
 DISCUSSED_HEADER = "Discussed:"
-DECIDED_HEADER = "Decided or done:"
-OPEN_HEADER = "Open:"
-# Lines of a previous text that are structure (the digest's or the grouped tier's), not material.
+# Lines of a previous text that are structure (the digest's, the grouped tier's, the state
+# part's, or an earlier digest's commitment sections), not material.
 STRUCTURE_LINES = (
     PARTICIPANTS_HEADER,
     KEY_TERMS_HEADER,
     DISCUSSED_HEADER,
-    DECIDED_HEADER,
-    OPEN_HEADER,
+    "Decided or done:",
+    "Open:",
+    "Open (",
+    "Ended",
     "--- Update (",
     "Period: ",
     "Topics: ",
@@ -214,24 +216,19 @@ class DigestSummariser:
     chars/4):
 
         Participants: alice, bob
+        Key terms: parser, lexer, ...
         Discussed:
         - [alice] <salient sentence>            (in the order they were said)
-        Decided or done:
-        - [bob] <DONE/RESPONSE content, or a sentence that states a decision>
-        Open:
-        - <what was asked> (owed by <target>, asked by <sender>)
 
-    `Open` lists commitments (QUERY, COMMAND, PROPOSE with a correlation id) not yet closed by
-    a RESPONSE, DONE, DECLINE, FAILURE or HANDOFF with the same id; at most
-    `max_open` are kept, the oldest leaving first.
+    It says what was said, never what is open or how a request ended: that is the
+    commitments projection's to say (the summaries stage adds it from that state).
 
     A previous text the digest did not write (another tier, a person) is read as material:
     its sentences join the candidate pool. An empty batch returns `previous` itself.
 
     Annotations: previous ones, plus `tier=digest`, `itemCount`, `participants` and
     `topics` (comma-separated, the first `MAX_NAMES` seen), and the
-    digest's own state: `digestTerms`, `digestPool`, `digestOpen`, `digestDone`,
-    `digestSeen` and `digestTextHash`.
+    digest's own state: `digestTerms`, `digestPool`, `digestSeen` and `digestTextHash`.
     """
 
     tier: ClassVar[str] = "digest"
@@ -242,8 +239,6 @@ class DigestSummariser:
         *,
         pool_size: int = 24,
         max_terms: int = 200,
-        max_open: int = 8,
-        max_done: int = 4,
         weights: DigestWeights | None = None,
     ) -> None:
         if max_tokens < 16:
@@ -251,8 +246,6 @@ class DigestSummariser:
         self.max_tokens = max_tokens
         self.pool_size = pool_size
         self.max_terms = max_terms
-        self.max_open = max_open
-        self.max_done = max_done
         self.weights = weights or DigestWeights()
 
     async def summarise(
@@ -264,6 +257,8 @@ class DigestSummariser:
         if not items:
             return previous if previous is not None else SummaryResult("")
         annotations = base_annotations(previous)
+        for retired in RETIRED_KEYS:
+            annotations.pop(retired, None)
         seen = _int(annotations.get(SEEN_KEY))
         counts = _load_terms(annotations.get(TERMS_KEY))
         pool = _load_pool(annotations.get(POOL_KEY))
@@ -272,21 +267,16 @@ class DigestSummariser:
             counts.update(features(candidate.text))
         pool.extend(foreign)
 
-        open_items = _load_rows(annotations.get(OPEN_KEY))
-        done_items = _load_rows(annotations.get(DONE_KEY))
         speakers: list[str] = []
         for message in items:
-            self._track_commitments(message, open_items, done_items)
             for sender, content in spoken(message):
                 speakers.append(sender)
                 cleaned = clean(content)
                 counts.update(features(cleaned))
-                if message.type not in CLOSING_TYPES or not message.correlation_id:
-                    # (a closing message is said in `Decided or done`)
-                    pool.extend(
-                        Candidate(seen, sender, self._bounded(sentence))
-                        for sentence in split_sentences(cleaned)
-                    )
+                pool.extend(
+                    Candidate(seen, sender, self._bounded(sentence))
+                    for sentence in split_sentences(cleaned)
+                )
                 seen += 1
 
         counts = Counter(dict(counts.most_common(self.max_terms)))
@@ -297,7 +287,7 @@ class DigestSummariser:
         topics = _capped(
             merge_list_annotation(annotations.get("topics"), (m.topic for m in items)), MAX_NAMES
         )
-        text = self.render(pool, scores, counts, participants, open_items, done_items, seen)
+        text = self.render(pool, scores, counts, participants, seen)
 
         annotations["tier"] = self.tier
         annotations["itemCount"] = str(len(items))
@@ -309,8 +299,6 @@ class DigestSummariser:
         annotations[TERMS_KEY] = _dump_terms(counts)
         rows = [[c.position, c.speaker, c.text] for c in pool]
         annotations[POOL_KEY] = orjson.dumps(rows).decode()
-        annotations[OPEN_KEY] = orjson.dumps(open_items[-self.max_open :]).decode()
-        annotations[DONE_KEY] = orjson.dumps(done_items[-self.max_done :]).decode()
         annotations[TEXT_HASH_KEY] = text_hash(text)
         return SummaryResult(text, annotations)
 
@@ -320,8 +308,6 @@ class DigestSummariser:
         scores: dict[int, float],
         counts: Counter[str],
         participants: str,
-        open_items: list[list[str]],
-        done_items: list[list[str]],
         seen: int,
     ) -> str:
         budget = self.max_tokens * 4
@@ -332,26 +318,12 @@ class DigestSummariser:
         top = [t for t, _ in counts.most_common() if "_" not in t][: self.weights.topic_terms]
         if top:
             head = "\n".join(filter(None, [head, f"{KEY_TERMS_HEADER}{', '.join(top)}"]))
-        tail: list[str] = []
-        if done_items:
-            tail.append(DECIDED_HEADER)
-            tail.extend(f"- [{who}] {what}" for who, what in done_items[-self.max_done :])
-        if open_items:
-            tail.append(OPEN_HEADER)
-            tail.extend(
-                f"- {what} (owed by {owner}, asked by {asker})"
-                for _, asker, owner, what in open_items[-self.max_open :]
-            )
-        fixed = "\n".join([head, *tail]).strip()
-        if len(fixed) > budget // 2:  # commitments never crowd out what was discussed
-            fixed = fixed[: budget // 2 - 1].rstrip() + "…"
-        room = budget - len(fixed) - len(DISCUSSED_HEADER) - 2
+        room = budget - len(head) - len(DISCUSSED_HEADER) - 2
         chosen = self._select(pool, scores, room, seen)
         discussed = [f"- [{c.speaker}] {c.text}" for c in chosen]
         parts = [head] if head else []
         if discussed:
             parts.extend([DISCUSSED_HEADER, *discussed])
-        parts.extend(tail)
         text = "\n".join(parts)
         if len(text) > budget:
             text = text[: budget - 1].rstrip() + "…"
@@ -456,32 +428,6 @@ class DigestSummariser:
             out.extend(Candidate(position, name, self._bounded(s)) for s in sentences(content))
         return out
 
-    def _track_commitments(
-        self, message: Message, open_items: list[list[str]], done_items: list[list[str]]
-    ) -> None:
-        correlation = message.correlation_id
-        if correlation and message.type in OPENING_TYPES:
-            owner = message.target or "anyone"
-            open_items[:] = [row for row in open_items if row[0] != correlation]
-            open_items.append([correlation, message.sender, owner, _gist(message)])
-        elif correlation and message.type in CLOSING_TYPES:
-            if message.type is MessageType.HANDOFF and message.target:
-                for row in open_items:
-                    if row[0] == correlation:
-                        row[2] = message.target
-                return
-            open_items[:] = [row for row in open_items if row[0] != correlation]
-            done_items.append([message.sender, f"{message.type.value.lower()}: {_gist(message)}"])
-        elif message.type is MessageType.DONE:
-            done_items.append([message.sender, f"done: {_gist(message)}"])
-        del open_items[: max(0, len(open_items) - self.max_open)]
-        del done_items[: max(0, len(done_items) - self.max_done)]
-
-
-def _gist(message: Message) -> str:
-    """What an open or closed item says of its message: its cleaned start."""
-    return " ".join(clean(message.content or message.type.value).split())[:120]
-
 
 def text_hash(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -537,10 +483,6 @@ def _load_pool(raw: str | None) -> list[Candidate]:
         for row in rows
         if isinstance(row, list) and len(row) == 3 and isinstance(row[0], int)
     ]
-
-
-def _load_rows(raw: str | None) -> list[list[str]]:
-    return [[str(cell) for cell in row] for row in _load_json_list(raw) if isinstance(row, list)]
 
 
 def _load_json_list(raw: str | None) -> list[object]:

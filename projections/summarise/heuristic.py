@@ -6,19 +6,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import ClassVar
 
-from projections.model import Message, MessageType
+from projections.model import Message
 from projections.summarise.result import SummaryResult, base_annotations, previous_text
-
-OPENING_TYPES = frozenset({MessageType.QUERY, MessageType.COMMAND, MessageType.PROPOSE})
-CLOSING_TYPES = frozenset(
-    {
-        MessageType.RESPONSE,
-        MessageType.DONE,
-        MessageType.DECLINE,
-        MessageType.FAILURE,
-        MessageType.HANDOFF,
-    }
-)
 
 
 def iso_instant(value: datetime) -> str:
@@ -43,7 +32,7 @@ def merge_list_annotation(previous: str | None, new: Iterable[str]) -> str:
 
 
 class HeuristicMessageSummariser:
-    """Participants, period, topics and commitment changes for a batch of messages.
+    """Participants, period and topics of a batch of messages.
 
     Text (each line left out when it would be empty; trailing whitespace stripped):
 
@@ -53,12 +42,9 @@ class HeuristicMessageSummariser:
         Participants: alice, bob
         Period: 2025-01-01T10:00:00Z — 2025-01-01T10:05:00Z
         Topics: caching, deployment
-        Opened: <correlation_id> by <sender> (<message id>)
-        Closed: <correlation_id> <TYPE> by <sender> (<message id>)
 
-    `Opened`/`Closed` are a batch-local view: QUERY, COMMAND and PROPOSE open a commitment;
-    RESPONSE, DONE, DECLINE, FAILURE and HANDOFF close (or hand off) one. At most
-    `max_commitment_lines` of each are listed, then `Opened: … and N more`.
+    It says nothing of commitments: what is open or ended is the commitments projection's
+    to say (the summaries stage renders it from that state).
 
     An empty batch returns `previous` itself, or an empty summary.
 
@@ -68,11 +54,6 @@ class HeuristicMessageSummariser:
     """
 
     tier: ClassVar[str] = "grouped"
-
-    def __init__(self, max_commitment_lines: int = 10) -> None:
-        if max_commitment_lines < 0:
-            raise ValueError("max_commitment_lines must be >= 0")
-        self._max_commitment_lines = max_commitment_lines
 
     async def summarise(
         self, items: list[Message], previous: SummaryResult | None = None
@@ -90,7 +71,6 @@ class HeuristicMessageSummariser:
         lines.append(f"Period: {iso_instant(first)} — {iso_instant(last)}")
         if topics:
             lines.append(f"Topics: {', '.join(topics)}")
-        lines.extend(self._commitment_lines(items))
 
         before = previous_text(previous)
         text = (before + "\n\n" if before else "") + "\n".join(lines)
@@ -105,21 +85,3 @@ class HeuristicMessageSummariser:
         if merged_topics:
             annotations["topics"] = merged_topics
         return SummaryResult(text.rstrip(), annotations)
-
-    def _commitment_lines(self, items: list[Message]) -> list[str]:
-        opened: list[str] = []
-        closed: list[str] = []
-        for m in items:
-            if not m.correlation_id:
-                continue
-            if m.type in OPENING_TYPES:
-                opened.append(f"Opened: {m.correlation_id} by {m.sender} ({m.id})")
-            elif m.type in CLOSING_TYPES:
-                closed.append(f"Closed: {m.correlation_id} {m.type.value} by {m.sender} ({m.id})")
-        return [*self._capped(opened, "Opened"), *self._capped(closed, "Closed")]
-
-    def _capped(self, lines: list[str], label: str) -> list[str]:
-        limit = self._max_commitment_lines
-        if len(lines) <= limit:
-            return lines
-        return [*lines[:limit], f"{label}: … and {len(lines) - limit} more"]

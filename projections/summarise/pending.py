@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
 
+from projections.commitments import states_a_request
 from projections.model import Message, MessageType
 
 # A compacted item's content is cut to this many characters, shared by its messages.
@@ -82,8 +83,18 @@ def summarisable(message: Message) -> bool:
     return message.type is not MessageType.EVENT
 
 
+def as_narrated(message: Message) -> Message:
+    """The message as a summary's narrative may tell it: a request (an opener or a HANDOFF)
+    without its content. What was asked, and how it stands now, is the commitments
+    projection's to say (the summaries stage and the context render it from that state),
+    so a narrative can never keep an ended request in words that read as still open."""
+    if not states_a_request(message) or message.content is None:
+        return message
+    return message.model_copy(update={"content": None})
+
+
 def _line(message: Message) -> str:
-    flat = " ".join((message.content or "").split()) or message.type.value
+    flat = " ".join((as_narrated(message).content or "").split()) or message.type.value
     return f"[{message.sender}] {flat}"
 
 

@@ -1,55 +1,143 @@
 """`chorus mcp`: get_channel_context, get_channel_summary, get_channel_state and list_channels
-for agents (stdio)."""
+for agents (stdio).
+
+Each tool answers with text content an agent reads as it is (the context's text, or JSON)
+and, where it has parts, the same answer as structured content. A failure is a tool error
+(`isError`) whose text says why in one line: the worker is down, the channel is unknown,
+the name or the budget breaks a rule.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import orjson
 from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, TextContent
 
+from projections.model import validate_channel_name
+from streams.errors import ChorusError
 from streams.interfaces.worker_api import WorkerApi
 from streams.settings import Settings
+from streams.worker.read_model import MAX_CONTEXT_TOKENS
+
+INSTRUCTIONS = (
+    "Call get_channel_context(channel, max_tokens, for_agent) first, before deciding whether "
+    "to read a channel's history: within your token budget it says where the channel stands "
+    "(its termination decision), the open commitments (what was asked, who owes it, since "
+    "when), what ended without being fulfilled, the newest messages, the summary of what "
+    "was said and the recap. Pass for_agent (your sender name or role) to see first what you "
+    "owe and what is owed to you. get_channel_summary gives the summary alone with its "
+    "annotations, get_channel_state every projection's full state and the decision, "
+    "list_channels the channels with their decisions."
+)
+
+
+def package_version() -> str:
+    try:
+        return version("chorus")
+    except PackageNotFoundError:  # run from a checkout that was not installed
+        return "0"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def answered(text: Any, structured: dict[str, Any] | None = None) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=_text(text))], structured_content=structured
+    )
+
+
+def refused(reason: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=reason)], is_error=True)
+
+
+def _checked(channel: str) -> str | None:
+    """Why `channel` is refused, or None when it is a valid name."""
+    try:
+        validate_channel_name(channel)
+    except ValueError as error:
+        return f"invalid channel name {channel!r}: {error}"
+    return None
+
+
+async def _ask(
+    settings: Settings, call: Callable[[WorkerApi], Awaitable[CallToolResult]]
+) -> CallToolResult:
+    try:
+        async with WorkerApi(settings) as api:
+            return await call(api)
+    except ChorusError as error:
+        return refused(str(error))
 
 
 def build_server(settings: Settings) -> MCPServer:
-    server: MCPServer = MCPServer(
-        "chorus",
-        instructions=(
-            "Call get_channel_context(channel, max_tokens) first, before deciding whether to "
-            "read a channel's history: within your token budget it gives the running summary, "
-            "the open commitments (what was asked, who owes it, since when), the latest recap "
-            "and the most recent messages verbatim, and says what it had to cut. "
-            "get_channel_summary gives the summary alone with its annotations, "
-            "get_channel_state every projection's full state."
-        ),
-    )
+    server: MCPServer = MCPServer("chorus", version=package_version(), instructions=INSTRUCTIONS)
 
-    @server.tool()
-    async def get_channel_context(channel: str, max_tokens: int = 1000) -> dict[str, Any]:
-        """The best context of the channel within max_tokens (about 4 characters a token):
-        `text` to read, and `parts` (summary, commitments, recap, messages) as JSON."""
-        async with WorkerApi(settings) as api:
-            found: dict[str, Any] = await api.context(channel, max_tokens)
-            return found
+    @server.tool(structured_output=False)
+    async def get_channel_context(
+        channel: str, max_tokens: int = 1000, for_agent: str | None = None
+    ) -> CallToolResult:
+        """What to read first about a channel, within max_tokens (about 4 characters a token,
+        0 to 100000): its decision, open commitments, what ended badly, the newest messages,
+        the summary and the recap. for_agent (a sender name or role) puts what that agent
+        owes and is owed first. The text is the content; the parts are structured content."""
+        reason = _checked(channel)
+        if reason is not None:
+            return refused(reason)
+        if not 0 <= max_tokens <= MAX_CONTEXT_TOKENS:
+            return refused(
+                f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {max_tokens}"
+            )
 
-    @server.tool()
-    async def get_channel_summary(channel: str) -> dict[str, Any]:
+        async def call(api: WorkerApi) -> CallToolResult:
+            found: dict[str, Any] = await api.context(channel, max_tokens, for_agent)
+            return answered(found["text"], found)
+
+        return await _ask(settings, call)
+
+    @server.tool(structured_output=False)
+    async def get_channel_summary(channel: str) -> CallToolResult:
         """The channel's latest summary: content (null when none yet) and annotations."""
-        async with WorkerApi(settings) as api:
+        reason = _checked(channel)
+        if reason is not None:
+            return refused(reason)
+
+        async def call(api: WorkerApi) -> CallToolResult:
             summary: dict[str, Any] = await api.summary(channel)
-            return summary
+            return answered(summary, summary)
 
-    @server.tool()
-    async def get_channel_state(channel: str) -> dict[str, Any]:
-        """Every projection's state of the channel (commitments, overview, ...)."""
-        async with WorkerApi(settings) as api:
+        return await _ask(settings, call)
+
+    @server.tool(structured_output=False)
+    async def get_channel_state(channel: str) -> CallToolResult:
+        """Every projection's state of the channel (commitments, overview, ...) and its
+        termination decision (`decision`: CONTINUE, COMPLETE, FAILED or ESCALATE)."""
+        reason = _checked(channel)
+        if reason is not None:
+            return refused(reason)
+
+        async def call(api: WorkerApi) -> CallToolResult:
             state = await api.state(channel)
-            return state if state is not None else {"channel": channel, "projections": {}}
+            if state is None:
+                return refused(f"no messages folded for channel {channel!r}")
+            return answered(state, state)
 
-    @server.tool()
-    async def list_channels() -> list[str]:
-        """The channels the worker has folded."""
-        async with WorkerApi(settings) as api:
-            return await api.channels()
+        return await _ask(settings, call)
+
+    @server.tool(structured_output=False)
+    async def list_channels() -> CallToolResult:
+        """The channels the worker has folded, each with its decision."""
+
+        async def call(api: WorkerApi) -> CallToolResult:
+            decisions = await api.channel_decisions()
+            listed = {"channels": sorted(decisions), "decisions": decisions}
+            return answered(listed, listed)
+
+        return await _ask(settings, call)
 
     return server

@@ -1,4 +1,5 @@
-"""`chorus watch`: one live status line per channel, with its countdown and latest recap."""
+"""`chorus watch`: one live status line per channel (its decision, recap countdown, ...) and
+its latest recap."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ def tools_label(tools: Sequence[str]) -> str:
 
 
 def status_line(view: dict[str, Any]) -> str:
-    """`model | #messages | title | tools | recap status | activity`, as in the harness."""
+    """`decision | model | #messages | title | tools | recap status | activity`."""
+    decision = (view.get("decision") or {}).get("decision") or "-"
     return " | ".join(
         [
+            decision,
             str(view.get("model") or "-"),
             f"#{view.get('message_count', 0)}",
             view.get("title") or view["channel"],

@@ -21,6 +21,11 @@ class WorkerUnreachable(WorkerUnavailable):
     """No worker answered at all (as opposed to one that answered with an error)."""
 
 
+class ChannelRefused(ChorusError):
+    """The worker answered that the channel is unknown (404) or its name invalid (400);
+    the message is the worker's one-line reason."""
+
+
 # How long a call waits for a worker that answers 503 (starting or rebalancing).
 NOT_READY_PATIENCE_SECONDS = 30.0
 
@@ -66,6 +71,8 @@ class WorkerApi:
             await asyncio.sleep(wait)
         if missing_ok and response.status_code == 404:
             return None
+        if response.status_code in (400, 404) and path.startswith("/channels/"):
+            raise ChannelRefused(_error_of(response))
         if response.status_code >= 400:
             raise WorkerUnavailable(f"{path}: HTTP {response.status_code}: {response.text}")
         return response.json()
@@ -73,7 +80,13 @@ class WorkerApi:
     async def channels(self) -> list[str]:
         return list((await self.get("/channels"))["channels"])
 
+    async def channel_decisions(self) -> dict[str, Any]:
+        """Each channel's decision (`decision`, `detail`, `offset`), by channel name."""
+        return dict((await self.get("/channels?with=decision"))["decisions"])
+
     async def state(self, channel: str) -> Any:
+        """The channel's state; None when no worker folded it, ChannelRefused when its name
+        is invalid."""
         return await self.get(f"/channels/{quote(channel)}/state", missing_ok=True)
 
     async def summary(self, channel: str) -> Any:
@@ -82,8 +95,9 @@ class WorkerApi:
     async def recap(self, channel: str) -> Any:
         return await self.get(f"/channels/{quote(channel)}/recap")
 
-    async def context(self, channel: str, max_tokens: int) -> Any:
-        return await self.get(f"/channels/{quote(channel)}/context?max_tokens={max_tokens}")
+    async def context(self, channel: str, max_tokens: int, for_agent: str | None = None) -> Any:
+        query = f"max_tokens={max_tokens}" + (f"&for={quote(for_agent)}" if for_agent else "")
+        return await self.get(f"/channels/{quote(channel)}/context?{query}")
 
     async def costs(self) -> Any:
         return await self.get("/costs")

@@ -8,14 +8,20 @@ from __future__ import annotations
 import hmac
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.model import utc_now
 from streams.records import summary_view
-from streams.worker.read_model import channel_context, channel_state, context_budget
+from streams.worker.read_model import (
+    UnknownChannel,
+    channel_context,
+    channel_state,
+    checked_channel,
+    context_budget,
+)
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -62,12 +68,12 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
             return None
         return view.json({"error": "missing or wrong bearer token"}, status=401)
 
-    def page(path: str, answer: Callable[[View], Response]) -> None:
+    def page(path: str, answer: Callable[[View, Request], Response]) -> None:
         @app.page(path)
         class Page(View):
             async def get(self, request: Request) -> Response:
                 refusal = denied(self, request)
-                return refusal if refusal is not None else answer(self)
+                return refusal if refusal is not None else answer(self, request)
 
     def channel_page(
         suffix: str, answer: Callable[[View, str, Request], Response | Awaitable[Response]]
@@ -84,6 +90,10 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
                 refusal = denied(self, request)
                 if refusal is not None:
                     return refusal
+                try:
+                    checked_channel(channel)
+                except ValueError as error:
+                    return self.json({"error": f"invalid channel name: {error}"}, status=400)
                 if not routable(chorus):
                     return not_yet(self, "the worker is still learning its partitions")
                 try:
@@ -99,13 +109,27 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
     def state(view: View, channel: str, _: Request) -> Response:
         found = channel_state(chorus, channel)
         if found is None:
-            return view.json({"error": f"no messages folded for channel {channel!r}"}, status=404)
+            return view.json({"error": str(UnknownChannel(channel))}, status=404)
         return view.json(found)
 
+    def decision_of(channel: str) -> dict[str, Any] | None:
+        found = chorus.standing(channel)
+        return found.decision_json() if found is not None else None
+
+    def recap_view(channel: str) -> dict[str, Any]:
+        return {**recapper.view(channel, utc_now()), "decision": decision_of(channel)}
+
     def recaps(view: View) -> Response:
-        now = utc_now()
-        views = [recapper.view(str(channel), now) for channel in recapper.table]
+        views = [recap_view(str(channel)) for channel in recapper.table]
         return view.json({"recaps": sorted(views, key=lambda v: v["channel"])})
+
+    def channels(view: View, request: Request) -> Response:
+        names = local_channels(chorus)
+        if request.query.get("with") == "decision":
+            return view.json(
+                {"channels": names, "decisions": {name: decision_of(name) for name in names}}
+            )
+        return view.json({"channels": names})
 
     def metrics(view: View) -> Response:
         body = generate_latest(chorus.meter.registry)
@@ -117,16 +141,21 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
             budget = context_budget(request.query.get("max_tokens"))
         except ValueError as error:
             return view.json({"error": str(error)}, status=400)
-        return view.json((await channel_context(summariser, recapper, channel, budget)).as_json())
+        for_agent = (request.query.get("for") or "").strip() or None
+        try:
+            found = await channel_context(chorus, summariser, recapper, channel, budget, for_agent)
+        except UnknownChannel as error:
+            return view.json({"error": str(error)}, status=404)
+        return view.json(found.as_json())
 
-    page("/channels", lambda view: view.json({"channels": local_channels(chorus)}))
+    page("/channels", channels)
     channel_page("state", state)
     channel_page(
         "summary",
         lambda view, channel, _: view.json(summary_view(channel, summariser.latest.get(channel))),
     )
-    channel_page("recap", lambda view, channel, _: view.json(recapper.view(channel, utc_now())))
+    channel_page("recap", lambda view, channel, _: view.json(recap_view(channel)))
     channel_page("context", context)
-    page("/recaps", recaps)
-    page("/costs", lambda view: view.json({"llm": chorus.meter.as_json()}))
-    page("/metrics", metrics)
+    page("/recaps", lambda view, _: recaps(view))
+    page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
+    page("/metrics", lambda view, _: metrics(view))

@@ -1,31 +1,58 @@
 """The worker's read model: what its views answer for a channel (state, summary, context),
 built from the tables the stages keep. The HTTP views (`streams.worker.http`) and the CLI's
-no-worker fallback share these shapes."""
+no-worker fallback share these shapes.
+
+One owner per fact: where a channel stands (the decision, what is open, what ended) is
+read from the fold tables through `Runtime.standing`, the same states and conditions the
+fold decided with; the summary and recap stages contribute text only.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from projections.context import ChannelContext, RecentMessage, assemble_context
-from projections.projection import Folded
+from projections.commitments import CommitmentProjection
+from projections.context import (
+    ChannelContext,
+    ChannelHeader,
+    RecapPart,
+    RecentMessage,
+    SummaryPart,
+    assemble_context,
+)
+from projections.model import validate_channel_name
+from projections.readable import commitment_views
+from projections.summarise.state import narrative_of
 from streams.worker.runtime import Runtime
-from streams.worker.stages.recaps import channel_commitments
 
 if TYPE_CHECKING:
     from streams.worker.stages.recaps import Recapper
     from streams.worker.stages.summaries import Summariser
 
 
+class UnknownChannel(LookupError):
+    """No message of the channel was folded here (404 on HTTP)."""
+
+    def __init__(self, channel: str) -> None:
+        super().__init__(f"no messages folded for channel {channel!r}")
+
+
+def checked_channel(channel: str) -> str:
+    """`channel` when it is a valid channel name, else ValueError with the rule (400)."""
+    return validate_channel_name(channel)
+
+
 def channel_state(chorus: Runtime, channel: str) -> dict[str, Any] | None:
-    """Every projection's fold of the channel, or None when the channel is unknown here."""
-    folds = {name: table.get(channel) for name, table in chorus.folds.items()}
-    if all(raw is None for raw in folds.values()):
+    """Every projection's fold of the channel and the decision over them (`decision`,
+    `detail`, `offset`), or None when the channel is unknown here."""
+    found = chorus.standing(channel)
+    if found is None:
         return None
     projections = {}
-    for name, raw in folds.items():
-        if raw is None:
+    for name in chorus.folds:
+        folded = chorus.folded(channel, name)
+        if folded is None:
             continue
-        folded = Folded.model_validate(raw)
         projections[name] = {
             "version": folded.version,
             "offset": folded.offset,
@@ -33,6 +60,7 @@ def channel_state(chorus: Runtime, channel: str) -> dict[str, Any] | None:
         }
     return {
         "channel": channel,
+        "decision": found.decision_json(),
         "projections": projections,
         "config": chorus.channel_config.get(channel),
     }
@@ -44,20 +72,56 @@ MAX_CONTEXT_TOKENS = 100_000
 
 
 async def channel_context(
-    summariser: Summariser, recapper: Recapper, channel: str, max_tokens: int
+    chorus: Runtime,
+    summariser: Summariser,
+    recapper: Recapper,
+    channel: str,
+    max_tokens: int,
+    for_agent: str | None = None,
 ) -> ChannelContext:
-    """What an agent reads before deciding whether to read the history (see
-    `projections.context`): the summary, open commitments, latest recap, recent messages."""
-    latest = summariser.latest.get(channel)
+    """What an agent reads before deciding whether to read the history (context v2, see
+    `projections.context`). UnknownChannel when nothing of the channel was folded here."""
+    found = chorus.standing(channel)
+    if found is None:
+        raise UnknownChannel(channel)
     recap = recapper.recap_of(channel)
-    window = await recapper.window_of(channel, recap)
+    window = await recapper.positioned_window(channel, recap)
+    commitments_state = found.states.get(CommitmentProjection.name)
+    excerpts = {m.id: m.content for _, m in window if m.content}
+    latest = summariser.latest.get(channel)
+    summary = None
+    if latest:
+        text = narrative_of(latest.get("text") or "", latest.get("narrative"))
+        summary = SummaryPart(text, latest.get("first_offset"), latest.get("last_offset"))
+    recap_part = None
+    if recap.latest is not None and recap.latest.text:
+        recap_part = RecapPart(recap.latest.text, recap.latest.covered_offset)
     return assemble_context(
-        channel,
         max_tokens,
-        summary=latest.get("text") if latest else None,
-        commitments=channel_commitments(recapper.commitments_fold(channel), window),
-        recap=recap.latest.text if recap.latest else None,
-        messages=[RecentMessage(m.sender, m.type.value, m.content, m.created_at) for m in window],
+        header=ChannelHeader(
+            channel=channel,
+            decision=found.decision_json(),
+            offset=found.offset,
+            at=found.at,
+            message_count=found.message_count,
+        ),
+        commitments=commitment_views(commitments_state, excerpts),
+        summary=summary,
+        recap=recap_part,
+        messages=[
+            RecentMessage(
+                m.sender,
+                m.type.value,
+                m.content,
+                m.created_at,
+                offset=offset,
+                target=m.target,
+                correlation_id=m.correlation_id,
+                id=m.id,
+            )
+            for offset, m in window
+        ],
+        for_agent=for_agent,
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,8 @@ from aiokafka.errors import (
 )
 from faust.types import TP as TopicPartition
 
-from projections.projection import ChannelProjection
+from projections.channel import ChannelStanding, standing
+from projections.projection import ChannelProjection, Folded
 from streams.errors import ChorusError
 from streams.kafka.clients import bootstrap_servers
 from streams.llm.metering import CostMeter
@@ -54,6 +56,10 @@ class PublishFailed(ChorusError):
 
 # What no retry can make the broker accept: a record (or batch) too large for the topic.
 REFUSED_FOR_GOOD = (MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
+
+
+# Channels whose standing (`Runtime.standing`) is kept between views.
+STANDINGS_KEPT = 10_000
 
 
 def _refused_for_good(error: BaseException) -> bool:
@@ -139,6 +145,7 @@ class Runtime:
         self.recaps = self.app.topic(settings.topic(RECAPS), **RAW)
 
         self.folds = {p.name: self.table(fold_table_name(p)) for p in self.projections}
+        self._standings: OrderedDict[str, tuple[Any, Any, ChannelStanding]] = OrderedDict()
         self.channel_config = self.table("channel-config")
         self.configs = ChannelConfigs(self.channel_config)
         # Next offset to fold per messages partition: the fold never applies past a gap.
@@ -250,6 +257,32 @@ class Runtime:
         """Partitions moved: recovery and standbys write the tables behind the caches."""
         self.staging.forget()
         self.configs.forget()
+
+    def folded(self, channel: str, name: str) -> Folded | None:
+        """The channel's fold of projection `name` as its table holds it (None: no fold
+        here). The one way the read side and the later stages read a fold table."""
+        table = self.folds.get(name)
+        raw = table.get(channel) if table is not None else None
+        return Folded.model_validate(raw) if raw else None
+
+    def standing(self, channel: str) -> ChannelStanding | None:
+        """Where the channel stands by its folds and its termination conditions (None: no
+        fold of it here). Kept for the last STANDINGS_KEPT channels asked, while their fold
+        offsets and conditions are the same: views that list every channel ask often."""
+        stored = {name: self.folded(channel, name) for name in self.folds}
+        if all(folded is None for folded in stored.values()):
+            return None
+        conditions = self.configs.conditions(channel)
+        key = (tuple(f.offset if f else None for f in stored.values()), id(conditions))
+        cached = self._standings.get(channel)
+        if cached is not None and cached[0] == key and cached[1] is conditions:
+            self._standings.move_to_end(channel)
+            return cached[2]
+        found = standing(self.projections, stored, conditions)
+        self._standings[channel] = (key, conditions, found)
+        while len(self._standings) > STANDINGS_KEPT:
+            self._standings.popitem(last=False)
+        return found
 
     def messages_partitions(self) -> int:
         """chorus.messages' partition count: the consumer's metadata once it has it, else

@@ -13,7 +13,7 @@ import pytest
 
 from bench.llm_server import N_CTX, LlmServer
 from projections.model import ActorType, Message, MessageType
-from projections.readable import OpenCommitment
+from projections.readable import CommitmentView
 from projections.summarise import (
     FALLBACK_FROM,
     FALLBACK_REASON,
@@ -184,7 +184,7 @@ async def test_write_recap_gives_one_short_line(
         messages,
         "Release 2.4 is branched; a CSV escaping regression was fixed; changelog pending.",
         [
-            OpenCommitment(
+            CommitmentView(
                 correlation_id="c-log",
                 kind="COMMAND",
                 state="OPEN",

@@ -15,7 +15,12 @@ from aiokafka.errors import KafkaError
 from projections.model import ActorType, MessageError, MessageType
 from streams.interfaces.cli.failures import ChorusGroup
 from streams.interfaces.cli.replay import replay_command
-from streams.interfaces.worker_api import WorkerApi, WorkerUnavailable, WorkerUnreachable
+from streams.interfaces.worker_api import (
+    ChannelRefused,
+    WorkerApi,
+    WorkerUnavailable,
+    WorkerUnreachable,
+)
 from streams.kafka.clients import MissingTopicError, NoBrokerError, local_run_dir
 from streams.records import RECORDS_BY_TOPIC
 from streams.settings import get_settings
@@ -257,14 +262,27 @@ def ask_worker(call: Callable[[WorkerApi], Awaitable[T]]) -> T:
 def api_call(call: Callable[[WorkerApi], Awaitable[T]]) -> T:
     try:
         return ask_worker(call)
-    except WorkerUnavailable as error:
+    except (WorkerUnavailable, ChannelRefused) as error:
         raise click.ClickException(str(error)) from None
+
+
+def channel_argument(channel: str) -> str:
+    """The channel name, or a one-line error with the rule it breaks (exit 1)."""
+    from projections.model import validate_channel_name
+
+    try:
+        return validate_channel_name(channel)
+    except ValueError as error:
+        raise click.ClickException(f"invalid channel name {channel!r}: {error}") from None
 
 
 @main.command()
 @click.argument("channel")
 def state(channel: str) -> None:
-    """Print a channel's projection states (from the worker that owns it)."""
+    """Print a channel's projection states and its termination decision (`decision`:
+    CONTINUE, COMPLETE, FAILED or ESCALATE, with its detail and offset), from the worker
+    that owns it."""
+    channel_argument(channel)
     found = api_call(lambda api: api.state(channel))
     if found is None:
         raise click.ClickException(f"no messages folded for channel {channel!r}")
@@ -273,9 +291,10 @@ def state(channel: str) -> None:
 
 @main.command()
 def channels() -> None:
-    """List the channels the worker has folded."""
-    for name in api_call(lambda api: api.channels()):
-        click.echo(name)
+    """List the channels the worker has folded, each with its decision."""
+    for name, decision in sorted(api_call(lambda api: api.channel_decisions()).items()):
+        said = (decision or {}).get("decision") or "-"
+        click.echo(f"{name}\t{said}")
 
 
 @main.command()
@@ -437,10 +456,13 @@ def channel() -> None:
 @click.option(
     "--termination",
     multiple=True,
-    help="max-messages:N, all-commitments-resolved, escalate-on-decline:N (repeatable)",
+    help="max-messages:N, all-commitments-resolved, escalate-on-decline:N, "
+    "fail-on-failure[:N], escalate-on-expiry[:N] or never (repeatable; N >= 0, "
+    "max-messages N >= 1)",
 )
 def channel_configure(name: str, termination: tuple[str, ...]) -> None:
-    """Set the termination conditions evaluated after every fold of the channel."""
+    """Set the termination conditions evaluated after every fold of the channel. Without
+    any: all-commitments-resolved | fail-on-failure:0 | escalate-on-expiry:0."""
     configure(name, termination=list(termination) if termination else None)
 
 
@@ -469,16 +491,33 @@ def recap_show(channel: str) -> None:
 
 @main.command()
 @click.argument("channel")
-@click.option("--max-tokens", type=click.IntRange(min=0), default=1000, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="The text and its parts as JSON.")
-def context(channel: str, max_tokens: int, as_json: bool) -> None:
-    """What an agent should read first: the channel's summary, open commitments, latest recap
-    and recent messages, within --max-tokens (about 4 characters a token)."""
-    found = api_call(lambda api: api.context(channel, max_tokens))
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0, max=100_000),
+    default=1000,
+    show_default=True,
+    help="Token budget, 0 to 100000 (about 4 characters a token).",
+)
+@click.option(
+    "--for",
+    "for_agent",
+    default=None,
+    help="An agent (sender name or role): what it owes and is owed, and the messages to it, "
+    "come first.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="The text, the decision and the parts as JSON."
+)
+def context(channel: str, max_tokens: int, for_agent: str | None, as_json: bool) -> None:
+    """What an agent should read first, within --max-tokens: where the channel stands (its
+    decision), the open commitments, what ended badly, the newest messages, the summary
+    and the recap. An unknown channel is an error (exit 1)."""
+    channel_argument(channel)
+    found = api_call(lambda api: api.context(channel, max_tokens, for_agent))
     if as_json:
         print_json(found)
         return
-    click.echo(found["text"] or "(nothing in this channel yet)")
+    click.echo(found["text"])
     click.echo(f"({found['tokens']} of {max_tokens} tokens)", err=True)
 
 
@@ -519,7 +558,14 @@ def demo(turns: int, rate: float, debounce: str, no_worker: bool) -> None:
 
 @main.command()
 def mcp() -> None:
-    """Serve get_channel_summary, get_channel_state and list_channels over MCP (stdio)."""
+    """Serve chorus to an agent host over MCP (stdio). Tools:
+
+    \b
+    get_channel_context(channel, max_tokens=1000, for_agent=None): what to read first
+    get_channel_summary(channel): the latest summary and its annotations
+    get_channel_state(channel): every projection's state and the decision
+    list_channels(): the channels the worker has folded, with their decisions
+    """
     from streams.interfaces.mcp import build_server
 
     build_server(get_settings()).run("stdio")

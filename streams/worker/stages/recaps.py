@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from projections.commitments import CommitmentProjection
 from projections.model import Message, utc_now
 from projections.readable import (
-    OpenCommitment,
+    CommitmentView,
+    commitment_views,
     count_keyphrases,
     is_backchannel,
-    open_commitments,
     title,
 )
 from projections.recap import (
@@ -45,7 +46,8 @@ from projections.recap import (
     presentation_transcript,
 )
 from projections.summarise.llm import ChatClient, LlmError
-from projections.summarise.pending import PendingBatch, PendingItem, fill
+from projections.summarise.pending import PendingBatch, PendingItem
+from projections.summarise.state import narrative_of
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
 from streams.worker.staging import CACHED_KEYS, Codec
@@ -61,6 +63,8 @@ RECAP_WINDOW = 20
 WINDOW_CONTENT_CHARS = 300
 WINDOW_PAYLOAD_KEYS = ("tool", "name")
 RECAP_MAX_TOKENS = 160
+# Ended commitments a recap is told of, most recent first.
+RECAP_ENDED_SHOWN = 5
 RETRY_BACKOFF_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 300.0
 # Windows kept in memory: RECAP_WINDOW cut messages for each of about 2,500 channels.
@@ -155,32 +159,33 @@ def windowed_message(message: Message) -> Message:
     return message.model_copy(update={"content": content, "payload": kept or None})
 
 
-def channel_commitments(
-    raw_fold: dict[str, Any] | None, window: Sequence[Message]
-) -> list[OpenCommitment]:
-    """The open commitments of a commitments fold (as the table holds it), what was asked
+def channel_commitments(state: Any, window: Sequence[Message]) -> list[CommitmentView]:
+    """The commitments of a commitments state (as the fold table holds it), what was asked
     taken from the commitment's excerpt or else from the opening message in the window."""
-    if not raw_fold:
-        return []
     excerpts = {m.id: m.content for m in window if m.content}
-    # Read as plain dicts (not the Commitment model) so fields added later pass through.
-    state = raw_fold.get("state")
-    return open_commitments(state if isinstance(state, dict) else None, excerpts)
+    return commitment_views(state, excerpts)
 
 
 async def write_recap(
     client: ChatClient | None,
     messages: Sequence[Message],
     summary: str | None,
-    owed: Sequence[OpenCommitment],
+    commitments: Sequence[CommitmentView],
     keyphrases: dict[str, list[int]] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The recap text and its cost fields; extractive when no model is configured. The
-    model gets the same cleaned input: no ids, no backchannel."""
+    model gets the same cleaned input: no ids, no backchannel; both are told how the ended
+    commitments ended (the fold's word), most recent first."""
+    owed = [c for c in commitments if c.is_open]
+    ended = [c for c in reversed(commitments) if not c.is_open][:RECAP_ENDED_SHOWN]
     if client is None:
-        return extractive_recap(messages, owed, keyphrases, summary), {"tier": "extractive"}
+        text = extractive_recap(messages, owed, keyphrases, summary, ended)
+        return text, {"tier": "extractive"}
     system, user = build_recap_prompt(
-        presentation_transcript(messages, window=RECAP_WINDOW), summary, [c.line() for c in owed]
+        presentation_transcript(messages, window=RECAP_WINDOW),
+        summary,
+        [c.line() for c in owed],
+        [c.line() for c in ended],
     )
     completion = await client.complete(system, user, RECAP_MAX_TOKENS)
     return clean_recap(completion.text), {
@@ -220,13 +225,22 @@ class Recapper:
 
     async def window_of(self, channel: str, recap: ChannelRecap) -> list[Message]:
         """The window's messages, oldest first: from memory, else read back from the log."""
-        if recap.window:  # a record of an older format that holds its window inline
-            return recap.messages()
+        return [message for _, message in await self.positioned_window(channel, recap)]
+
+    async def positioned_window(
+        self, channel: str, recap: ChannelRecap
+    ) -> list[tuple[int | None, Message]]:
+        """The window's messages with their offsets (None for a record of an older format
+        that holds its window inline), oldest first."""
+        if recap.window:
+            return [(None, message) for message in recap.messages()]
         batch = PendingBatch(items=[PendingItem(offset=o) for o in recap.window_offsets])
         partition = self.chorus.messages_partition(channel)
         if partition is None:  # not this worker's channel (any more): what memory has
-            return fill(batch, self.bodies.memory.of(channel))
-        return fill(batch, await self.bodies.of(channel, partition, batch, is_conversation_change))
+            bodies = self.bodies.memory.of(channel)
+        else:
+            bodies = await self.bodies.of(channel, partition, batch, is_conversation_change)
+        return [(offset, bodies[offset]) for offset in recap.window_offsets if offset in bodies]
 
     def recap_of(self, channel: str) -> ChannelRecap:
         recap: ChannelRecap | None = self.table.get(channel)
@@ -313,10 +327,14 @@ class Recapper:
         )
         try:
             await self.publish(base, partition)
-            summary = (self.summaries.latest.get(channel) or {}).get("text")
+            latest = self.summaries.latest.get(channel) or {}
+            summary = narrative_of(latest.get("text") or "", latest.get("narrative")) or None
             window = await self.window_of(channel, recap)
-            owed = channel_commitments(self.commitments_fold(channel), window)
-            text, cost = await write_recap(self.client, window, summary, owed, recap.keyphrases)
+            folded = self.chorus.folded(channel, CommitmentProjection.name)
+            commitments = channel_commitments(folded.state if folded else None, window)
+            text, cost = await write_recap(
+                self.client, window, summary, commitments, recap.keyphrases
+            )
             done = base.model_copy(
                 update={
                     "text": text,
@@ -332,11 +350,6 @@ class Recapper:
         except Exception:
             log.exception("recap of %s failed", channel)
             self.generating.pop(channel, None)
-
-    def commitments_fold(self, channel: str) -> dict[str, Any] | None:
-        table = self.chorus.folds.get("commitments")
-        raw = table.get(channel) if table is not None else None
-        return raw if isinstance(raw, dict) else None
 
     async def publish(self, record: RecapRecord, partition: int) -> None:
         await self.chorus.recaps.send(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from projections.commitments import CommitmentProjection, may_change_commitments
 from projections.model import Message, utc_now
 from projections.summarise import (
     ChatClient,
@@ -33,6 +34,7 @@ from projections.summarise.pending import (
     PendingBatch,
     PendingItem,
     add,
+    as_narrated,
     due,
     fill,
     next_batch,
@@ -40,6 +42,7 @@ from projections.summarise.pending import (
     summarisable,
     trim,
 )
+from projections.summarise.state import narrative_of, state_part, with_state
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies
@@ -119,6 +122,10 @@ class Summariser:
         self.tasks: set[asyncio.Task[None]] = set()
         # channel -> when its pending batch falls due (count threshold reached: at once).
         self.due_at: dict[str, datetime] = {}
+        # channel -> when a message that may change its commitments was folded after its
+        # latest summary: the record's state part is rendered again by then + the channel's
+        # summary_after_seconds (sooner when a new summary comes first).
+        self.state_changed: dict[str, datetime] = {}
         self.rescan = chorus.staging.rescan()
 
     def thresholds(self, channel: str) -> tuple[int, float]:
@@ -172,6 +179,8 @@ class Summariser:
             self.due_at[channel] = since + timedelta(seconds=after_seconds)
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
+        if may_change_commitments(message):
+            self.state_changed.setdefault(message.channel, utc_now())
         if not summarisable(message):
             return
         channel = message.channel
@@ -234,6 +243,8 @@ class Summariser:
         try:
             messages = await self.messages_of(channel, batch, partition)
             record = await self.summary_of(channel, batch, messages, previous_raw)
+            self.state_changed.pop(channel, None)
+            record = self.with_current_state(record)
             await self.chorus.summaries.send(
                 key=channel.encode(), value=record.to_bytes(), partition=partition
             )
@@ -251,6 +262,47 @@ class Summariser:
         previous = SummaryRecord.model_validate(previous_raw) if previous_raw else None
         return await summarise_batch(self.summariser, channel, batch, messages, previous)
 
+    def with_current_state(self, record: SummaryRecord) -> SummaryRecord:
+        """`record` with its state part rendered from the commitments fold as it is now."""
+        folded = self.chorus.folded(record.channel, CommitmentProjection.name)
+        narrative = narrative_of(record.text, record.narrative)
+        return record.model_copy(
+            update={
+                "text": with_state(narrative, state_part(folded.state if folded else None)),
+                "narrative": narrative,
+                "state_offset": folded.offset if folded else None,
+            }
+        )
+
+    async def refresh_states(self, now: datetime) -> int:
+        """Publish again, with the same narrative, the latest summary of each channel whose
+        commitments changed after it, once its summary_after_seconds passed (a summary
+        launched meanwhile renders the state itself). Only when the state part differs:
+        a quiet channel's record never keeps an ended commitment as open."""
+        refreshed = 0
+        for channel, since in list(self.state_changed.items()):
+            if since + timedelta(seconds=self.thresholds(channel)[1]) > now:
+                continue
+            if self.launched.get(channel, -1) > self.covered_offset(channel):
+                continue  # a summary is on its way; it renders the state as it lands
+            self.state_changed.pop(channel, None)
+            partition = self.chorus.messages_partition(channel)
+            raw = self.latest.get(channel)
+            if partition is None or not raw:
+                continue
+            record = SummaryRecord.model_validate(raw)
+            current = self.with_current_state(record)
+            if current.text == record.text:
+                continue
+            current = current.model_copy(
+                update={"updated_at": now, "updated_by": STATE_REFRESHED_BY}
+            )
+            await self.chorus.summaries.send(
+                key=channel.encode(), value=current.to_bytes(), partition=partition
+            )
+            refreshed += 1
+        return refreshed
+
     async def check_time_thresholds(self) -> None:
         """Launch batches whose time threshold passed (the message threshold fires inline).
 
@@ -263,10 +315,24 @@ class Summariser:
             for channel, raw in list(self.pending.items()):
                 if raw and (raw.get("offsets") or raw.get("items")):
                     self.index(channel, header_batch(raw))
+            self.find_stale_states(now)
         for channel in [c for c, at in self.due_at.items() if at <= now]:
             partition = self.chorus.messages_partition(channel)
             if partition is not None:
                 self.maybe_launch(channel, self.batch_of(channel), partition, now)
+        await self.refresh_states(now)
+
+    def find_stale_states(self, now: datetime) -> None:
+        """After a restart or a partition move the in-memory marks are gone: a record whose
+        state part is older than the commitments fold is checked again (`refresh_states`
+        publishes only when the part differs)."""
+        for channel, raw in list(self.latest.items()):
+            if not raw:
+                continue
+            folded = self.chorus.folded(str(channel), CommitmentProjection.name)
+            rendered_at = raw.get("state_offset")
+            if folded is not None and (rendered_at is None or folded.offset > rendered_at):
+                self.state_changed.setdefault(str(channel), now)
 
 
 async def summarise_batch(
@@ -281,10 +347,15 @@ async def summarise_batch(
     the stage publishes (updated now, or `at`). Items without their messages (`fill` left
     them out) are counted in `unreadItems`; with none, the previous text stands."""
     earlier = (
-        SummaryResult(text=previous.text, annotations=previous.annotations) if previous else None
+        SummaryResult(
+            text=narrative_of(previous.text, previous.narrative),
+            annotations=previous.annotations,
+        )
+        if previous
+        else None
     )
     if messages:
-        result = await summariser.summarise(messages, earlier)
+        result = await summariser.summarise([as_narrated(m) for m in messages], earlier)
     else:
         result = earlier or SummaryResult(text="")
     annotations = dict(result.annotations)
@@ -299,6 +370,7 @@ async def summarise_batch(
     return SummaryRecord(
         channel=channel,
         text=result.text,
+        narrative=result.text,
         annotations=annotations,
         first_offset=batch.first_offset,
         last_offset=batch.last_offset,
@@ -324,8 +396,12 @@ async def simulate(
     for message in messages:
         log_of = by_channel.setdefault(message.channel, [])
         log_of.append((len(log_of), message))
+    commitments = CommitmentProjection(
+        settings.commitments_keep_terminal, settings.commitments_max_active
+    )
     latest: dict[str, SummaryRecord] = {}
     for channel, log_of in by_channel.items():
+        state, folded_through = commitments.identity(), 0
         after_messages = settings.summary_after_messages
         for batch, batch_messages in replay(
             log_of,
@@ -334,10 +410,24 @@ async def simulate(
             max_pending=settings.summary_max_pending,
         ):
             at = log_of[batch.last_offset][1].created_at
-            latest[channel] = await summarise_batch(
+            record = await summarise_batch(
                 summariser, channel, batch, batch_messages, latest.get(channel), at
             )
+            # The state part as the fold holds it after the batch's last message.
+            for _, message in log_of[folded_through : batch.last_offset + 1]:
+                state = commitments.apply(state, message)
+            folded_through = batch.last_offset + 1
+            latest[channel] = record.model_copy(
+                update={
+                    "text": with_state(record.text, state_part(state)),
+                    "state_offset": batch.last_offset,
+                }
+            )
     return latest
+
+
+# `updated_by` of a record published again only because its state part changed.
+STATE_REFRESHED_BY = "system:state"
 
 
 def summariser_from_settings(

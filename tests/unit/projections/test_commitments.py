@@ -71,6 +71,10 @@ def make(
     return Message(**fields)
 
 
+def chain(state: CommitmentsState, correlation_id: str) -> list[Commitment]:
+    return [c for c in state.commitments.values() if c.correlation_id == correlation_id]
+
+
 def run(*messages: Message) -> CommitmentsState:
     return fold(P, messages)
 
@@ -110,7 +114,7 @@ def test_command_status_done() -> None:
     done = make(MessageType.DONE, sender="rev")
 
     opened = P.apply(P.identity(), command)
-    c = opened.find("c1")
+    c = opened.latest("c1")
     assert c is not None
     assert c.id == command.id == c.opened_by
     assert (c.state, c.requester, c.obligor) == (CommitmentState.OPEN, "lead", "role:reviewer")
@@ -120,14 +124,14 @@ def test_command_status_done() -> None:
     assert opened.ever_opened
 
     acked = P.apply(opened, status)
-    c = acked.find("c1")
+    c = acked.latest("c1")
     assert c is not None
     assert c.state is CommitmentState.ACKNOWLEDGED
     assert (c.acknowledged_by, c.acknowledged_at) == (status.id, status.created_at)
     assert c.resolved_at is None
 
     fulfilled = P.apply(acked, done)
-    c = fulfilled.find("c1")
+    c = fulfilled.latest("c1")
     assert c is not None
     assert c.state is CommitmentState.FULFILLED
     assert (c.resolved_by, c.resolved_at) == (done.id, done.created_at)
@@ -138,7 +142,7 @@ def test_command_status_done() -> None:
 
 def test_query_response_fulfils() -> None:
     state = run(make(MessageType.QUERY), make(MessageType.RESPONSE))
-    c = state.find("c1")
+    c = state.latest("c1")
     assert c is not None and c.state is CommitmentState.FULFILLED
 
 
@@ -157,7 +161,7 @@ def test_terminal_transitions_set_resolved(
 ) -> None:
     closer = make(closing)
     state = run(make(opener), closer)
-    c = state.find("c1")
+    c = state.latest("c1")
     assert c is not None
     assert c.state is expected
     assert (c.resolved_by, c.resolved_at) == (closer.id, closer.created_at)
@@ -180,19 +184,19 @@ def test_acknowledged_time_is_set_only_once() -> None:
     state = run(make(MessageType.COMMAND), first)
     again = P.apply(state, make(MessageType.STATUS))
     assert again is state
-    c = again.find("c1")
+    c = again.latest("c1")
     assert c is not None
     assert (c.acknowledged_by, c.acknowledged_at) == (first.id, first.created_at)
 
 
 def test_commitment_without_target_has_no_obligor() -> None:
-    c = run(make(MessageType.QUERY)).find("c1")
+    c = run(make(MessageType.QUERY)).latest("c1")
     assert c is not None and c.obligor is None
 
 
 def test_deadline_becomes_expires_at() -> None:
     deadline = T0 + timedelta(hours=2)
-    c = run(make(MessageType.COMMAND, deadline=deadline)).find("c1")
+    c = run(make(MessageType.COMMAND, deadline=deadline)).latest("c1")
     assert c is not None and c.expires_at == deadline
 
 
@@ -215,7 +219,7 @@ def test_handoff_delegates_and_opens_a_child() -> None:
     assert child.parent == command.id
     assert (child.requester, child.obligor) == ("lead", "instance:bob")
     assert child.opened_by == handoff.id
-    assert state.active("c1") == child == state.find("c1")
+    assert state.active("c1") == child == state.latest("c1")
     assert len(state.open_commitments()) == 1
 
 
@@ -228,16 +232,16 @@ def test_handoff_chain_of_three() -> None:
     done = make(MessageType.DONE)
     state = run(command, h1, h2, h3, status, done)
 
-    chain = state.chain("c1")
-    assert [c.id for c in chain] == [command.id, h1.id, h2.id, h3.id]
-    assert [c.state for c in chain] == [CommitmentState.DELEGATED] * 3 + [CommitmentState.FULFILLED]
-    assert [c.parent for c in chain] == [None, command.id, h1.id, h2.id]
-    assert [c.delegated_to for c in chain] == ["instance:b", "instance:c", "instance:d", None]
-    assert [c.obligor for c in chain] == ["instance:a", "instance:b", "instance:c", "instance:d"]
-    assert {c.requester for c in chain} == {"lead"}
-    assert chain[-1].acknowledged_by == status.id
+    found = chain(state, "c1")
+    assert [c.id for c in found] == [command.id, h1.id, h2.id, h3.id]
+    assert [c.state for c in found] == [CommitmentState.DELEGATED] * 3 + [CommitmentState.FULFILLED]
+    assert [c.parent for c in found] == [None, command.id, h1.id, h2.id]
+    assert [c.delegated_to for c in found] == ["instance:b", "instance:c", "instance:d", None]
+    assert [c.obligor for c in found] == ["instance:a", "instance:b", "instance:c", "instance:d"]
+    assert {c.requester for c in found} == {"lead"}
+    assert found[-1].acknowledged_by == status.id
     assert state.active("c1") is None
-    assert state.find("c1") == chain[-1]
+    assert state.latest("c1") == found[-1]
 
 
 def test_handoff_child_keeps_parent_deadline_unless_given_one() -> None:
@@ -254,7 +258,7 @@ def test_handoff_child_keeps_parent_deadline_unless_given_one() -> None:
 
 def test_handoff_of_acknowledged_commitment() -> None:
     state = run(make(MessageType.QUERY), make(MessageType.STATUS), make(MessageType.HANDOFF))
-    assert [c.state for c in state.chain("c1")] == [
+    assert [c.state for c in chain(state, "c1")] == [
         CommitmentState.DELEGATED,
         CommitmentState.OPEN,
     ]
@@ -272,17 +276,17 @@ def test_handoff_reusing_an_existing_id_changes_nothing() -> None:
 
 def test_response_does_not_fulfil_a_proposal() -> None:
     state = run(make(MessageType.PROPOSE, sender="alice"))
-    c = state.find("c1")
+    c = state.latest("c1")
     assert c is not None
     assert c.opened_by_type is MessageType.PROPOSE and c.state is CommitmentState.OPEN
     assert P.apply(state, make(MessageType.RESPONSE)) is state
     done = P.apply(state, make(MessageType.DONE))
-    c = done.find("c1")
+    c = done.latest("c1")
     assert c is not None and c.state is CommitmentState.FULFILLED
 
 
 def test_proposal_can_be_declined() -> None:
-    c = run(make(MessageType.PROPOSE), make(MessageType.DECLINE)).find("c1")
+    c = run(make(MessageType.PROPOSE), make(MessageType.DECLINE)).latest("c1")
     assert c is not None and c.state is CommitmentState.DECLINED
 
 
@@ -360,7 +364,7 @@ def test_second_opener_while_active_is_ignored() -> None:
 def test_opener_after_resolution_starts_a_new_commitment() -> None:
     first, second = make(MessageType.QUERY), make(MessageType.COMMAND)
     state = run(first, make(MessageType.RESPONSE), second)
-    assert [c.id for c in state.chain("c1")] == [first.id, second.id]
+    assert [c.id for c in chain(state, "c1")] == [first.id, second.id]
     assert state.active("c1") == state.commitments[second.id]
     # A redelivered old opener whose id is known must not reopen anything.
     resolved = P.apply(state, make(MessageType.DONE))
@@ -369,10 +373,10 @@ def test_opener_after_resolution_starts_a_new_commitment() -> None:
 
 def test_find_prefers_active_else_latest() -> None:
     state = run(make(MessageType.QUERY), make(MessageType.DECLINE))
-    latest = state.find("c1")
+    latest = state.latest("c1")
     assert latest is not None and latest.state is CommitmentState.DECLINED
     assert state.active("c1") is None
-    assert state.find("nope") is None and state.active("nope") is None
+    assert state.latest("nope") is None and state.active("nope") is None
 
 
 def test_commitments_keep_insertion_order() -> None:
@@ -404,7 +408,7 @@ def test_expiry_event_expires_the_active_commitment() -> None:
     state = run(make(MessageType.COMMAND, deadline=deadline), make(MessageType.STATUS))
     event = expiry_event(CHANNEL, "c1", deadline + timedelta(seconds=5))
     expired = P.apply(state, event)
-    c = expired.find("c1")
+    c = expired.latest("c1")
     assert c is not None
     assert c.state is CommitmentState.EXPIRED
     assert (c.resolved_by, c.resolved_at) == (event.id, event.created_at)
@@ -414,7 +418,7 @@ def test_expiry_event_expires_the_active_commitment() -> None:
 def test_expiry_event_on_the_exact_deadline_expires() -> None:
     deadline = T0 + timedelta(minutes=30)
     state = run(make(MessageType.QUERY, deadline=deadline))
-    c = P.apply(state, expiry_event(CHANNEL, "c1", deadline)).find("c1")
+    c = P.apply(state, expiry_event(CHANNEL, "c1", deadline)).latest("c1")
     assert c is not None and c.state is CommitmentState.EXPIRED
 
 
@@ -504,7 +508,7 @@ def test_replay_is_deterministic_and_survives_persistence() -> None:
 
 
 def test_commitment_is_frozen() -> None:
-    c = run(make(MessageType.QUERY)).find("c1")
+    c = run(make(MessageType.QUERY)).latest("c1")
     assert isinstance(c, Commitment)
     with pytest.raises(ValueError, match="frozen"):
         c.state = CommitmentState.FAILED  # type: ignore[misc]

@@ -1,101 +1,318 @@
-"""The budgeted agent context: never over budget, parts in priority order, cuts marked."""
+"""The budgeted agent context (v2): never over budget, the header and the open commitments
+first, every line that names a commitment says its status as the fold holds it."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.context import TRUNCATED, RecentMessage, assemble_context
-from projections.readable import OpenCommitment
+from projections.commitments import CommitmentProjection, CommitmentsState, expiry_event
+from projections.context import (
+    TRUNCATED,
+    ChannelContext,
+    ChannelHeader,
+    RecapPart,
+    RecentMessage,
+    SummaryPart,
+    assemble_context,
+)
+from projections.model import Message, MessageType
+from projections.readable import OUTCOME_WORDS, CommitmentView, commitment_views
 from projections.summarise import estimate_tokens
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
+PROJECTION = CommitmentProjection()
 
 
-def owed(i: int) -> OpenCommitment:
-    return OpenCommitment(
-        correlation_id=f"c{i}",
-        kind="COMMAND",
-        state="OPEN",
-        requester="planner",
-        obligor=f"role:worker-{i}",
-        asked=f"task number {i}: rerun the migration example",
-        since=T0 + timedelta(minutes=i),
+def message(
+    index: int,
+    kind: MessageType,
+    cid: str | None = None,
+    *,
+    sender: str = "planner",
+    target: str | None = None,
+    content: str | None = "",
+    reply_to: str | None = None,
+    deadline: datetime | None = None,
+) -> Message:
+    text = content if content != "" else f"message {index} about the parser"
+    return Message(
+        id=f"m{index:04d}",
+        channel="team/plan",
+        sender=sender,
+        type=kind,
+        content=text,
+        correlation_id=cid,
+        in_reply_to=reply_to,
+        target=target,
+        deadline=deadline,
+        created_at=T0 + timedelta(minutes=index),
     )
 
 
-def said(i: int, text: str = "") -> RecentMessage:
-    return RecentMessage("worker-a", "STATUS", text or f"message {i} " * 5, T0)
+def scripted() -> list[Message]:
+    """Known outcomes: fulfilled, declined, failed, expired, handed off and still open,
+    asked and still open."""
+    due = T0 + timedelta(minutes=5)
+    return [
+        message(
+            0, MessageType.COMMAND, "c-ok", target="role:worker-a", content="Write the user docs"
+        ),
+        message(
+            1, MessageType.COMMAND, "c-no", target="role:worker-b", content="Port the lexer to Rust"
+        ),
+        message(
+            2, MessageType.COMMAND, "c-fail", target="role:worker-a", content="Run the load test"
+        ),
+        message(
+            3,
+            MessageType.QUERY,
+            "c-late",
+            target="role:worker-b",
+            content="Which cache wins",
+            deadline=due,
+        ),
+        message(
+            4, MessageType.COMMAND, "c-hand", target="role:worker-a", content="Review the grammar"
+        ),
+        message(
+            5, MessageType.QUERY, "c-open", target="role:reviewer", content="Is the API frozen"
+        ),
+        message(
+            6, MessageType.DONE, "c-ok", sender="worker-a", reply_to="m0000", content="Docs written"
+        ),
+        message(
+            7,
+            MessageType.DECLINE,
+            "c-no",
+            sender="worker-b",
+            reply_to="m0001",
+            content="No Rust here",
+        ),
+        message(
+            8,
+            MessageType.FAILURE,
+            "c-fail",
+            sender="worker-a",
+            reply_to="m0002",
+            content="Cluster down",
+        ),
+        message(
+            9,
+            MessageType.HANDOFF,
+            "c-hand",
+            sender="worker-a",
+            reply_to="m0004",
+            target="role:worker-b",
+            content="Over to you",
+        ),
+        expiry_event("team/plan", "c-late", T0 + timedelta(minutes=10)),
+    ]
 
 
-SUMMARY = "The team split the parser into lexer and grammar; benchmarks pending. " * 3
-RECAP = "Goal: ship the parser split. Open: worker-a owes planner the benchmark."
-PARTS = {
-    "summary": SUMMARY,
-    "commitments": [owed(i) for i in range(3)],
-    "recap": RECAP,
-    "messages": [said(i) for i in range(10)],
-}
+def fold(messages: Sequence[Message]) -> CommitmentsState:
+    state = PROJECTION.identity()
+    for one in messages:
+        state = PROJECTION.apply(state, one)
+    return state
 
 
-def context(max_tokens: int, **overrides: object):  # type: ignore[no-untyped-def]
-    parts = {**PARTS, **overrides}
-    return assemble_context("c", max_tokens, **parts)  # type: ignore[arg-type]
+def recent(messages: Sequence[Message]) -> list[RecentMessage]:
+    return [
+        RecentMessage(
+            m.sender,
+            m.type.value,
+            m.content,
+            m.created_at,
+            offset=offset,
+            target=m.target,
+            correlation_id=m.correlation_id,
+            id=m.id,
+        )
+        for offset, m in enumerate(messages)
+        if m.type is not MessageType.EVENT
+    ]
 
 
-def test_a_large_budget_shows_everything_in_order() -> None:
+def header(offset: int = 10, decision: str = "ESCALATE") -> ChannelHeader:
+    return ChannelHeader(
+        channel="team/plan",
+        decision={
+            "decision": decision,
+            "detail": "1 commitments expired (threshold: 0)",
+            "offset": offset,
+        },
+        offset=offset,
+        at=T0 + timedelta(minutes=offset),
+        message_count=offset + 1,
+    )
+
+
+SUMMARY = SummaryPart(
+    "Participants: planner, worker-a\nDiscussed:\n- [worker-a] Docs written.", 0, 6
+)
+RECAP = RecapPart("Goal: finish the parser. Next: worker-b to review the grammar.", 10)
+
+
+def context(max_tokens: int, **overrides: object) -> ChannelContext:
+    messages = scripted()
+    parts: dict[str, object] = {
+        "header": header(),
+        "commitments": commitment_views(fold(messages)),
+        "summary": SUMMARY,
+        "recap": RECAP,
+        "messages": recent(messages),
+    }
+    parts.update(overrides)
+    return assemble_context(max_tokens, **parts)  # type: ignore[arg-type]
+
+
+def ended_excerpts(views: Sequence[CommitmentView]) -> dict[str, set[str]]:
+    """What was asked -> how the commitments that asked it ended (a hand-off chain shares
+    its ask: the parent was delegated, the child may have been fulfilled)."""
+    found: dict[str, set[str]] = {}
+    for view in views:
+        if not view.is_open and view.asked and view.outcome:
+            found.setdefault(view.asked, set()).add(view.outcome)
+    return found
+
+
+def contradictions(found: ChannelContext, views: Sequence[CommitmentView]) -> list[str]:
+    """Lines that name an ended commitment without its outcome, or an open one as ended,
+    and any line under an "Open" heading that names an ended one."""
+    wrong = []
+    ended = ended_excerpts(views)
+    opened = {v.asked for v in views if v.is_open and v.asked}
+    heading = ""
+    for line in found.text.splitlines():
+        if not line.startswith(("- ", "[")):
+            heading = line
+        for asked, outcomes in ended.items():
+            named = asked in line and asked not in opened
+            if named and (
+                not any(outcome in line for outcome in outcomes)
+                or heading.startswith(("Open", "Yours"))
+            ):
+                wrong.append(line)
+    return wrong
+
+
+def test_a_large_budget_shows_every_part_in_the_order_a_late_agent_needs() -> None:
     found = context(10_000)
     text = found.text
-    assert text.index("Summary:") < text.index("Open commitments (3):")
-    assert text.index("Open commitments") < text.index("Latest recap:")
-    assert text.index("Latest recap:") < text.index("Recent messages (10 of 10, oldest first):")
-    assert "worker-0 owes planner: “task number 0: rerun the migration example” (open since" in text
-    assert TRUNCATED not in text
-    assert found.as_json()["parts"]["messages"]["omitted"] == 0
-    assert found.tokens == estimate_tokens(text) <= 10_000
+    order = [
+        "Channel team/plan: ESCALATE (1 commitments expired",
+        "Open commitments (2, newest first):",
+        "Ended without being fulfilled (4, most recent first; 1 fulfilled):",
+        "Messages after offset 6 (3 of 3, oldest first):",
+        "Summary of what was said (offsets 0–6):",
+        "Recap (at offset 10):",
+    ]
+    positions = [text.index(heading) for heading in order]
+    assert positions == sorted(positions)
+    assert "reviewer owes planner: “Is the API frozen” (open since" in text
+    assert "worker-b owes planner: “Review the grammar” (open since" in text
+    assert "declined: “Port the lexer to Rust” (owed by worker-b to planner" in text
+    assert "failed: “Run the load test”" in text and "expired: “Which cache wins”" in text
+    assert "delegated to worker-b: “Review the grammar”" in text
+    assert TRUNCATED not in text and found.tokens <= 10_000
+    assert (
+        found.decision["decision"] == "ESCALATE" and found.as_json()["decision"] == found.decision
+    )
+    assert contradictions(found, commitment_views(fold(scripted()))) == []
 
 
-def test_a_small_budget_keeps_the_summary_and_marks_the_cut() -> None:
-    found = context(20)
-    assert found.text.startswith("Summary:\nThe team split") and found.text.endswith(TRUNCATED)
-    parts = found.as_json()["parts"]
-    assert parts["summary"]["truncated"] is True
-    assert parts["commitments"]["shown"] == [] and parts["messages"]["shown"] == []
-    assert parts["recap"] == {"text": None, "truncated": True}
+def test_the_header_states_the_decision_offset_time_and_count() -> None:
+    line = context(10_000).text.splitlines()[0]
+    assert line == (
+        "Channel team/plan: ESCALATE (1 commitments expired (threshold: 0)). "
+        "State at offset 10, 2026-03-02 09:10:00 UTC; 11 messages."
+    )
 
 
-def test_commitments_that_do_not_all_fit_say_how_many_are_left() -> None:
-    whole = estimate_tokens(context(10_000, recap=None, messages=[]).text)
-    found = context(whole - 10, recap=None, messages=[])
+def test_messages_that_name_a_commitment_say_its_status_now() -> None:
+    text = context(10_000, summary=None).text
+    assert "planner (COMMAND → worker-b): Port the lexer to Rust [commitment declined]" in text
+    assert "worker-a (HANDOFF → worker-b): Over to you [commitment open]" in text
+    assert "planner (QUERY → reviewer): Is the API frozen [commitment open]" in text
+
+
+def test_a_tight_budget_keeps_the_header_and_the_newest_open_commitments() -> None:
+    whole = context(10_000)
+    header_only = estimate_tokens(whole.text.split("\n\n")[0])
+    found = context(header_only + 40)
+    assert found.text.startswith("Channel team/plan: ESCALATE")
+    part = found.parts["commitments"]
+    assert part["total"] == 2 and len(part["shown"]) == 1 and part["omitted"] == 1
+    # The newest (the hand-off's new commitment) is not starved by the older one.
+    assert part["shown"][0]["correlation_id"] == "c-hand"
     assert "- … and 1 more [truncated]" in found.text
-    assert found.commitments["omitted"] == 1 and len(found.commitments["shown"]) == 2
+    assert found.parts["ended"]["shown"] == [] and found.parts["summary"]["text"] is None
+    assert found.tokens <= header_only + 40
 
 
-def test_messages_fill_the_rest_newest_first_shown_oldest_first() -> None:
-    without = estimate_tokens(context(10_000, messages=[]).text)
-    found = context(without + 40)
-    shown = found.messages["shown"]
-    assert 0 < len(shown) < 10
-    assert shown[-1]["content"] == PARTS["messages"][-1].content  # the newest is kept
-    lines = [line for line in found.text.splitlines() if line.startswith("[")]
-    assert lines[-1].endswith(" ".join(said(9).content.split()))  # type: ignore[union-attr]
+def test_every_open_commitment_is_named_from_400_tokens_and_the_ended_at_1500() -> None:
+    views = commitment_views(fold(scripted()))
+    for budget in (150, 400, 1500):
+        found = context(budget)
+        assert found.tokens <= budget
+        assert contradictions(found, views) == []
+        if budget >= 400:
+            assert all(v.asked in found.text for v in views if v.is_open)
+        if budget >= 1500:
+            for asked, outcomes in ended_excerpts(views).items():
+                for outcome in outcomes - {"fulfilled", "delegated"}:
+                    assert f"{outcome}: “{asked}”" in found.text
+                if "delegated" in outcomes:
+                    assert f"delegated to worker-b: “{asked}”" in found.text
+
+
+def test_only_messages_after_the_summary_are_shown() -> None:
+    found = context(10_000)
+    offsets = [m["offset"] for m in found.parts["messages"]["shown"]]
+    assert offsets and min(offsets) > SUMMARY.last_offset  # type: ignore[operator]
+    assert found.parts["messages"]["after_offset"] == 6
+
+
+def test_a_recap_written_before_the_last_fold_or_not_newer_than_the_summary_is_left_out() -> None:
+    assert context(10_000).parts["recap"]["covered_offset"] == 10
+    assert context(10_000, recap=RecapPart("Nothing is open.", 9)).parts["recap"] is None
+    old = SummaryPart("Discussed.", 0, 10)
+    assert context(10_000, recap=RecapPart("Recap.", 10), summary=old).parts["recap"] is None
+    assert "Nothing is open" not in context(10_000, recap=RecapPart("Nothing is open.", 9)).text
+
+
+def test_a_context_for_an_agent_puts_what_it_owes_and_is_owed_first() -> None:
+    found = context(10_000, for_agent="worker-b")
+    text = found.text
+    assert text.index("Yours, worker-b (1 open") < text.index("Open commitments (1 more")
+    assert "worker-b owes planner: “Review the grammar”" in text.split("Open commitments")[0]
+    assert "Messages to worker-b (" in text
+    ended = found.parts["ended"]["shown"]
+    # Those worker-b owed or was handed come first.
+    assert {e["correlation_id"] for e in ended[:3]} == {"c-no", "c-late", "c-hand"}
+    assert found.as_json()["for_agent"] == "worker-b"
 
 
 def test_a_young_channel_without_summary_gets_its_messages() -> None:
+    messages = [message(0, MessageType.STATUS), message(1, MessageType.STATUS)]
     found = assemble_context(
-        "c", 200, summary=None, commitments=[], recap=None, messages=[said(0), said(1)]
+        400, header=header(1, "CONTINUE"), commitments=[], messages=recent(messages)
     )
-    assert found.text.startswith("Recent messages (2 of 2, oldest first):")
-    assert found.summary is None and found.recap is None
+    assert "Recent messages (2 of 2, oldest first):" in found.text
+    assert found.parts["summary"] is None and found.parts["recap"] is None
 
 
 def test_a_newest_message_too_long_for_the_budget_is_cut_and_marked() -> None:
-    long = said(0, "word " * 400)
-    found = assemble_context("c", 60, summary=None, commitments=[], recap=None, messages=[long])
-    assert found.messages["truncated"] is True and found.text.endswith(TRUNCATED)
-    assert found.tokens <= 60
+    long = recent([message(0, MessageType.STATUS, content="word " * 400)])
+    head = estimate_tokens(header(0, "CONTINUE").line())
+    found = assemble_context(head + 40, header=header(0, "CONTINUE"), commitments=[], messages=long)
+    assert found.parts["messages"]["truncated"] is True and found.text.endswith(TRUNCATED)
+    assert found.tokens <= head + 40
 
 
 def test_zero_budget_is_empty_and_negative_is_refused() -> None:
@@ -108,45 +325,106 @@ def test_zero_budget_is_empty_and_negative_is_refused() -> None:
         raise AssertionError("a negative budget must be refused")
 
 
-texts = st.text(st.characters(codec="utf-8"), max_size=400)
-ORDER = ["Summary:", "Open commitments", "Latest recap:", "Recent messages"]
+# --------------------------------------------------------------------------- property
 
-
-@settings(max_examples=300, deadline=None)
-@given(
-    max_tokens=st.integers(min_value=0, max_value=600),
-    summary=st.none() | texts,
-    n_owed=st.integers(0, 6),
-    recap=st.none() | texts,
-    bodies=st.lists(texts, max_size=12),
+REPLIES = [
+    MessageType.STATUS,
+    MessageType.DONE,
+    MessageType.RESPONSE,
+    MessageType.DECLINE,
+    MessageType.FAILURE,
+    MessageType.HANDOFF,
+    MessageType.QUERY,
+]
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["ask", "reply", "expire", "chat", "summary"]),
+        st.integers(0, 5),
+        st.sampled_from(REPLIES),
+    ),
+    min_size=1,
+    max_size=40,
 )
-def test_never_over_budget_and_parts_in_priority_order(
-    max_tokens: int, summary: str | None, n_owed: int, recap: str | None, bodies: list[str]
+
+
+def play(plan: list[tuple[str, int, MessageType]]) -> tuple[list[Message], SummaryPart | None]:
+    """A channel from a random plan: requests (each a distinct ask), replies to them of any
+    kind, expiries, chatter; a summary cut at random points (narrative only, as the stage
+    passes it) covers the log up to there."""
+    log: list[Message] = []
+    summary: SummaryPart | None = None
+    asked = 0
+    for kind, which, reply in plan:
+        at = T0 + timedelta(minutes=len(log))
+        index = len(log)
+        cid = f"c{which}"
+        if kind == "ask":
+            asked += 1
+            log.append(
+                message(
+                    index,
+                    MessageType.COMMAND,
+                    cid,
+                    target=f"role:w{which}",
+                    content=f"task {asked} zeta{asked}q",
+                    deadline=at + timedelta(minutes=3),
+                )
+            )
+        elif kind == "reply":
+            if reply is MessageType.QUERY:
+                reply = MessageType.RESPONSE
+            content = "on it" if reply is not MessageType.HANDOFF else "passing it on"
+            log.append(
+                message(
+                    index,
+                    reply,
+                    cid,
+                    sender=f"w{which}",
+                    reply_to="m0000",
+                    target="role:w9" if reply is MessageType.HANDOFF else None,
+                    content=content,
+                )
+            )
+        elif kind == "expire":
+            log.append(expiry_event("team/plan", cid, at + timedelta(minutes=5)))
+        elif kind == "chat":
+            log.append(message(index, MessageType.STATUS, content="chatter about the parser"))
+        elif log:
+            summary = SummaryPart("Discussed:\n- [w1] on it.", 0, len(log) - 1)
+    return log, summary
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    plan=steps,
+    budget=st.sampled_from([0, 40, 150, 400, 1500]),
+    agent=st.none() | st.sampled_from(["w0", "role:w1"]),
+)
+def test_the_context_never_contradicts_the_fold(
+    plan: list[tuple[str, int, MessageType]], budget: int, agent: str | None
 ) -> None:
+    log, summary = play(plan)
+    views = commitment_views(fold(log))
     found = assemble_context(
-        "c",
-        max_tokens,
+        budget,
+        header=header(len(log) - 1, "CONTINUE"),
+        commitments=views,
         summary=summary,
-        commitments=[owed(i) for i in range(n_owed)],
-        recap=recap,
-        messages=[said(i, body) for i, body in enumerate(bodies)],
+        recap=RecapPart("Nothing is open.", len(log) - 2),
+        messages=recent(log)[-20:],
+        for_agent=agent,
     )
-    assert estimate_tokens(found.text) <= max_tokens
-    parts = found.as_json()["parts"]
-    present = [
-        parts["summary"] is not None and parts["summary"]["text"] is not None,
-        bool(parts["commitments"].get("shown")) or "Open commitments" in found.text,
-        parts["recap"] is not None and parts["recap"]["text"] is not None,
-        bool(parts["messages"]["shown"]),
-    ]
-    cut = [
-        parts["summary"] is not None and parts["summary"]["truncated"],
-        parts["commitments"].get("omitted", 0) > 0,
-        parts["recap"] is not None and parts["recap"]["truncated"],
-    ]
-    # A part is shown only when every non-empty part before it was shown whole.
-    for later in range(1, 4):
-        if present[later]:
-            assert not any(cut[:later])
-    positions = [found.text.find(h) for h, shown in zip(ORDER, present, strict=True) if shown]
-    assert positions == sorted(positions)
+    assert estimate_tokens(found.text) <= budget
+    assert contradictions(found, views) == []
+    shown = {c["correlation_id"] for c in found.parts["commitments"]["shown"]}
+    assert all(
+        v.is_open
+        for v in views
+        if v.correlation_id in shown and v.id in {c.id for c in views if c.is_open}
+    )
+    for line in found.text.splitlines():
+        status = re.search(r"\[commitment (\w+)\]$", line)
+        if status:
+            assert status.group(1) in {*OUTCOME_WORDS.values(), "open", "acknowledged"}
+    if budget >= 1500:
+        assert all(v.asked in found.text for v in views if v.is_open)

@@ -8,10 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.model import ActorType, Message, MessageType
-from projections.readable import OpenCommitment
+from projections.readable import CommitmentView
 from projections.recap import (
     RECAP_SYSTEM_PROMPT,
-    RecapInput,
     RecapPhase,
     RecapStatus,
     build_recap_prompt,
@@ -500,11 +499,6 @@ def test_prompt_defangs_delimiters_inside_data() -> None:
     assert user.count("<transcript>") == 1
 
 
-def test_recap_input_builds_the_same_prompt() -> None:
-    job = RecapInput(transcript="a: b", summary="s", open_commitments=("c",), generation=4)
-    assert job.prompt() == build_recap_prompt("a: b", "s", ["c"])
-
-
 # --------------------------------------------------------------------------- clean_recap
 
 
@@ -561,8 +555,8 @@ def test_clean_recap_is_single_line_and_bounded(text: str, words: int, chars: in
 # --------------------------------------------------------------------------- extractive
 
 
-def owed(what: str, obligor: str | None = "role:coder", requester: str = "alice") -> OpenCommitment:
-    return OpenCommitment(
+def owed(what: str, obligor: str | None = "role:coder", requester: str = "alice") -> CommitmentView:
+    return CommitmentView(
         correlation_id="c9",
         kind="COMMAND",
         state="OPEN",

@@ -31,8 +31,10 @@ def stage(messages: list[Message]) -> ChannelRecap:
 def recap_of(messages: list[Message], summary: str | None = None) -> tuple[ChannelRecap, str]:
     recap = stage(messages)
     state = fold(CommitmentProjection(), messages).model_dump(mode="json")
-    owed = channel_commitments({"state": state}, recap.messages())
-    return recap, extractive_recap(recap.messages(), owed, recap.keyphrases, summary)
+    views = channel_commitments(state, recap.messages())
+    owed = [v for v in views if v.is_open]
+    ended = [v for v in reversed(views) if not v.is_open]
+    return recap, extractive_recap(recap.messages(), owed, recap.keyphrases, summary, ended)
 
 
 def meetings() -> list[list[Message]]:

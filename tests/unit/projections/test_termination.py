@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.commitments import CommitmentProjection, CommitmentsState
+from projections.commitments import CommitmentProjection, CommitmentsState, expiry_event
 from projections.model import Message, MessageType
 from projections.projection import dump_state, fold
 from projections.termination import (
@@ -20,8 +20,9 @@ from projections.termination import (
     Decision,
     Escalate,
     EscalateOnDecline,
+    EscalateOnExpiry,
     Failed,
-    GoalReached,
+    FailOnFailure,
     MaxMessages,
     Never,
     TerminationCondition,
@@ -204,27 +205,13 @@ def test_max_messages() -> None:
         MaxMessages(0)
 
 
-def test_goal_reached() -> None:
-    goal = GoalReached(lambda c: c.state.get("answer") == 42, result={"answer": 42})
-    assert goal.evaluate(ctx(answer=1)) == C
-    assert goal.evaluate(ctx(answer=42)) == Complete({"answer": 42})
-    assert GoalReached(lambda c: True).evaluate(CTX) == Complete("Goal reached")
-
-
-def test_goal_reached_can_read_elapsed_time() -> None:
-    slow = GoalReached(lambda c: c.elapsed >= timedelta(minutes=5), result="timed out")
-    assert slow.evaluate(ctx()) == C
-    late = TerminationContext(state={}, message_count=0, elapsed=timedelta(minutes=5))
-    assert slow.evaluate(late) == Complete("timed out")
-
-
 _n = iter(range(1_000_000))
 
 
 def msg(kind: MessageType, cid: str) -> Message:
     n = next(_n)
     extra: dict[str, Any] = {}
-    if kind in {MessageType.DECLINE, MessageType.DONE, MessageType.RESPONSE}:
+    if kind in {MessageType.DECLINE, MessageType.DONE, MessageType.RESPONSE, MessageType.FAILURE}:
         extra["in_reply_to"] = "m0"
     return Message(
         id=f"m{n}",
@@ -250,10 +237,61 @@ def test_all_commitments_resolved() -> None:
     one_open = commitments(a, b, msg(MessageType.RESPONSE, "a"))
     assert condition.evaluate(ctx(commitments=one_open)) == C
     resolved = fold(CommitmentProjection(), [msg(MessageType.DONE, "b")], one_open)
-    assert condition.evaluate(ctx(commitments=resolved)) == Complete("All commitments resolved")
-    assert condition.evaluate(ctx(commitments=dump_state(resolved))) == Complete(
-        "All commitments resolved"
+    said = Complete("All commitments resolved (2 fulfilled)")
+    assert condition.evaluate(ctx(commitments=resolved)) == said
+    assert condition.evaluate(ctx(commitments=dump_state(resolved))) == said
+
+
+def test_all_commitments_resolved_says_how_they_ended() -> None:
+    ended = commitments(
+        msg(MessageType.QUERY, "a"),
+        msg(MessageType.DECLINE, "a"),
+        msg(MessageType.QUERY, "b"),
+        msg(MessageType.FAILURE, "b"),
+        msg(MessageType.QUERY, "c"),
+        msg(MessageType.DONE, "c"),
     )
+    assert AllCommitmentsResolved().evaluate(ctx(commitments=ended)) == Complete(
+        "All commitments resolved (1 fulfilled, 1 declined, 1 failed)"
+    )
+
+
+def test_fail_on_failure() -> None:
+    failed = commitments(msg(MessageType.QUERY, "a"), msg(MessageType.FAILURE, "a"))
+    decision = FailOnFailure().evaluate(ctx(commitments=failed))
+    assert decision == Failed("1 commitments failed (threshold: 0)")
+    assert FailOnFailure(1).evaluate(ctx(commitments=failed)) == C
+    assert FailOnFailure().evaluate(ctx()) == C
+    with pytest.raises(ValueError, match="at least 0"):
+        FailOnFailure(-1)
+
+
+def test_escalate_on_expiry() -> None:
+    asked = msg(MessageType.QUERY, "a")
+    late = asked.model_copy(update={"deadline": asked.created_at + timedelta(minutes=1)})
+    expired = commitments(late, expiry_event("c", "a", late.created_at + timedelta(minutes=2)))
+    decision = EscalateOnExpiry().evaluate(ctx(commitments=expired))
+    assert decision == Escalate("1 commitments expired (threshold: 0)")
+    assert EscalateOnExpiry(1).evaluate(ctx(commitments=expired)) == C
+    with pytest.raises(ValueError, match="at least 0"):
+        EscalateOnExpiry(-1)
+
+
+def test_the_default_conditions_surface_failures_and_expiries() -> None:
+    defaults = parse_conditions([])
+    declined_then_failed = commitments(
+        msg(MessageType.COMMAND, "a"),
+        msg(MessageType.DECLINE, "a"),
+        msg(MessageType.COMMAND, "b"),
+        msg(MessageType.FAILURE, "b"),
+    )
+    decision = defaults.evaluate(ctx(commitments=declined_then_failed))
+    assert isinstance(decision, Failed), "a failed request must not read plain COMPLETE"
+    done = commitments(msg(MessageType.COMMAND, "a"), msg(MessageType.DONE, "a"))
+    assert defaults.evaluate(ctx(commitments=done)) == Complete(
+        "All commitments resolved (1 fulfilled)"
+    )
+    assert defaults.evaluate(ctx(10**6)) == C  # nothing asked yet
 
 
 def test_escalate_on_decline() -> None:
@@ -315,6 +353,16 @@ def test_parse_conditions_joins_with_or() -> None:
     assert parse_conditions(["max-messages:3"]) == MaxMessages(3)
 
 
-def test_parse_no_conditions_never_terminates() -> None:
-    condition = parse_conditions([])
-    assert condition.evaluate(ctx(10**6)) == C
+def test_parse_never_opts_out_of_every_condition() -> None:
+    condition = parse_conditions(["never"])
+    done = commitments(msg(MessageType.COMMAND, "a"), msg(MessageType.FAILURE, "a"))
+    assert condition.evaluate(ctx(10**6, commitments=done)) == C
+
+
+def test_parse_fail_and_expiry_conditions() -> None:
+    assert parse_condition("fail-on-failure") == FailOnFailure(0)
+    assert parse_condition("fail-on-failure:2") == FailOnFailure(2)
+    assert parse_condition("escalate-on-expiry") == EscalateOnExpiry(0)
+    assert parse_condition("escalate-on-expiry:1") == EscalateOnExpiry(1)
+    with pytest.raises(ValueError, match="known: max-messages:N"):
+        parse_condition("fail-fast")

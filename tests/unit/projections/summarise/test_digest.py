@@ -114,7 +114,9 @@ async def test_digest_keeps_other_keys_and_an_empty_batch_returns_previous_itsel
     assert (await digest.summarise([], None)).text == ""
 
 
-async def test_open_commitments_say_who_owes_them_and_closing_moves_them_to_done() -> None:
+async def test_the_digest_says_nothing_of_commitment_status() -> None:
+    """What is open or how a request ended is the commitments projection's to say: the
+    digest neither lists nor tracks it, and drops the annotations an older digest kept."""
     digest = DigestSummariser()
     ask = say(
         "planner",
@@ -123,11 +125,10 @@ async def test_open_commitments_say_who_owes_them_and_closing_moves_them_to_done
         correlation_id="c1",
         target="role:worker",
     )
-    result = await digest.summarise([ask])
-    assert (
-        "Open:\n- Please migrate the user table to the new schema. "
-        "(owed by role:worker, asked by planner)" in result.text
-    )
+    older = SummaryResult("", {"digestOpen": '[["c1","planner","role:worker","x"]]'})
+    result = await digest.summarise([ask], older)
+    assert "Open" not in result.text and "owed by" not in result.text
+    assert "digestOpen" not in result.annotations and "digestDone" not in result.annotations
     done = say(
         "worker-1",
         "Migrated, 3 rows fixed.",
@@ -136,8 +137,8 @@ async def test_open_commitments_say_who_owes_them_and_closing_moves_them_to_done
         in_reply_to=ask.id,
     )
     closed = await digest.summarise([done], result)
-    assert "Open:" not in closed.text
-    assert "Decided or done:\n- [worker-1] done: Migrated, 3 rows fixed." in closed.text
+    assert "Decided or done" not in closed.text
+    assert "[worker-1] Migrated, 3 rows fixed." in closed.text  # what was said stays
 
 
 async def test_a_text_the_digest_did_not_write_becomes_material() -> None:

@@ -79,14 +79,13 @@ def test_a_channel_of_backchannel_has_no_title() -> None:
 def test_channel_commitments_read_the_fold_as_dicts_with_excerpts_from_the_window() -> None:
     opener = msg("review it", MessageType.COMMAND, correlation_id="k1", target="role:reviewer")
     state = fold(CommitmentProjection(), [opener]).model_dump(mode="json")
-    raw_fold = {"projection": "commitments", "version": 1, "offset": 0, "state": state}
-    (found,) = channel_commitments(raw_fold, [opener])
+    (found,) = channel_commitments(state, [opener])
     assert found.asked == "review it" and found.obligor == "role:reviewer"
     assert found.line().startswith("reviewer owes ann: “review it” (open since ")
     # A fold that already carries the excerpt (the commitments projection's own field) wins.
     commitment = next(iter(state["commitments"].values()))
     commitment["excerpt"] = "review the parser split"
-    (found,) = channel_commitments(raw_fold, [])
+    (found,) = channel_commitments(state, [])
     assert found.asked == "review the parser split"
     assert channel_commitments(None, [opener]) == []
 
@@ -106,12 +105,10 @@ class FakeClient:
 async def test_write_recap_with_a_model_cleans_and_costs() -> None:
     client = FakeClient("- We are splitting the parser.\nNext: write docs.")
     owed = channel_commitments(
-        {
-            "state": fold(
-                CommitmentProjection(),
-                [msg("add docs", MessageType.COMMAND, correlation_id="9f8e7d6c5b4a3f2e1d0c")],
-            ).model_dump(mode="json")
-        },
+        fold(
+            CommitmentProjection(),
+            [msg("add docs", MessageType.COMMAND, correlation_id="9f8e7d6c5b4a3f2e1d0c")],
+        ).model_dump(mode="json"),
         [],
     )
     text, cost = await write_recap(client, [msg("split parser")], "Summary so far", owed)
@@ -149,11 +146,13 @@ def test_watch_renders_status_lines_and_recaps() -> None:
         "activity": "idle",
         "text": "Recaps keep shared context.",
     }
-    assert status_line(view) == "gpt-5.4 | #2 | Recaps help… | read_file,+2 | 3s | idle"
+    assert status_line(view) == "- | gpt-5.4 | #2 | Recaps help… | read_file,+2 | 3s | idle"
+    decided = {**view, "decision": {"decision": "COMPLETE", "detail": None, "offset": 4}}
+    assert status_line(decided).startswith("COMPLETE | gpt-5.4 | #2")
     console = Console(record=True, width=120)
     console.print(render([view]))
     out = console.export_text()
-    assert "pairing/refactor  gpt-5.4 | #2 | Recaps help… | read_file,+2 | 3s | idle" in out
+    assert "pairing/refactor  - | gpt-5.4 | #2 | Recaps help… | read_file,+2 | 3s | idle" in out
     assert "> Recaps keep shared context." in out
     console = Console(record=True, width=120)
     console.print(render([], "cannot reach the worker"))
