@@ -241,7 +241,7 @@ class Worker:
         while time.monotonic() < deadline:
             self.check_alive()
             try:
-                probe = f"{self.base_url}/channels/readiness-probe/summary"
+                probe = f"{self.base_url}/ready"
                 if httpx.get(probe, timeout=2).status_code == 200:
                     return time.time() - self.started_at
             except httpx.HTTPError:

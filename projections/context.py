@@ -419,9 +419,7 @@ def assemble_context(
     parts["summary"] = None
     if summary is not None:
         covers = (
-            f" (offsets {summary.first_offset}–{summary.last_offset})"
-            if summary.last_offset is not None
-            else ""
+            f" (through offset {summary.last_offset})" if summary.last_offset is not None else ""
         )
         found = _text_part(page, f"Summary of what was said{covers}:", summary.text)
         if found is not None:

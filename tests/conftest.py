@@ -106,7 +106,7 @@ class WorkerProcess:
                 raise RuntimeError(f"worker exited early:\n{self.log_tail()}")
             try:
                 # a routed view answers only once the worker has its partitions
-                probe = f"{self.base_url}/channels/readiness-probe/summary"
+                probe = f"{self.base_url}/ready"
                 answer = httpx.get(probe, headers=self.auth, timeout=2)
                 if answer.status_code == 200:
                     return

@@ -47,7 +47,7 @@ def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
         start_new_session=True,
         env=os.environ.copy(),
     )
-    probe = f"http://{settings.web_host}:{settings.web_port}/channels/readiness-probe/summary"
+    probe = f"http://{settings.web_host}:{settings.web_port}/ready"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:

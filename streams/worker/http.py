@@ -148,13 +148,29 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
             return view.json({"error": str(error)}, status=404)
         return view.json(found.as_json())
 
+    def ready(view: View, _: Request) -> Response:
+        """200 once the per-channel views answer (the group assigned the partitions and no
+        rebalance is under way); 503 with Retry-After before."""
+        if not routable(chorus):
+            return not_yet(view, "the worker is still learning its partitions")
+        return view.json({"ready": True})
+
+    page("/ready", ready)
     page("/channels", channels)
     channel_page("state", state)
-    channel_page(
-        "summary",
-        lambda view, channel, _: view.json(summary_view(channel, summariser.latest.get(channel))),
-    )
-    channel_page("recap", lambda view, channel, _: view.json(recap_view(channel)))
+
+    def known(answer: Callable[[str], dict[str, Any]]) -> Callable[[View, str, Request], Response]:
+        """A view of a channel folded here; 404 with the reason for any other."""
+
+        def view_of(view: View, channel: str, _: Request) -> Response:
+            if chorus.standing(channel) is None:
+                return view.json({"error": str(UnknownChannel(channel))}, status=404)
+            return view.json(answer(channel))
+
+        return view_of
+
+    channel_page("summary", known(lambda c: summary_view(c, summariser.latest.get(c))))
+    channel_page("recap", known(recap_view))
     channel_page("context", context)
     page("/recaps", lambda view, _: recaps(view))
     page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))

@@ -63,7 +63,7 @@ class FaultWorker(WorkerProcess):
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        probe = f"{self.base_url}/channels/readiness-probe/summary"
+        probe = f"{self.base_url}/ready"
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
@@ -78,7 +78,7 @@ class FaultWorker(WorkerProcess):
 
     def is_ready(self) -> bool:
         try:
-            probe = f"{self.base_url}/channels/readiness-probe/summary"
+            probe = f"{self.base_url}/ready"
             return httpx.get(probe, timeout=2, headers=self.headers).status_code == 200
         except httpx.HTTPError:
             return False

@@ -109,8 +109,8 @@ async def test_threshold_of_20_gives_three_summaries_readable_everywhere(
         listed = await client.call_tool("list_channels", {})
         assert CHANNEL in str(listed.structured_content)
         missing = await client.call_tool("get_channel_summary", {"channel": "nobody/here"})
-        assert missing.structured_content["content"] is None
-        assert missing.structured_content["annotations"] == {}
+        assert missing.is_error
+        assert missing.content[0].text == "no messages folded for channel 'nobody/here'"
 
 
 async def test_manual_summary_keeps_annotations_and_time_threshold_fires(

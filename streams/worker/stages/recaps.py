@@ -231,9 +231,12 @@ class Recapper:
         self, channel: str, recap: ChannelRecap
     ) -> list[tuple[int | None, Message]]:
         """The window's messages with their offsets (None for a record of an older format
-        that holds its window inline), oldest first."""
-        if recap.window:
-            return [(None, message) for message in recap.messages()]
+        that holds its window inline without them), oldest first."""
+        if recap.window:  # the pure fold's copy (in memory), or a record of an older format
+            messages = recap.messages()
+            if len(recap.window_offsets) == len(messages):
+                return list(zip(recap.window_offsets, messages, strict=True))
+            return [(None, message) for message in messages]
         batch = PendingBatch(items=[PendingItem(offset=o) for o in recap.window_offsets])
         partition = self.chorus.messages_partition(channel)
         if partition is None:  # not this worker's channel (any more): what memory has

@@ -23,6 +23,8 @@ from projections.context import (
 from projections.model import Message, MessageType
 from projections.readable import OUTCOME_WORDS, CommitmentView, commitment_views
 from projections.summarise import estimate_tokens
+from tests.context_checks import contradictions as text_contradictions
+from tests.context_checks import ended_outcomes
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 PROJECTION = CommitmentProjection()
@@ -171,34 +173,8 @@ def context(max_tokens: int, **overrides: object) -> ChannelContext:
     return assemble_context(max_tokens, **parts)  # type: ignore[arg-type]
 
 
-def ended_excerpts(views: Sequence[CommitmentView]) -> dict[str, set[str]]:
-    """What was asked -> how the commitments that asked it ended (a hand-off chain shares
-    its ask: the parent was delegated, the child may have been fulfilled)."""
-    found: dict[str, set[str]] = {}
-    for view in views:
-        if not view.is_open and view.asked and view.outcome:
-            found.setdefault(view.asked, set()).add(view.outcome)
-    return found
-
-
 def contradictions(found: ChannelContext, views: Sequence[CommitmentView]) -> list[str]:
-    """Lines that name an ended commitment without its outcome, or an open one as ended,
-    and any line under an "Open" heading that names an ended one."""
-    wrong = []
-    ended = ended_excerpts(views)
-    opened = {v.asked for v in views if v.is_open and v.asked}
-    heading = ""
-    for line in found.text.splitlines():
-        if not line.startswith(("- ", "[")):
-            heading = line
-        for asked, outcomes in ended.items():
-            named = asked in line and asked not in opened
-            if named and (
-                not any(outcome in line for outcome in outcomes)
-                or heading.startswith(("Open", "Yours"))
-            ):
-                wrong.append(line)
-    return wrong
+    return text_contradictions(found.text, views)
 
 
 def test_a_large_budget_shows_every_part_in_the_order_a_late_agent_needs() -> None:
@@ -209,7 +185,7 @@ def test_a_large_budget_shows_every_part_in_the_order_a_late_agent_needs() -> No
         "Open commitments (2, newest first):",
         "Ended without being fulfilled (4, most recent first; 1 fulfilled):",
         "Messages after offset 6 (3 of 3, oldest first):",
-        "Summary of what was said (offsets 0–6):",
+        "Summary of what was said (through offset 6):",
         "Recap (at offset 10):",
     ]
     positions = [text.index(heading) for heading in order]
@@ -264,7 +240,7 @@ def test_every_open_commitment_is_named_from_400_tokens_and_the_ended_at_1500() 
         if budget >= 400:
             assert all(v.asked in found.text for v in views if v.is_open)
         if budget >= 1500:
-            for asked, outcomes in ended_excerpts(views).items():
+            for asked, outcomes in ended_outcomes(views).items():
                 for outcome in outcomes - {"fulfilled", "delegated"}:
                     assert f"{outcome}: “{asked}”" in found.text
                 if "delegated" in outcomes:
