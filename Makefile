@@ -46,8 +46,8 @@ broker-stop: $(STAMP)
 	$(BIN)/chorus broker stop
 
 lint: $(STAMP)
-	$(BIN)/ruff check projections streams tests bench
-	$(BIN)/ruff format --check projections streams tests bench
+	$(BIN)/ruff check projections streams tests bench examples
+	$(BIN)/ruff format --check projections streams tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -27,7 +27,7 @@ from aiokafka import AIOKafkaProducer
 
 from projections.model import ActorType, Message, MessageError, MessageType, utc_now
 from streams.errors import ChorusError
-from streams.interfaces.control import latest_value
+from streams.interfaces.control import configure_channel, latest_value
 from streams.interfaces.driver_events import decided, driver_events, wait_for_event
 from streams.interfaces.worker_api import (
     NOT_READY_PATIENCE_SECONDS,
@@ -36,13 +36,14 @@ from streams.interfaces.worker_api import (
     WorkerUnreachable,
 )
 from streams.kafka.produce import SentMessage, deliver, enum_member, prepare, started_producer
-from streams.records import DriverEvent, summary_view
+from streams.records import ChannelConfig, DriverEvent, summary_view
 from streams.settings import Settings
 from streams.topology import RECAPS, SUMMARIES
 
 __all__ = [
     "ActorType",
     "AgentContext",
+    "ChannelConfig",
     "ChannelNotFound",
     "Client",
     "Decision",
@@ -241,6 +242,27 @@ class Client:
                 self._producer = await started_producer(self.settings)
             return self._producer
 
+    async def configure(
+        self,
+        channel: str,
+        *,
+        termination: Sequence[str] | None = None,
+        summary_after_messages: int | None = None,
+        summary_after_seconds: float | None = None,
+        recap_debounce_seconds: float | None = None,
+    ) -> ChannelConfig:
+        """Change the channel's configuration (what is not given is kept), e.g. when its work
+        is over: `termination=["all-commitments-resolved", "escalate-on-decline:1"]`. An
+        unknown condition or a value out of range raises `ValueError`."""
+        return await configure_channel(
+            self.settings,
+            channel,
+            termination=list(termination) if termination is not None else None,
+            summary_after_messages=summary_after_messages,
+            summary_after_seconds=summary_after_seconds,
+            recap_debounce_seconds=recap_debounce_seconds,
+        )
+
     # --- driver events ------------------------------------------------------------------------
 
     async def wait(
@@ -359,6 +381,7 @@ class SyncClient:
 
     send = _blocking(Client.send)
     reply = _blocking(Client.reply)
+    configure = _blocking(Client.configure)
     wait = _blocking(Client.wait)
     context = _blocking(Client.context)
     state = _blocking(Client.state)

@@ -332,3 +332,24 @@ async def test_summary_and_recap_come_from_the_compacted_topics_when_no_worker_a
         recap = await chorus.recap(CHANNEL)
     assert (summary["channel"], summary["content"]) == (CHANNEL, "the plan so far")
     assert recap == {"channel": CHANNEL, "phase": "IDLE", "text": None, "recap": None}
+
+
+@pytest.mark.kafka
+async def test_configure_keeps_what_is_not_given_and_refuses_unknown_conditions(
+    chorus_settings: Settings,
+) -> None:
+    from streams.interfaces.control import latest_value
+    from streams.topology import CHANNEL_CONFIG
+
+    await create_topics(chorus_settings)
+    async with Client(chorus_settings) as chorus:
+        await chorus.configure(CHANNEL, summary_after_messages=5)
+        config = await chorus.configure(CHANNEL, termination=["all-commitments-resolved"])
+        with pytest.raises(ValueError, match="no-such-condition"):
+            await chorus.configure(CHANNEL, termination=["no-such-condition"])
+    assert (config.termination, config.summary_after_messages) == (
+        ["all-commitments-resolved"],
+        5,
+    )
+    latest = await latest_value(chorus_settings, CHANNEL_CONFIG, CHANNEL)
+    assert latest["termination"] == ["all-commitments-resolved"]
