@@ -55,4 +55,5 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
 clean:
+	-test -x $(BIN)/chorus && $(BIN)/chorus broker stop  # its data is in .chorus/broker
 	rm -rf $(VENV) .chorus
