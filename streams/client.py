@@ -35,7 +35,14 @@ from streams.interfaces.worker_api import (
     WorkerUnavailable,
     WorkerUnreachable,
 )
-from streams.kafka.produce import SentMessage, deliver, enum_member, prepare, started_producer
+from streams.kafka.produce import (
+    SentMessage,
+    deliver,
+    encoded,
+    enum_member,
+    prepare,
+    started_producer,
+)
 from streams.records import ChannelConfig, DriverEvent, summary_view
 from streams.settings import Settings
 from streams.topology import RECAPS, SUMMARIES
@@ -202,8 +209,8 @@ class Client:
             record["topic"] = topic
         if actor_type is not None:
             record["actor_type"] = enum_member(ActorType, "actor_type", actor_type).value
-        message = prepare(record)
-        (sent,) = await deliver(await self._started_producer(), self.settings, [message])
+        records = encoded(self.settings, [prepare(record)])
+        (sent,) = await deliver(await self._started_producer(), self.settings, records)
         return sent
 
     async def reply(

@@ -109,6 +109,8 @@ async def wait_for_event(
             return latest
         kafka.seek(tp, end)
         seen = LastOffsets(limit=1)
+        if latest is not None:
+            seen.is_new(channel, latest.offset)  # a redelivery of it (or older) is not new
         while True:
             batches = await kafka.getmany(tp, timeout_ms=POLL_MS)
             for record in batches.get(tp, []):

@@ -95,18 +95,22 @@ async def started_producer(settings: Settings) -> AIOKafkaProducer:
     return kafka
 
 
+def encoded(settings: Settings, messages: Sequence[Message]) -> list[tuple[Message, bytes]]:
+    """Each message with its record value; `MessageError` for one over the size limit, so
+    nothing is sent when one of them could not be."""
+    return [(message, encode_message(message, settings.max_message_bytes)) for message in messages]
+
+
 async def deliver(
-    kafka: AIOKafkaProducer, settings: Settings, messages: Sequence[Message]
+    kafka: AIOKafkaProducer, settings: Settings, records: Sequence[tuple[Message, bytes]]
 ) -> list[SentMessage]:
-    """Send in order and wait for every acknowledgement. Every message is encoded (and its
-    size checked) before the first is sent."""
-    encoded = [encode_message(message, settings.max_message_bytes) for message in messages]
+    """Send `encoded` messages in order and wait for every acknowledgement."""
     futures = [
         await kafka.send(settings.topic(MESSAGES), key=message.channel.encode(), value=value)
-        for message, value in zip(messages, encoded, strict=True)
+        for message, value in records
     ]
     sent = []
-    for message, future in zip(messages, futures, strict=True):
+    for (message, _), future in zip(records, futures, strict=True):
         metadata = await future
         sent.append(SentMessage(message, metadata.partition, metadata.offset))
     return sent
@@ -114,8 +118,9 @@ async def deliver(
 
 async def send_messages(settings: Settings, messages: Sequence[Message]) -> list[SentMessage]:
     """Send in order with a producer of their own and wait for every acknowledgement."""
+    records = encoded(settings, messages)
     kafka = await started_producer(settings)
     try:
-        return await deliver(kafka, settings, messages)
+        return await deliver(kafka, settings, records)
     finally:
         await kafka.stop()

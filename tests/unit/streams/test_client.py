@@ -68,6 +68,13 @@ async def test_an_invalid_message_raises_one_line_naming_the_rule_before_any_sen
     assert "\n" not in str(raised.value)
 
 
+async def test_a_message_over_the_size_limit_is_refused_before_kafka_is_reached() -> None:
+    settings = no_kafka_settings().model_copy(update={"max_message_bytes": 1000})
+    async with Client(settings) as chorus:
+        with pytest.raises(MessageError, match="bytes encoded; the maximum is 1000"):
+            await chorus.send(CHANNEL, sender="planner", type="status", content="x" * 2000)
+
+
 async def test_a_bad_channel_name_is_refused_with_the_rule() -> None:
     async with Client(no_kafka_settings()) as chorus:
         with pytest.raises(MessageError, match="lowercase kebab-case"):
