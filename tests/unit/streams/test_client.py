@@ -19,6 +19,7 @@ from streams.client import (
     ChannelNotFound,
     Client,
     DriverEvent,
+    Message,
     MessageError,
     MessageType,
     SentMessage,
@@ -209,6 +210,30 @@ async def test_send_returns_the_acknowledged_message_with_a_generated_correlatio
         {"priority": 1},
     )
     assert first["deadline"] > utc_now().isoformat()
+
+
+@pytest.mark.kafka
+async def test_reply_to_a_received_message_answers_it_in_its_channel(
+    chorus_settings: Settings,
+) -> None:
+    await create_topics(chorus_settings)
+    async with Client(chorus_settings) as chorus:
+        await chorus.send(CHANNEL, sender="planner", type="query", content="who reviews?")
+        (received,) = [
+            Message.model_validate(m) for m in await messages_on_the_log(chorus_settings)
+        ]
+        answer = await chorus.reply(received, sender="rey", type="response", content="me")
+    assert (answer.channel, answer.message.in_reply_to) == (CHANNEL, received.id)
+    assert answer.correlation_id == received.correlation_id
+
+
+def test_reply_to_a_message_without_a_correlation_id_names_the_rule() -> None:
+    status = Message(channel=CHANNEL, sender="ben", type=MessageType.STATUS, content="on it")
+    with (
+        SyncClient(no_kafka_settings()) as chorus,
+        pytest.raises(MessageError, match="correlation_id is required for DONE"),
+    ):
+        chorus.reply(status, sender="planner", type="done")
 
 
 def driver_event(channel: str, offset: int, decision: str) -> DriverEvent:
