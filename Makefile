@@ -46,8 +46,8 @@ broker-stop: $(STAMP)
 	$(BIN)/chorus broker stop
 
 lint: $(STAMP)
-	$(BIN)/ruff check projections streams tests bench
-	$(BIN)/ruff format --check projections streams tests bench
+	$(BIN)/ruff check projections streams tests bench examples
+	$(BIN)/ruff format --check projections streams tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -55,4 +55,5 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
 clean:
+	-test -x $(BIN)/chorus && $(BIN)/chorus broker stop  # its data is in .chorus/broker
 	rm -rf $(VENV) .chorus

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -276,16 +277,38 @@ async def demo(settings: Settings, turns: int, rate: float, debounce: float) -> 
     return [agents, channel]
 
 
-def suggest(channels: list[str]) -> None:
+def chorus_command() -> str:
+    """How another terminal runs this `chorus`: bare when PATH finds this one, else its path
+    (relative to the current folder when inside it, such as `.venv/bin/chorus`)."""
+    here = Path(sys.executable).parent / "chorus"
+    found = shutil.which("chorus")
+    if found is not None and Path(found).resolve() == here.resolve():
+        return "chorus"
+    with contextlib.suppress(ValueError):
+        return str(here.relative_to(Path.cwd()))
+    return str(here)
+
+
+def try_these(channels: list[str], command: str) -> str:
     agents, meeting = channels
-    console.print(
-        "\nTry (in another terminal):\n"
-        f"  chorus context {agents} --max-tokens 200\n"
-        f"  chorus state {agents}\n"
-        f"  chorus summary {meeting}\n"
-        f"  chorus recap {meeting}\n"
-        "  chorus watch"
+    how = (
+        ""
+        if command == "chorus"
+        else f" from {Path.cwd()}; or `source {Path(command).parent / 'activate'}` first and "
+        "type `chorus`"
     )
+    return (
+        f"\nTry (in another terminal{how}):\n"
+        f"  {command} context {agents} --max-tokens 200\n"
+        f"  {command} state {agents}\n"
+        f"  {command} summary {meeting}\n"
+        f"  {command} recap {meeting}\n"
+        f"  {command} watch"
+    )
+
+
+def suggest(channels: list[str]) -> None:
+    console.print(try_these(channels, chorus_command()), markup=False)
 
 
 def run_demo(settings: Settings, turns: int, rate: float, debounce: float, worker: bool) -> None:

@@ -2,6 +2,8 @@
 
 async for event in driver_events(settings, channel="team/plan", until=decided):
     ...
+
+event = await wait_for_event(settings, "team/plan", decided)  # at once if already decided
 """
 
 from __future__ import annotations
@@ -9,8 +11,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 
+import orjson
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+
+from streams.kafka.clients import consumer, topic_partitions
 from streams.kafka.consume import read_topic
-from streams.records import DriverEvent
+from streams.records import DriverEvent, key_partition
 from streams.settings import Settings
 from streams.topology import DRIVER_EVENTS
 
@@ -36,6 +42,11 @@ class LastOffsets:
         if len(self._last) > self.limit:
             self._last.popitem(last=False)
         return True
+
+
+# The first look-back reads this many records before the end; each further one twice as many.
+LOOK_BACK_RECORDS = 1000
+POLL_MS = 1000
 
 
 def decided(event: DriverEvent) -> bool:
@@ -68,3 +79,72 @@ async def driver_events(
         yield event
         if until is not None and until(event):
             return
+
+
+async def wait_for_event(
+    settings: Settings, channel: str, until: Callable[[DriverEvent], bool]
+) -> DriverEvent:
+    """The first driver event of `channel` that satisfies `until`, counting the channel's
+    latest event already on the topic: no race between sending a message and waiting.
+
+    It reads only the channel's partition. It notes that partition's end, looks back from
+    there for the channel's latest event (windows of 1,000 records, each further one twice
+    as long, stopping at the first window that holds one: bounded by the topic's retention
+    and never more than twice the distance to that event), and returns it if it satisfies
+    `until`; else it follows the partition from the noted end, so no event falls between the
+    two. Cancel it (or wrap it in a timeout) to stop waiting.
+    """
+    topic = settings.topic(DRIVER_EVENTS)
+    kafka = consumer(
+        settings, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest"
+    )
+    await kafka.start()
+    try:
+        partitions = await topic_partitions(kafka, topic)
+        tp = TopicPartition(topic, key_partition(channel.encode(), len(partitions)))
+        kafka.assign([tp])
+        end = (await kafka.end_offsets([tp]))[tp]
+        latest = await _latest_before(kafka, tp, channel, end)
+        if latest is not None and until(latest):
+            return latest
+        kafka.seek(tp, end)
+        seen = LastOffsets(limit=1)
+        if latest is not None:
+            seen.is_new(channel, latest.offset)  # a redelivery of it (or older) is not new
+        while True:
+            batches = await kafka.getmany(tp, timeout_ms=POLL_MS)
+            for record in batches.get(tp, []):
+                event = _event_of(record, channel)
+                if event is not None and seen.is_new(channel, event.offset) and until(event):
+                    return event
+    finally:
+        await kafka.stop()
+
+
+async def _latest_before(
+    kafka: AIOKafkaConsumer, tp: TopicPartition, channel: str, end: int
+) -> DriverEvent | None:
+    """The channel's last driver event before offset `end` of its partition, if any."""
+    begin = (await kafka.beginning_offsets([tp]))[tp]
+    window, stop = LOOK_BACK_RECORDS, end
+    while stop > begin:
+        start = max(begin, stop - window)
+        kafka.seek(tp, start)
+        found: ConsumerRecord | None = None
+        while await kafka.position(tp) < stop:
+            records = (await kafka.getmany(tp, timeout_ms=POLL_MS)).get(tp, [])
+            if not records:
+                break  # nothing more to read (records deleted under the look-back)
+            for record in records:
+                if record.offset < stop and record.key == channel.encode():
+                    found = record
+        if found is not None:
+            return _event_of(found, channel)
+        window, stop = 2 * window, start
+    return None
+
+
+def _event_of(record: ConsumerRecord, channel: str) -> DriverEvent | None:
+    if record.key != channel.encode() or record.value is None:
+        return None
+    return DriverEvent.model_validate(orjson.loads(record.value))

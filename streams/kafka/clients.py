@@ -17,7 +17,20 @@ class NoBrokerError(ChorusError):
     """No cluster is configured and no local broker is running."""
 
 
+# The folder that holds the chorus source when chorus runs from a checkout (an editable
+# install or the source tree); an installed copy has no pyproject.toml beside its packages.
+_SOURCE_ROOT = Path(__file__).resolve().parents[2]
+
+
 def local_run_dir(settings: Settings) -> Path:
+    """The embedded broker's run folder: one per checkout, so two checkouts on a machine
+    never share a broker's data (`.chorus/broker` in the checkout). With CHORUS_BROKER_HOME
+    set, or for an installed chorus, `run` under the broker home (~/.cache/chorus)."""
+    if (
+        "broker_home" not in settings.model_fields_set
+        and (_SOURCE_ROOT / "pyproject.toml").is_file()
+    ):
+        return _SOURCE_ROOT / ".chorus" / "broker"
     return settings.broker_home / "run"
 
 
@@ -27,11 +40,12 @@ def bootstrap_servers(settings: Settings) -> str:
         return settings.bootstrap_servers
     from streams.ops.broker.cluster import cluster_status
 
-    cluster = cluster_status(local_run_dir(settings))
+    run_dir = local_run_dir(settings)
+    cluster = cluster_status(run_dir)
     if cluster is None:
         raise NoBrokerError(
-            "no Kafka broker: run `chorus broker start` (or `make broker`), "
-            "or set CHORUS_BOOTSTRAP_SERVERS to an existing cluster"
+            f"no Kafka broker (none runs from {run_dir}): run `chorus broker start` "
+            "(or `make broker`), or set CHORUS_BOOTSTRAP_SERVERS to an existing cluster"
         )
     return cluster.bootstrap_servers
 

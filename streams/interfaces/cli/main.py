@@ -6,13 +6,14 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TextIO, TypeVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 import orjson
 from aiokafka.errors import KafkaError
 
-from projections.model import ActorType, MessageError, MessageType
+from projections.model import ActorType, MessageError, MessageType, utc_now
 from streams.interfaces.cli.failures import ChorusGroup
 from streams.interfaces.cli.replay import replay_command
 from streams.interfaces.worker_api import (
@@ -24,6 +25,9 @@ from streams.interfaces.worker_api import (
 from streams.kafka.clients import MissingTopicError, NoBrokerError, local_run_dir
 from streams.records import RECORDS_BY_TOPIC
 from streams.settings import get_settings
+
+if TYPE_CHECKING:
+    from streams.kafka.produce import SentMessage
 
 T = TypeVar("T")
 
@@ -151,57 +155,108 @@ def schema() -> None:
 # --- produce and consume ----------------------------------------------------------------------
 
 
-def _report_delivered(delivered: list[Any]) -> None:
-    for item in delivered:
-        click.echo(
-            f"{item.message.channel}\t{item.message.id}\tpartition={item.partition}"
-            f"\toffset={item.offset}"
-        )
+def parse_deadline(_: click.Context, __: click.Parameter, text: str | None) -> datetime | None:
+    """An ISO 8601 time (no zone: UTC), or a delay from now such as 90, 30s, 5m or 1h."""
+    if text is None:
+        return None
+    if text[:1].isdigit() and (text[-1:] in "smh" or text.replace(".", "", 1).isdigit()):
+        delay = parse_duration(text)
+        if delay <= 0:
+            raise click.BadParameter(f"{text!r}: a delay must be more than 0 seconds")
+        return utc_now() + timedelta(seconds=delay)
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither an ISO time (2026-05-01T12:00:00Z) nor a delay like 30s, 5m"
+        ) from None
+
+
+def parse_payload(_: click.Context, __: click.Parameter, text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        payload = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise click.BadParameter(f"not valid JSON: {error}") from None
+    if not isinstance(payload, dict):
+        raise click.BadParameter(f"must be a JSON object, got {type(payload).__name__}")
+    return payload
+
+
+def _report_sent(sent: list[SentMessage], as_json: bool) -> None:
+    for item in sent:
+        if as_json:
+            where = {
+                "channel": item.channel,
+                "id": item.id,
+                "correlation_id": item.correlation_id,
+                "partition": item.partition,
+                "offset": item.offset,
+            }
+            click.echo(orjson.dumps(where).decode())
+        else:
+            click.echo(
+                f"{item.channel}\t{item.id}\tcorrelation_id={item.correlation_id or '-'}"
+                f"\tpartition={item.partition}\toffset={item.offset}"
+            )
 
 
 @main.command()
-@click.option("--file", "source", type=click.File("r"), help="JSON lines ('-' for stdin).")
-@click.option("--channel")
-@click.option("--sender")
-@click.option("--type", "type_", type=click.Choice([t.value for t in MessageType]))
-@click.option("--content")
-@click.option("--actor-type", type=click.Choice([a.value for a in ActorType]), default="AGENT")
-@click.option("--correlation-id")
-@click.option("--in-reply-to")
-@click.option("--target")
-@click.option("--topic", default="general")
+@click.option(
+    "--file",
+    "source",
+    type=click.File("r"),
+    help="JSON lines ('-' for stdin), one message each; no message flags beside it.",
+)
+@click.option("--channel", help="e.g. team/plan: lowercase kebab-case segments.")
+@click.option("--sender", help="Who sends it (an agent's or a person's name).")
+@click.option(
+    "--type",
+    "type_",
+    type=click.Choice([t.value for t in MessageType], case_sensitive=False),
+    help="Message type, in any case.",
+)
+@click.option("--content", help="The text (none for EVENT).")
+@click.option(
+    "--actor-type",
+    type=click.Choice([a.value for a in ActorType], case_sensitive=False),
+    help="Who sends it, in any case (default AGENT).",
+)
+@click.option("--correlation-id", help="Generated for QUERY, COMMAND and PROPOSE when omitted.")
+@click.option("--in-reply-to", help="Id of the message this one answers.")
+@click.option("--target", help="instance:<id>, capability:<tag> or role:<name>.")
+@click.option("--topic", help="Topic within the channel (default general).")
+@click.option(
+    "--deadline",
+    help="When the request is due: an ISO time (no zone: UTC) or a delay from now of more "
+    "than 0, such as 30s, 5m or 1h.",
+    callback=parse_deadline,
+)
+@click.option("--payload", help="Structured data: a JSON object.", callback=parse_payload)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per message sent.")
 def produce(
     source: TextIO | None,
-    channel: str | None,
-    sender: str | None,
-    type_: str | None,
-    content: str | None,
-    actor_type: str,
-    correlation_id: str | None,
-    in_reply_to: str | None,
-    target: str | None,
-    topic: str,
+    as_json: bool,
+    **flags: Any,
 ) -> None:
-    """Send one message from flags, or JSON lines from --file. Exit 2 if any line was bad."""
+    """Send one message from flags, or JSON lines from --file; print each message's channel,
+    id, correlation_id, partition and offset. Exit 2 if any line was bad."""
     from streams.kafka.produce import parse_json_lines, prepare, send_messages
 
     settings = get_settings()
+    given = [name for name, value in flags.items() if value is not None]
     if source is not None:
+        if given:
+            options = ", ".join("--" + name.rstrip("_").replace("_", "-") for name in given)
+            raise click.UsageError(
+                f"{options} cannot be used with --file: each JSON line holds its own fields"
+            )
         messages, errors = parse_json_lines(source)
     else:
-        if not (channel and sender and type_):
+        if not (flags["channel"] and flags["sender"] and flags["type_"]):
             raise click.UsageError("give --file, or --channel, --sender and --type")
-        record = {
-            "channel": channel,
-            "sender": sender,
-            "type": type_,
-            "content": content,
-            "actor_type": actor_type,
-            "correlation_id": correlation_id,
-            "in_reply_to": in_reply_to,
-            "target": target,
-            "topic": topic,
-        }
+        record = {name.rstrip("_"): value for name, value in flags.items() if value is not None}
         try:
             messages, errors = [prepare(record)], []
         except MessageError as error:
@@ -209,7 +264,7 @@ def produce(
     for line_error in errors:
         click.echo(f"error: {line_error}", err=True)
     if messages:
-        _report_delivered(run(send_messages(settings, messages)))
+        _report_sent(run(send_messages(settings, messages)), as_json)
     if errors:
         sys.exit(2)
 

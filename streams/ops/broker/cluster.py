@@ -138,9 +138,11 @@ def _port_free(port: int) -> bool:
 
 def _port_in_use_error(port: int) -> BrokerError:
     return BrokerError(
-        f"port {port} is already in use; stop whatever holds it or set CHORUS_BROKER_PORT "
-        f"(or, if it is a Kafka broker you want to use, set "
-        f"CHORUS_BOOTSTRAP_SERVERS=127.0.0.1:{port})"
+        f"port {port} is already in use (by the broker of another chorus checkout? each "
+        f"checkout runs its own); stop whatever holds it or set CHORUS_BROKER_PORT for this "
+        f"checkout (e.g. CHORUS_BROKER_PORT={port + 100}); to use the Kafka broker that is "
+        f"there instead, set CHORUS_BOOTSTRAP_SERVERS=127.0.0.1:{port}, or give both "
+        f"checkouts the same CHORUS_BROKER_HOME"
     )
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+import pytest
+
 from projections.model import utc_now
+from streams.interfaces import demo
 from streams.interfaces.demo import scenario_messages, scenario_records
 
 
@@ -18,3 +24,23 @@ def test_each_run_gets_its_own_ids_and_keeps_the_replies_linked() -> None:
             assert message.in_reply_to == by_record[record["in_reply_to"]].id
         if record.get("correlation_id"):
             assert message.correlation_id == record["correlation_id"] + "-aaa111"
+
+
+def test_the_suggested_commands_say_how_to_run_a_chorus_that_is_not_on_the_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(demo.shutil, "which", lambda _: None)
+    monkeypatch.chdir(Path(sys.executable).parents[2])  # the folder holding .venv
+    command = demo.chorus_command()
+    assert command == str(Path(sys.executable).parent.relative_to(Path.cwd()) / "chorus")
+    text = demo.try_these(["demo/agents", "demo/meeting"], command)
+    assert f"  {command} context demo/agents --max-tokens 200" in text
+    assert f"`source {Path(command).parent / 'activate'}` first" in text
+
+
+def test_a_chorus_on_the_path_is_suggested_bare(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo.shutil, "which", lambda _: str(Path(sys.executable).parent / "chorus"))
+    command = demo.chorus_command()
+    assert command == "chorus"
+    text = demo.try_these(["demo/agents", "demo/meeting"], command)
+    assert "Try (in another terminal):\n  chorus context demo/agents" in text

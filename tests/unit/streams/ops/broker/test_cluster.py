@@ -62,8 +62,10 @@ def test_port_in_use_names_the_port(tmp_path: Path) -> None:
                 kafka_version="4.1.1",
             )
     message = str(err.value)
-    assert f"port {port} is already in use" in message
-    assert "CHORUS_BROKER_PORT" in message
+    assert f"port {port} is already in use (by the broker of another chorus checkout?" in message
+    assert f"CHORUS_BROKER_PORT={port + 100}" in message
+    assert f"CHORUS_BOOTSTRAP_SERVERS=127.0.0.1:{port}" in message
+    assert "CHORUS_BROKER_HOME" in message
 
 
 def test_missing_java_is_reported(tmp_path: Path, bin_dir: Path) -> None:

@@ -1,0 +1,1 @@
+"""Programs that use chorus through its public client (`streams.client`) only."""

@@ -1,0 +1,228 @@
+"""A release team coordinating through chorus with the public client only.
+
+A planner hands out work; two writers (ana, ben) and a reviewer (rey) act on what they owe,
+which each of them reads from the channel's state (every driver event carries it). What
+happens: ana declines the changelog; ben takes it, acknowledges and hands it off to ana,
+who finishes it; ben fails the benchmark; a sanity check asked of `role:reviewer` with a
+5-second deadline expires before anyone takes it; rey joins late, reads the channel's
+context for itself, sees it owes the review and does it; the channel's termination
+(`all-commitments-resolved | escalate-on-decline:1`) then decides COMPLETE, which the
+planner waits for.
+
+Needs a running worker (`chorus worker`) and the same CHORUS_* settings:
+
+    python examples/release_team.py [CHANNEL]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from streams.client import AgentContext, Client, DriverEvent, MessageType, SentMessage, decided
+
+TERMINATION = ["all-commitments-resolved", "escalate-on-decline:1"]
+ACTIVE = ("OPEN", "ACKNOWLEDGED")
+# Every step of the example is done within this (a worker folds a message in milliseconds).
+STEP_TIMEOUT = 60.0
+
+
+def commitments(event: DriverEvent) -> dict[str, dict[str, Any]]:
+    """The channel's commitments after the event's message: id -> commitment."""
+    state = event.states["commitments"].state or {}
+    found: dict[str, dict[str, Any]] = state.get("commitments", {})
+    return found
+
+
+def owed_by(event: DriverEvent, addresses: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The active commitments whose obligor is one of `addresses`, oldest first."""
+    return [
+        commitment
+        for commitment in commitments(event).values()
+        if commitment["state"] in ACTIVE and commitment["obligor"] in addresses
+    ]
+
+
+def ended(correlation_id: str) -> Callable[[DriverEvent], bool]:
+    """`until` for `wait`: the request's latest commitment has ended (handoffs followed)."""
+
+    def check(event: DriverEvent) -> bool:
+        chain = [c for c in commitments(event).values() if c["correlation_id"] == correlation_id]
+        return bool(chain) and chain[-1]["state"] not in ACTIVE
+
+    return check
+
+
+def state_of(event: DriverEvent, correlation_id: str) -> str:
+    """How the request `correlation_id` ended: the state of its latest commitment."""
+    chain = [c for c in commitments(event).values() if c["correlation_id"] == correlation_id]
+    return str(chain[-1]["state"])
+
+
+async def answer(
+    chorus: Client,
+    channel: str,
+    commitment: dict[str, Any],
+    sender: str,
+    kind: MessageType,
+    content: str,
+    target: str | None = None,
+) -> SentMessage:
+    """Reply to the message that opened `commitment` (known from the state, not from a
+    received message, so `send` with the ids it holds instead of `reply`)."""
+    return await chorus.send(
+        channel,
+        sender=sender,
+        type=kind,
+        content=content,
+        target=target,
+        in_reply_to=commitment["opened_by"],
+        correlation_id=commitment["correlation_id"],
+    )
+
+
+Policy = Callable[[dict[str, Any]], list[tuple[MessageType, str, str | None]]]
+
+
+def ana_policy(commitment: dict[str, Any]) -> list[tuple[MessageType, str, str | None]]:
+    if commitment["parent"] is None:  # asked directly: too busy
+        return [(MessageType.DECLINE, "busy with the storage migration until Friday", None)]
+    return [(MessageType.DONE, "changelog written: docs/changelog.md", None)]
+
+
+def ben_policy(commitment: dict[str, Any]) -> list[tuple[MessageType, str, str | None]]:
+    if "changelog" in (commitment["excerpt"] or ""):
+        return [
+            (MessageType.STATUS, "on it", None),
+            (
+                MessageType.HANDOFF,
+                "ana wrote the parser changes; handing it to her",
+                "instance:ana",
+            ),
+        ]
+    return [(MessageType.FAILURE, "the benchmark machine is down", None)]
+
+
+async def writer(client: Client, channel: str, name: str, policy: Policy) -> list[str]:
+    """Act once on every commitment owed to `instance:<name>` until the channel is decided;
+    the kinds of what it sent, in order."""
+    handled: set[str] = set()
+    sent: list[str] = []
+    address = (f"instance:{name}",)
+
+    def work_or_done(event: DriverEvent) -> bool:
+        new = [c for c in owed_by(event, address) if c["id"] not in handled]
+        return bool(new) or decided(event)
+
+    while True:
+        event = await client.wait(channel, until=work_or_done, timeout=STEP_TIMEOUT)
+        if decided(event):
+            return sent
+        for commitment in owed_by(event, address):
+            if commitment["id"] in handled:
+                continue
+            handled.add(commitment["id"])
+            for kind, content, target in policy(commitment):
+                await answer(client, channel, commitment, name, kind, content, target)
+                sent.append(kind.value)
+
+
+@dataclass
+class Outcome:
+    """What the run came to: how each request ended, the decision, what the reviewer read."""
+
+    requests: dict[str, str] = field(default_factory=dict)
+    decision: dict[str, Any] = field(default_factory=dict)
+    reviewer_owed: list[str] = field(default_factory=list)
+    reviewer_context: AgentContext | None = None
+    writers_sent: dict[str, list[str]] = field(default_factory=dict)
+
+
+async def reviewer(client: Client, channel: str, outcome: Outcome) -> None:
+    """Joins late: reads what it should know, then does what it owes."""
+    outcome.reviewer_context = await client.context(channel, max_tokens=400, for_agent="rey")
+    state = await client.state(channel)
+    owed = [
+        commitment
+        for commitment in state["projections"]["commitments"]["state"]["commitments"].values()
+        if commitment["state"] in ACTIVE
+        and commitment["obligor"] in ("instance:rey", "role:reviewer")
+    ]
+    outcome.reviewer_owed = [commitment["excerpt"] for commitment in owed]
+    for commitment in owed:
+        await answer(
+            client, channel, commitment, "rey", MessageType.DONE, "reviewed: two typos fixed"
+        )
+
+
+async def planner(client: Client, channel: str, outcome: Outcome) -> None:
+    await client.configure(channel, termination=TERMINATION)
+    # Owed by the reviewer, who is not here yet: the channel stays open until it is done.
+    await client.send(
+        channel,
+        sender="planner",
+        type="command",
+        content="review docs/changelog.md before the release",
+        target="instance:rey",
+    )
+
+    async def ask(label: str, **fields: Any) -> str:
+        request = await client.send(channel, sender="planner", **fields)
+        assert request.correlation_id is not None  # generated for a COMMAND or QUERY
+        event = await client.wait(
+            channel, until=ended(request.correlation_id), timeout=STEP_TIMEOUT
+        )
+        outcome.requests[label] = state_of(event, request.correlation_id)
+        return outcome.requests[label]
+
+    write = "write the changelog for 2.0"
+    if await ask("changelog to ana", type="command", content=write, target="instance:ana") != (
+        "FULFILLED"
+    ):
+        await ask("changelog to ben", type="command", content=write, target="instance:ben")
+    await ask("benchmark", type="command", content="benchmark the parser", target="instance:ben")
+    await ask(
+        "sanity check",
+        type="query",
+        content="is the version number right?",
+        target="role:reviewer",
+        deadline=timedelta(seconds=5),
+    )
+
+
+async def run(channel: str, client: Client) -> Outcome:
+    outcome = Outcome()
+    writers = {
+        name: asyncio.ensure_future(writer(client, channel, name, policy))
+        for name, policy in (("ana", ana_policy), ("ben", ben_policy))
+    }
+    await planner(client, channel, outcome)
+    await reviewer(client, channel, outcome)
+    final = await client.wait(channel, until=decided, timeout=STEP_TIMEOUT)
+    outcome.decision = final.decision
+    for name, task in writers.items():
+        outcome.writers_sent[name] = await task
+    return outcome
+
+
+async def main(channel: str) -> None:
+    async with Client() as client:
+        outcome = await run(channel, client)
+    for label, state in outcome.requests.items():
+        print(f"{label:18} {state}")
+    print(f"writers sent       {outcome.writers_sent}")
+    print(f"the reviewer owed  {outcome.reviewer_owed}")
+    if outcome.reviewer_context is not None:
+        print(f"its context:\n{outcome.reviewer_context.text}")
+    print(f"decision           {outcome.decision}")
+
+
+if __name__ == "__main__":
+    asyncio.run(
+        main(sys.argv[1] if len(sys.argv) > 1 else f"example/release-{uuid.uuid4().hex[:8]}")
+    )

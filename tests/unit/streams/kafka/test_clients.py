@@ -1,0 +1,63 @@
+"""Where the embedded broker of this chorus runs: one per checkout by default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streams.kafka import clients
+from streams.kafka.clients import NoBrokerError, bootstrap_servers, local_run_dir
+from streams.settings import Settings
+
+
+def checkout(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "pyproject.toml").write_text('[project]\nname = "chorus"\n')
+    return path
+
+
+@pytest.fixture
+def no_broker_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHORUS_BROKER_HOME", raising=False)
+    monkeypatch.chdir(Path(__file__).parent)  # no .env file here
+
+
+def test_each_checkout_has_its_own_run_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_broker_home: None
+) -> None:
+    found = []
+    for name in ("one", "two"):
+        root = checkout(tmp_path / name)
+        monkeypatch.setattr(clients, "_SOURCE_ROOT", root)
+        found.append(local_run_dir(Settings()))
+    assert found == [tmp_path / "one/.chorus/broker", tmp_path / "two/.chorus/broker"]
+
+
+def test_this_checkout_runs_its_broker_under_its_own_chorus_folder(no_broker_home: None) -> None:
+    repo = Path(__file__).resolve().parents[4]
+    assert local_run_dir(Settings()) == repo / ".chorus" / "broker"
+
+
+def test_an_installed_chorus_uses_the_broker_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_broker_home: None
+) -> None:
+    monkeypatch.setattr(clients, "_SOURCE_ROOT", tmp_path / "site-packages")
+    assert local_run_dir(Settings()) == Path.home() / ".cache" / "chorus" / "run"
+
+
+def test_broker_home_set_shares_its_run_dir_whatever_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(clients, "_SOURCE_ROOT", checkout(tmp_path / "one"))
+    monkeypatch.setenv("CHORUS_BROKER_HOME", str(tmp_path / "shared"))
+    assert local_run_dir(Settings()) == tmp_path / "shared" / "run"
+
+
+def test_without_a_broker_the_error_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_broker_home: None
+) -> None:
+    monkeypatch.setattr(clients, "_SOURCE_ROOT", checkout(tmp_path / "one"))
+    monkeypatch.delenv("CHORUS_BOOTSTRAP_SERVERS", raising=False)
+    with pytest.raises(NoBrokerError, match=r"none runs from .*one/\.chorus/broker"):
+        bootstrap_servers(Settings())
