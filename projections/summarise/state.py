@@ -19,6 +19,7 @@ __all__ = [
     "STATE_HEADERS",
     "narrative_of",
     "state_part",
+    "state_part_of",
     "with_state",
 ]
 
@@ -58,6 +59,13 @@ def _bullets(views: Sequence[CommitmentView], shown: int, more: str | None) -> l
 def with_state(narrative: str, part: str) -> str:
     """The record's text: the narrative, then the state part."""
     return _SEPARATOR.join(piece for piece in (narrative.strip(), part) if piece)
+
+
+def state_part_of(text: str, narrative: str | None) -> str:
+    """The state part of a record's text ("" for a record without a narrative field)."""
+    if narrative is None or not text.startswith(narrative.strip()):
+        return ""
+    return text[len(narrative.strip()) :].strip()
 
 
 def narrative_of(text: str, narrative: str | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from projections.model import utc_now
+from projections.summarise.state import state_part_of, with_state
 from projections.termination import parse_conditions
 from streams.kafka.clients import producer
 from streams.kafka.consume import read_topic
@@ -46,13 +47,21 @@ async def configure_channel(settings: Settings, channel: str, **changes: Any) ->
 
 
 async def set_summary(settings: Settings, channel: str, text: str, by: str) -> SummaryRecord:
-    """The manual override: new text; annotations, offsets and counts are kept."""
+    """The manual override of the narrative: new text; the state part (rendered from the
+    commitments state), annotations, offsets and counts are kept."""
     current = await latest_value(settings, SUMMARIES, channel)
     base = (
         SummaryRecord.model_validate(current)
         if current
         else SummaryRecord(channel=channel, text="")
     )
-    record = base.model_copy(update={"text": text, "updated_by": by, "updated_at": utc_now()})
+    record = base.model_copy(
+        update={
+            "text": with_state(text, state_part_of(base.text, base.narrative)),
+            "narrative": text,
+            "updated_by": by,
+            "updated_at": utc_now(),
+        }
+    )
     await publish(settings, SUMMARIES, channel, record)
     return record

@@ -39,8 +39,15 @@ async def test_the_release_team_coordinates_to_a_decision(
     }
     assert outcome.reviewer_owed == ["review docs/changelog.md before the release"]
     assert outcome.reviewer_context is not None
-    assert "review docs/changelog.md" in outcome.reviewer_context.text
-    assert outcome.decision == {"decision": "COMPLETE", "detail": "All commitments resolved"}
+    yours = outcome.reviewer_context.text.split("\n\n")[1]
+    assert yours.startswith("Yours, rey (1 open")
+    assert "rey owes planner: “review docs/changelog.md before the release”" in yours
+    assert outcome.reviewer_context.decision is not None
+    assert outcome.reviewer_context.decision.decision == "CONTINUE"
+    assert outcome.decision == {
+        "decision": "COMPLETE",
+        "detail": "All commitments resolved (2 fulfilled, 1 declined, 1 failed, 1 expired)",
+    }
 
     folded = state["projections"]["commitments"]["state"]
     by_excerpt = {c["excerpt"]: c for c in folded["commitments"].values() if c["parent"] is None}

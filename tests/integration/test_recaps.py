@@ -139,12 +139,15 @@ async def test_recap_fires_after_a_kill_during_the_countdown_and_costs_are_visib
             [sys.executable, "-m", "streams.interfaces.cli", "watch", "--once"],
             capture_output=True,
             text=True,
-            env=env,
+            env={**env, "COLUMNS": "200"},
             cwd=REPO,
             timeout=60,
         )
         # the title is the first message that says something until a phrase repeats
-        assert "tiny-recapper | #1 | we are migrating the billing tables | - |" in watch.stdout
+        assert (
+            "CONTINUE | tiny-recapper | #1 | we are migrating the billing tables | - |"
+            in watch.stdout
+        )
         shown = subprocess.run(
             [sys.executable, "-m", "streams.interfaces.cli", "recap", CHANNEL],
             capture_output=True,

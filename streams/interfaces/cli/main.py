@@ -531,16 +531,13 @@ def recap() -> None:
 def recap_show(channel: str) -> None:
     """Print the recap phase, countdown and latest recap of a channel; from chorus.recaps
     (phase, text and the record, no countdown) when no worker is running."""
+    from streams.client import recap_view
+
     from_worker_or_topic(
         lambda api: api.recap(channel),
         "recaps",
         channel,
-        lambda record: {
-            "channel": channel,
-            "phase": record.get("phase") if record else "IDLE",
-            "text": record.get("text") if record else None,
-            "recap": record,
-        },
+        lambda record: recap_view(channel, record),
     )
 
 
