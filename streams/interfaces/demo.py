@@ -93,6 +93,9 @@ SCENARIO = Path(__file__).resolve().parent / "demo_assets" / "multi-agent.jsonl"
 SCENARIO_CHANNEL = "demo/release-notes"
 SCENARIO_TERMINATION = ["all-commitments-resolved", "escalate-on-decline:0"]
 CONTEXT_TOKENS = 300
+# The late agent whose own context the demo shows too (it owes the scenario's open work).
+AGENT = "worker-a"
+AGENT_CONTEXT_TOKENS = 250
 
 
 def scenario_records() -> list[dict[str, Any]]:
@@ -175,11 +178,18 @@ async def show_agent_view(settings: Settings, channel: str) -> None:
     async with WorkerApi(settings) as api:
         summary = await api.summary(channel)
         context = await api.context(channel, CONTEXT_TOKENS)
+        mine = await api.context(channel, AGENT_CONTEXT_TOKENS, AGENT)
     console.print(f"\n[bold green]summary[/bold green]:\n{summary.get('content')}")
     console.print(
         f"\n[bold cyan]context within {CONTEXT_TOKENS} tokens[/bold cyan] "
-        f"({context['tokens']} used) — what an agent reads first:\n{context['text']}"
+        f"({context['tokens']} used) — what an agent reads first:"
     )
+    console.print(context["text"], markup=False)
+    console.print(
+        f"\n[bold cyan]context for {AGENT} within {AGENT_CONTEXT_TOKENS} tokens[/bold cyan] "
+        f"({mine['tokens']} used): what it owes and is owed first"
+    )
+    console.print(mine["text"], markup=False)
 
 
 async def scenario(settings: Settings, debounce: float, rate: float, run: str) -> str:
@@ -300,6 +310,7 @@ def try_these(channels: list[str], command: str) -> str:
     return (
         f"\nTry (in another terminal{how}):\n"
         f"  {command} context {agents} --max-tokens 200\n"
+        f"  {command} context {agents} --for {AGENT} --max-tokens 300\n"
         f"  {command} state {agents}\n"
         f"  {command} summary {meeting}\n"
         f"  {command} recap {meeting}\n"

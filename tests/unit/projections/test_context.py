@@ -404,3 +404,13 @@ def test_the_context_never_contradicts_the_fold(
             assert status.group(1) in {*OUTCOME_WORDS.values(), "open", "acknowledged"}
     if budget >= 1500:
         assert all(v.asked in found.text for v in views if v.is_open)
+
+
+def test_the_checker_finds_an_ended_commitment_said_to_be_open() -> None:
+    views = commitment_views(fold(scripted()))
+    stale = "Open (1):\n- worker-b owes planner: “Port the lexer to Rust” (open since today)"
+    assert text_contradictions(stale, views) == [stale.splitlines()[1]]
+    silent = "Discussed:\n- [planner] Port the lexer to Rust"
+    assert text_contradictions(silent, views) == [silent.splitlines()[1]]
+    said = "Ended (1):\n- declined: “Port the lexer to Rust” (owed by worker-b to planner)"
+    assert text_contradictions(said, views) == []

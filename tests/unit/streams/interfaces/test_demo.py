@@ -35,6 +35,7 @@ def test_the_suggested_commands_say_how_to_run_a_chorus_that_is_not_on_the_path(
     assert command == str(Path(sys.executable).parent.relative_to(Path.cwd()) / "chorus")
     text = demo.try_these(["demo/agents", "demo/meeting"], command)
     assert f"  {command} context demo/agents --max-tokens 200" in text
+    assert f"  {command} context demo/agents --for worker-a --max-tokens 300" in text
     assert f"`source {Path(command).parent / 'activate'}` first" in text
 
 
