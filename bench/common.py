@@ -42,14 +42,14 @@ class Broker:
 
     def stop(self) -> None:
         if self.run_dir is not None:
-            from streams.ops.broker.cluster import stop_cluster
+            from streams.ops.broker import stop_cluster
 
             stop_cluster(self.run_dir)
 
 
 def start_broker(work: Path) -> Broker:
     """CHORUS_BOOTSTRAP_SERVERS when set; else a local one-node broker on free ports."""
-    from streams.ops.broker.cluster import ensure_kafka_jars, free_port, start_cluster
+    from streams.ops.broker import ensure_kafka_jars, free_port, start_cluster
 
     settings = Settings()
     configured = os.environ.get("CHORUS_BOOTSTRAP_SERVERS")
@@ -60,7 +60,7 @@ def start_broker(work: Path) -> Broker:
         lib = None
     if configured:
         return Broker(configured, None, lib)
-    from streams.ops.broker.cluster import BrokerError
+    from streams.ops.broker import BrokerError
 
     for attempt in range(3):
         run_dir = work / f"kafka-{attempt}"
@@ -130,7 +130,7 @@ class Phase:
         return f"bench-{self.name}-{self.tag}"
 
     def env(self, **overrides: str) -> dict[str, str]:
-        from streams.ops.broker.cluster import free_port
+        from streams.ops.broker import free_port
 
         data_dir = self.work / f"{self.name}-{self.tag}" / "worker-data"
         data_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from bench.common import REPO, Phase, Worker, log, percentile
 from bench.data import encoded_messages
 from streams.conversations import Conversation
-from streams.ops.broker.cluster import free_port
+from streams.ops.broker import free_port
 from streams.ops.topics import create_topics
 
 

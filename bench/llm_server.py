@@ -26,7 +26,7 @@ import httpx
 
 from streams.errors import ChorusError
 from streams.llm.client import OpenAIChatClient
-from streams.ops.broker.cluster import free_port
+from streams.ops.broker import free_port
 
 MODEL_ALIAS = "gemma-3-270m-q4_k_m"
 N_CTX = 2048

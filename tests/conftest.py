@@ -29,7 +29,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if configured:
         yield configured
         return
-    from streams.ops.broker.cluster import free_port, start_cluster, stop_cluster
+    from streams.ops.broker import free_port, start_cluster, stop_cluster
 
     run_dir = tmp_path_factory.mktemp("kafka")
     cluster = start_cluster(
@@ -49,7 +49,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def chorus_env(kafka_bootstrap: str, tmp_path: Path) -> dict[str, str]:
     """Environment for one test: its own topics, consumer group, data dir and web port."""
-    from streams.ops.broker.cluster import free_port
+    from streams.ops.broker import free_port
 
     tag = uuid.uuid4().hex[:8]
     return {

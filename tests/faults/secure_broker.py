@@ -1,8 +1,8 @@
 """A one-node KRaft broker with TLS (a throwaway self-signed CA) and SASL/SCRAM listeners.
 
-streams.ops.broker.cluster only starts PLAINTEXT clusters, so the security tests write their own
+streams.ops.broker only starts PLAINTEXT clusters, so the security tests write their own
 server.properties, add SCRAM users at format time (StorageTool --add-scram) and run the
-same jars (streams.ops.broker.cluster.ensure_kafka_jars). Everything binds to 127.0.0.1.
+same jars (streams.ops.broker.ensure_kafka_jars). Everything binds to 127.0.0.1.
 
 Listeners: SASL_SSL (SCRAM over TLS), SSL (TLS only), SASL_PLAINTEXT (SCRAM only), plus a
 PLAINTEXT one for the broker's own inter-broker traffic and the controller.
@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from streams.ops.broker.cluster import READY_LINE, ensure_kafka_jars, free_ports
+from streams.ops.broker import READY_LINE, ensure_kafka_jars, free_ports
 from streams.settings import Settings
 
 LOG4J = """\

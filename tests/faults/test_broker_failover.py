@@ -19,17 +19,16 @@ import pytest
 
 from streams.kafka.clients import consumer
 from streams.kafka.produce import send_messages
-from streams.ops.broker.cluster import (
+from streams.ops.broker import (
     ClusterInfo,
     free_port,
-    kill_node,
-    restart_node,
     start_cluster,
     stop_cluster,
 )
 from streams.ops.topics import create_topics
 from streams.settings import Settings
 from streams.topology import MESSAGES
+from tests.broker_faults import kill_node, restart_node
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import (
     Producing,

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streams.ops.broker.cluster import free_port
+from streams.ops.broker import free_port
 from streams.settings import Settings
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import (

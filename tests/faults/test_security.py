@@ -21,7 +21,7 @@ import httpx
 import orjson
 import pytest
 
-from streams.ops.broker.cluster import free_port
+from streams.ops.broker import free_port
 from streams.settings import Settings
 from tests.conftest import REPO
 from tests.faults.conftest import FaultWorker

@@ -13,18 +13,17 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from streams.ops.broker.cluster import (
+from streams.ops.broker import (
     BrokerError,
     ClusterInfo,
     cluster_status,
     ensure_kafka_jars,
     free_port,
-    kill_node,
-    restart_node,
     start_cluster,
     stop_cluster,
 )
 from streams.settings import Settings
+from tests.broker_faults import kill_node, restart_node
 
 pytestmark = pytest.mark.kafka
 
@@ -171,10 +170,10 @@ def test_three_nodes_survive_one_kill(run_dir: Path) -> None:
 def test_a_cluster_id_starting_with_a_dash_formats(
     run_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import streams.ops.broker.cluster as broker
+    import streams.ops.broker.lifecycle as lifecycle
 
     # base64url ids start with "-" one time in 64; "-t <id>" would take it for an option
-    monkeypatch.setattr(broker, "_new_cluster_id", lambda: "-" + "A" * 21)
+    monkeypatch.setattr(lifecycle, "new_cluster_id", lambda: "-" + "A" * 21)
     info = _start(run_dir)
     assert asyncio.run(_topics_and_brokers(info.bootstrap_servers))[1] == 1
     assert stop_cluster(run_dir)
