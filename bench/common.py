@@ -21,9 +21,8 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from bench.meta import REPO
 from streams.settings import Settings
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def log(text: str) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 import psutil
 
 from bench.common import (
-    REPO,
     Phase,
     Worker,
     create_topic,
@@ -29,6 +28,7 @@ from bench.common import (
     topic_span,
     wait_for_count,
 )
+from bench.meta import REPO
 
 QUIX_VENV = REPO / "bench" / ".venv-quix"
 QUIX_REQUIREMENTS = REPO / "bench" / "quix_peer" / "requirements.txt"

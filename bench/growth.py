@@ -454,8 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     from bench.common import start_broker, work_dir
+    from bench.meta import RESULTS, ensure_requirements, run_meta
     from bench.report import write_growth
-    from bench.run import RESULTS, ensure_requirements, run_meta
 
     ensure_requirements()
     lengths = sorted(args.lengths or (QUICK_LENGTHS if args.quick else LENGTHS))

@@ -22,8 +22,9 @@ import httpx
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from bench.common import REPO, Phase, Worker, log, percentile
+from bench.common import Phase, Worker, log, percentile
 from bench.data import encoded_messages
+from bench.meta import REPO
 from streams.conversations import Conversation
 from streams.ops.broker import free_port
 from streams.ops.topics import create_topics

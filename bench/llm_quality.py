@@ -44,8 +44,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bench.meta import RESULTS
 from bench.summary_quality import (
-    RESULTS,
     meetings,
     new_scorer,
     rouge,
@@ -374,7 +374,7 @@ def measure(
     """Runs the phase, writing the result files after every meeting; None when the data is
     absent. Raises `bench.llm_server.LlmServerError` when the model cannot be started."""
     from bench.llm_server import chat_client, local_server
-    from bench.run import run_meta
+    from bench.meta import run_meta
     from streams.settings import Settings
 
     if split_dir(split) is None:
@@ -440,7 +440,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from bench.llm_server import LlmServerError
-    from bench.run import ensure_requirements
+    from bench.meta import ensure_requirements
 
     args = parse_args(argv)
     ensure_requirements()  # rouge-score

@@ -23,9 +23,8 @@ from pathlib import Path
 
 from bench.common import Phase, Worker, log, produce, start_broker, wait_for_count, work_dir
 from bench.data import encoded_messages, load_conversations
+from bench.meta import RESULTS
 from streams.ops.topics import create_topics
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def summarise(collapsed: Path, top: int = 35) -> str:

@@ -25,58 +25,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import shutil
 import signal
-import subprocess
 import sys
 import time
-import traceback
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
-REQUIREMENTS = REPO / "bench" / "requirements.txt"
+from bench.meta import REPO, RESULTS, ensure_requirements, run_meta
+from bench.phases import IN_PROCESS, ON_BROKER, PHASES, BenchRun, BrokerRun, run_phase, wanted
 
-PHASES = (
-    "limits",
-    "fold",
-    "floor",
-    "quix",
-    "latency",
-    "replay",
-    "recovery",
-    "summarisers",
-    "memory",
-    "quality",
-    "growth",
-    "cold",
-    "llm",
-)
-# Phases that need no broker.
-IN_PROCESS = ("summarisers", "quality", "llm")
-# Phases that run only when named in --only: "cold" takes longer than the whole default run,
-# "llm" needs requirements-llm.txt and takes an hour.
-OPT_IN = ("cold", "llm")
-
-
-def ensure_requirements() -> None:
-    """matplotlib, psutil, rouge-score (bench-only): pip-installed into this interpreter if
-    absent."""
-    missing = []
-    for module in ("matplotlib", "psutil", "rouge_score"):
-        try:
-            __import__(module)
-        except ImportError:
-            missing.append(module)
-    if not missing:
-        return
-    print(f"bench needs {', '.join(missing)}: pip install -r {REQUIREMENTS}", file=sys.stderr)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True
-    )
+if TYPE_CHECKING:
+    from bench.common import Broker
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -125,255 +86,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def wanted(args: argparse.Namespace, phase: str) -> bool:
-    if args.only:
-        return phase in args.only and phase not in args.skip
-    return phase not in OPT_IN and phase not in args.skip
-
-
 def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
-async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> None:
-    from bench import (
-        fold,
-        growth,
-        latency,
-        limits,
-        memory,
-        recovery,
-        replay_phase,
-        summarisers,
-    )
-    from bench.common import Phase, log, produce, start_broker
-    from bench.data import encoded_messages, load_conversations, size_stats
-    from streams.ops.topics import create_topics
-
-    errors: dict[str, str] = results.setdefault("errors", {})
-
-    def failed(phase: str, error: BaseException) -> None:
-        errors[phase] = f"{type(error).__name__}: {error}"
-        log(f"{phase} failed: {error}")
-        traceback.print_exc()
-
-    if wanted(args, "summarisers"):
-        log("7. summarisers in process")
-        try:
-            results["summarisers"] = await summarisers.measure(args.summariser_seconds)
-        except Exception as error:
-            failed("summarisers", error)
-
-    if wanted(args, "quality"):
-        log("9. summary quality (QMSum val)")
-        try:
-            from bench import summary_quality
-
-            quality = await asyncio.to_thread(summary_quality.measure, "val")
-            if quality is None:
-                log("  skipped: ../shared/data/qmsum is absent")
-            else:
-                results["summary_quality"] = {k: v for k, v in quality.items() if k != "rows"}
-        except Exception as error:
-            failed("quality", error)
-
-    if wanted(args, "llm"):
-        log("11. summary quality with a real model (opt-in; about 20 s an LLM call)")
-        try:
-            from bench import llm_quality
-
-            with_model = await asyncio.to_thread(
-                llm_quality.measure,
-                "val",
-                args.llm_meetings,
-                out=args.out,
-                command=results["meta"]["command"],
-            )
-            if with_model is None:
-                log("  skipped: ../shared/data/qmsum is absent")
-            else:
-                results["llm_quality"] = with_model["total"]
-                if with_model["total"]["degenerate"]:
-                    raise AssertionError(
-                        "a degenerate answer became the summary: "
-                        + "; ".join(with_model["total"]["degenerate"])
-                    )
-        except Exception as error:
-            failed("llm", error)
-
-    needs_broker = any(wanted(args, p) for p in PHASES if p not in IN_PROCESS)
-    if not needs_broker:
-        return
-    log("starting the broker")
-    broker = start_broker(work)
-    results["meta"]["bootstrap"] = "local (started by bench)" if broker.run_dir else "external"
-    try:
-        source, conversations = load_conversations()
-        events_per_message = 1  # driver events v2: one per message, every state in it
-        phase = Phase("tput", broker, work, partitions=args.partitions)
-        settings = phase.settings()
-        await create_topics(settings)
-        log(f"producing {args.messages:,} messages over {args.channels:,} channels")
-        records = encoded_messages(conversations, args.messages, args.channels)
-        sizes = size_stats(records)
-        count, seconds = await produce(broker.bootstrap, phase.topic("messages"), records)
-        del records
-        results["dataset"] = {
-            "source": source,
-            "messages": count,
-            "channels": args.channels,
-            "partitions": args.partitions,
-            "mean_bytes": sizes["mean"],
-            "min_bytes": sizes["min"],
-            "max_bytes": sizes["max"],
-            "produce_msgs_per_s": count / seconds,
-        }
-
-        if wanted(args, "limits"):
-            log("1. the limit")
-            try:
-                results["limits"] = await limits.measure_limits(
-                    broker.lib, broker.bootstrap, phase.topic("messages"), count, args.repeats
-                )
-            except Exception as error:
-                failed("limits", error)
-
-        worker = None
-        fold_results: dict[str, Any] = results.setdefault("fold", {})
-        if wanted(args, "fold"):
-            log("2. chorus worker fold")
-            try:
-                fold_results["chorus_worker"], worker = await fold.run_chorus(
-                    phase, count, events_per_message, args.timeout
-                )
-                log(f"  chorus worker: {fold_results['chorus_worker']['msgs_per_s']:,.0f} msg/s")
-            except Exception as error:
-                failed("fold", error)
-            log("2. chorus fold stage alone")
-            try:
-                fold_results["chorus_fold_stage"], _ = await fold.run_chorus(
-                    phase, count, events_per_message, args.timeout, fold_only=True
-                )
-                log(f"  fold stage: {fold_results['chorus_fold_stage']['msgs_per_s']:,.0f} msg/s")
-            except Exception as error:
-                failed("fold_stage", error)
-
-        if wanted(args, "floor"):
-            # What Faust alone costs per message, configured like chorus (bench/faust_floor.py).
-            floor_results = results.setdefault("faust_floor", {})
-            for mode in ("read", "send", "table"):
-                log(f"2. Faust floor: {mode}")
-                try:
-                    floor_results[mode] = await fold.run_floor(phase, count, mode, args.timeout)
-                    log(f"  faust {mode}: {floor_results[mode]['msgs_per_s']:,.0f} msg/s")
-                except Exception as error:
-                    failed(f"floor-{mode}", error)
-
-        if wanted(args, "quix"):
-            log("3. Quix Streams peer")
-            try:
-                fold_results["quix"] = await fold.run_quix(
-                    phase, count, events_per_message, args.timeout
-                )
-                log(f"  quix: {fold_results['quix']['msgs_per_s']:,.0f} msg/s")
-            except Exception as error:
-                fold_results["quix_error"] = str(error)
-                failed("quix", error)
-
-        if wanted(args, "replay"):
-            log("5. replay vs raw read")
-            try:
-                replay_settings = settings.model_copy(
-                    update={"bootstrap_servers": broker.bootstrap}
-                )
-                results["replay"] = await replay_phase.measure(replay_settings, count)
-                log(f"  replay: {results['replay']}")
-            except Exception as error:
-                failed("replay", error)
-
-        if wanted(args, "recovery") and worker is not None:
-            log("6. recovery")
-            try:
-                data_dir = Path(phase.env()["CHORUS_DATA_DIR"])
-                log_dirs = [broker.run_dir] if broker.run_dir else []
-                results["recovery"] = await recovery.measure(
-                    phase, data_dir, count, args.timeout, log_dirs
-                )
-            except Exception as error:
-                failed("recovery", error)
-
-        if wanted(args, "cold"):
-            log(f"6. cold restore at scale: {args.cold_messages} messages")
-            try:
-                results["cold_restore"] = await recovery.measure_cold_at_scale(
-                    broker,
-                    work,
-                    args.cold_messages,
-                    args.cold_channels,
-                    args.timeout,
-                    args.partitions,
-                    args.cold_build,
-                )
-            except Exception as error:
-                failed("cold", error)
-
-        if wanted(args, "latency"):
-            fold_rate = (fold_results.get("chorus_worker") or {}).get("msgs_per_s")
-            rates = [args.rate]
-            if fold_rate and fold_rate < args.rate:
-                # Also at a rate the worker sustains, so the percentiles mean something.
-                rates.append(max(10.0, round(fold_rate * 0.5, -1)))
-            runs = results.setdefault("latency", [])
-            for rate in rates:
-                for llm_delay in (None, 2.0):
-                    log(f"4. latency at {rate:,.0f} msg/s, LLM delay {llm_delay}")
-                    try:
-                        lat_phase = Phase("lat", broker, work, partitions=args.partitions)
-                        duration = args.latency_seconds
-                        runs.append(
-                            await latency.measure(
-                                lat_phase,
-                                conversations,
-                                rate,
-                                duration,
-                                min(args.channels, 100),
-                                args.drain,
-                                events_per_message,
-                                llm_delay,
-                            )
-                        )
-                    except Exception as error:
-                        failed(f"latency-{rate:.0f}-{llm_delay}", error)
-
-        if wanted(args, "memory"):
-            log(f"8. memory over {args.memory_channels:,} channels")
-            try:
-                mem_phase = Phase("mem", broker, work, partitions=args.partitions)
-                results["memory"] = await memory.measure(
-                    mem_phase,
-                    conversations,
-                    args.memory_channels,
-                    events_per_message,
-                    round_timeout=90.0 if args.quick else 180.0,
-                )
-            except Exception as error:
-                failed("memory", error)
-        if wanted(args, "growth"):
-            log("9. bounded state: one growing channel")
-            try:
-                results["growth"] = await growth.measure(
-                    broker,
-                    work,
-                    growth.QUICK_LENGTHS if args.quick else growth.LENGTHS,
-                    growth.QUICK_LENGTHS if args.quick else growth.LENGTHS,
-                    timeout=120.0 if args.quick else 900.0,
-                )
-            except Exception as error:
-                failed("growth", error)
-    finally:
-        log("stopping the broker")
-        broker.stop()
-
+def fold_ratios(results: dict[str, Any]) -> dict[str, float | None]:
+    """chorus and the peer against the limit, from the limits and fold phases' rates."""
     limits_r = results.get("limits", {})
     raw = (limits_r.get("aiokafka") or {}).get("msgs_per_s")
     cp = (limits_r.get("consumer_performance") or {}).get("msgs_per_s")
@@ -381,7 +99,7 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
     chorus_rate = (fold_r.get("chorus_worker") or {}).get("msgs_per_s")
     stage_rate = (fold_r.get("chorus_fold_stage") or {}).get("msgs_per_s")
     quix_rate = (fold_r.get("quix") or {}).get("msgs_per_s")
-    results["ratios"] = {
+    return {
         "chorus_worker_vs_aiokafka": ratio(chorus_rate, raw),
         "chorus_worker_vs_consumer_performance": ratio(chorus_rate, cp),
         "chorus_worker_vs_quix": ratio(chorus_rate, quix_rate),
@@ -391,35 +109,61 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
     }
 
 
-def _commit(source: str | None = None) -> str | None:
-    if source:  # a snapshot: bench/ab-style copies carry the commit they were taken from
-        marker = Path(source) / ".bench-commit"
-        return marker.read_text().strip() if marker.exists() else "snapshot"
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except OSError:
-        return None
-    return proc.stdout.strip() or None
+async def _produce_dataset(bench: BenchRun, broker: Broker) -> BrokerRun:
+    """Produce the N messages every broker phase reads, once; record what they are."""
+    from bench.common import Phase, log, produce
+    from bench.data import encoded_messages, load_conversations, size_stats
+    from streams.ops.topics import create_topics
 
-
-def run_meta(command: str, quick: bool, source: str | None = None) -> dict[str, Any]:
-    """What every result file says about its run: when, how, on what, which code."""
-    return {
-        "date": datetime.now().strftime("%Y-%m-%d %H:%M"),
-        "command": command,
-        "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python "
-        f"{platform.python_version()}",
-        "load_average_at_start": os.getloadavg(),
-        "kafka_version": os.environ.get("CHORUS_KAFKA_VERSION", "4.1.1"),
-        "quick": quick,
-        "code": source or str(REPO),
-        "commit": _commit(source),
+    args = bench.args
+    source, conversations = load_conversations()
+    phase = Phase("tput", broker, bench.work, partitions=args.partitions)
+    settings = phase.settings()
+    await create_topics(settings)
+    log(f"producing {args.messages:,} messages over {args.channels:,} channels")
+    records = encoded_messages(conversations, args.messages, args.channels)
+    sizes = size_stats(records)
+    count, seconds = await produce(broker.bootstrap, phase.topic("messages"), records)
+    del records
+    bench.results["dataset"] = {
+        "source": source,
+        "messages": count,
+        "channels": args.channels,
+        "partitions": args.partitions,
+        "mean_bytes": sizes["mean"],
+        "min_bytes": sizes["min"],
+        "max_bytes": sizes["max"],
+        "produce_msgs_per_s": count / seconds,
     }
+    fold_results = bench.results.setdefault("fold", {})
+    return BrokerRun(
+        bench, broker, conversations, phase, settings, count, fold_results=fold_results
+    )
+
+
+async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> None:
+    """Every wanted phase: first those without a broker, then, on one broker, the others."""
+    from bench.common import log, start_broker
+
+    bench = BenchRun(args, results, work)
+    for in_process in IN_PROCESS:
+        if wanted(args, in_process):
+            await run_phase(in_process, bench, bench)
+
+    broker_phases = [phase for phase in ON_BROKER if wanted(args, phase)]
+    if not broker_phases:
+        return
+    log("starting the broker")
+    broker = start_broker(work)
+    results["meta"]["bootstrap"] = "local (started by bench)" if broker.run_dir else "external"
+    try:
+        on_broker = await _produce_dataset(bench, broker)
+        for phase in broker_phases:
+            await run_phase(phase, on_broker, bench)
+    finally:
+        log("stopping the broker")
+        broker.stop()
+    results["ratios"] = fold_ratios(results)
 
 
 def main(argv: list[str] | None = None) -> int:

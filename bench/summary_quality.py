@@ -34,9 +34,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.meta import RESULTS
 from streams.conversations import qmsum_meetings, shared_data_dir
 
-RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("digest", "digest_bare", "lead", "textrank", "lexrank")
 _HEADER_LINE = re.compile(
     r"^(?:Participants|Key terms|Discussed|Decided or done|Open):.*$\n?", re.MULTILINE
