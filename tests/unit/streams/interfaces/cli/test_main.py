@@ -1,0 +1,117 @@
+"""The `chorus` command line without a broker or worker: help texts, argument errors and
+exit codes (0 done, 1 a one-line error, 2 a usage error)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from streams.interfaces.cli.main import main, parse_duration
+from streams.settings import get_settings
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """No configured cluster; the local broker's home is an empty temp folder."""
+    monkeypatch.delenv("CHORUS_BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.setenv("CHORUS_BROKER_HOME", str(tmp_path))
+    get_settings.cache_clear()
+    yield tmp_path
+    get_settings.cache_clear()
+
+
+def chorus(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_help_lists_every_command() -> None:
+    result = chorus("--help")
+    assert result.exit_code == 0
+    for command in ("broker", "topics", "produce", "consume", "worker", "context", "replay"):
+        assert f"  {command}" in result.output
+
+
+def test_an_unknown_command_is_a_usage_error() -> None:
+    result = chorus("frobnicate")
+    assert result.exit_code == 2
+    assert "No such command 'frobnicate'" in result.output
+
+
+def test_mcp_help_names_its_tools() -> None:
+    result = chorus("mcp", "--help")
+    assert result.exit_code == 0
+    assert "get_channel_context(channel, max_tokens=1000, for_agent=None)" in result.output
+
+
+@pytest.mark.parametrize("command", ["state", "context"])
+def test_an_invalid_channel_name_is_one_line_and_exit_1(command: str) -> None:
+    result = chorus(command, "Not A Channel")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: invalid channel name 'Not A Channel'")
+    assert "Traceback" not in result.output
+
+
+def test_context_refuses_a_budget_out_of_range() -> None:
+    result = chorus("context", "team/plan", "--max-tokens", "100001")
+    assert result.exit_code == 2
+    assert "--max-tokens" in result.output
+
+
+def test_broker_status_without_a_broker_exits_1() -> None:
+    result = chorus("broker", "status")
+    assert result.exit_code == 1
+    assert result.output == "no local broker running\n"
+
+
+def test_broker_stop_without_a_broker_says_so() -> None:
+    result = chorus("broker", "stop")
+    assert result.exit_code == 0
+    assert result.output == "no local broker was running\n"
+
+
+def test_broker_start_uses_a_configured_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHORUS_BOOTSTRAP_SERVERS", "kafka.example:9092")
+    result = chorus("broker", "start")
+    assert result.exit_code == 0
+    assert result.output == "CHORUS_BOOTSTRAP_SERVERS is set; using kafka.example:9092\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--channel", "team/plan"], "give --file, or --channel, --sender and --type"),
+        (["--type", "telepathy"], "Invalid value for '--type'"),
+        (["--payload", "[1, 2]"], "must be a JSON object, got list"),
+        (["--payload", "{nope"], "not valid JSON"),
+        (["--deadline", "0s"], "a delay must be more than 0 seconds"),
+        (["--deadline", "next tuesday"], "is neither an ISO time"),
+    ],
+)
+def test_produce_argument_errors_are_usage_errors(flags: list[str], problem: str) -> None:
+    result = chorus("produce", *flags)
+    assert result.exit_code == 2
+    assert problem in result.output
+
+
+def test_a_channel_first_group_shows_by_default() -> None:
+    # `chorus recap CHANNEL` is `chorus recap show CHANNEL`; a subcommand name still wins.
+    result = chorus("recap", "configure", "team/plan", "--debounce", "soon")
+    assert result.exit_code == 2
+    assert "'soon' is not a duration like 30s, 5m or 1h" in result.output
+    assert chorus("recap", "--help").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30", 30.0), ("30s", 30.0), ("5m", 300.0), ("1h", 3600.0), ("1.5", 1.5)]
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_a_bad_duration_is_a_bad_parameter() -> None:
+    with pytest.raises(click.BadParameter):
+        parse_duration("5 minutes")

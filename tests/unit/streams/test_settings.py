@@ -1,0 +1,74 @@
+"""streams.settings: CHORUS_* variables, the checks on them, and the derived topic values."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from streams.settings import RECORD_OVERHEAD_BYTES, Settings, get_settings
+
+
+def _settings(**values: object) -> Settings:
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def test_environment_variables_with_the_prefix_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHORUS_PARTITIONS", "7")
+    monkeypatch.setenv("CHORUS_PROJECTIONS", '["pkg.mod:Name"]')
+    monkeypatch.setenv("PARTITIONS", "99")  # no prefix: not ours
+    settings = _settings()
+    assert settings.partitions == 7
+    assert settings.projections == ["pkg.mod:Name"]
+
+
+def test_topic_names_carry_the_prefix() -> None:
+    assert _settings().topic("messages") == "chorus.messages"
+    assert _settings(topic_prefix="t1.").topic("recaps") == "t1.recaps"
+
+
+def test_topics_accept_a_message_plus_its_envelope() -> None:
+    settings = _settings(max_message_bytes=100_000)
+    assert settings.topic_max_message_bytes == 100_000 + RECORD_OVERHEAD_BYTES
+
+
+def test_a_segment_smaller_than_the_largest_record_is_refused() -> None:
+    with pytest.raises(ValidationError, match="compacted_segment_bytes"):
+        _settings(max_message_bytes=1_000_000, compacted_segment_bytes=1_000_000)
+    fits = 1_000_000 + RECORD_OVERHEAD_BYTES
+    assert _settings(max_message_bytes=1_000_000, compacted_segment_bytes=fits)
+
+
+def test_an_empty_ca_file_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHORUS_SSL_CAFILE", "")
+    assert _settings().ssl_cafile is None
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"fold_batch_max": 0},
+        {"fold_batch_wait_ms": 0},
+        {"compacted_segment_ms": 999},
+        {"commitments_max_active": 0},
+        {"summary_max_tokens": 15},
+    ],
+)
+def test_bounds_are_checked(values: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        _settings(**values)
+
+
+def test_secrets_do_not_show_in_the_settings_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHORUS_SASL_PASSWORD", "hunter2")
+    settings = _settings()
+    assert "hunter2" not in repr(settings)
+    assert settings.sasl_password is not None
+    assert settings.sasl_password.get_secret_value() == "hunter2"
+
+
+def test_get_settings_reads_once() -> None:
+    get_settings.cache_clear()
+    try:
+        assert get_settings() is get_settings()
+    finally:
+        get_settings.cache_clear()
