@@ -27,7 +27,7 @@ from streams.records import DriverEvent, ProjectionState
 from streams.replay import Replayer
 from tests.replay_projections import message_sequences
 from tests.unit.projections.test_commitments import conversations
-from tests.unit.streams.replay.test_replay import dumped, records_of, replayed, worker_fold
+from tests.unit.streams.replay.support import dumped, records_of, replayed, worker_fold
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CHANNEL = "team/long"
