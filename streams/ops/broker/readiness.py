@@ -35,7 +35,7 @@ class Launched:
     log_offset: int
 
 
-def _run_coro(factory: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+def run_coro(factory: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     """asyncio.run, also when called from inside a running event loop (via a worker thread)."""
     try:
         asyncio.get_running_loop()
@@ -106,7 +106,7 @@ def wait_ready(
                 logged.add(proc.pid)
         if len(logged) == len(starting):
             probe_timeout = min(5.0, max(deadline - time.monotonic(), 0.5))
-            last_probe = _run_coro(functools.partial(_probe_all, probe_ports, probe_timeout))
+            last_probe = run_coro(functools.partial(_probe_all, probe_ports, probe_timeout))
             if all(r == expected_brokers for r in last_probe):
                 return
         if time.monotonic() >= deadline:
