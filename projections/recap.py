@@ -22,21 +22,22 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from projections.model import ActorType, Message, MessageType
-from projections.readable import (
-    CommitmentView,
+from projections.readable import CommitmentView
+from projections.text import (
+    ELLIPSIS,
     KeyphraseCounts,
+    clean,
     content_words,
     count_keyphrases,
+    cut,
     is_backchannel,
     person,
     salience,
     scrub_ids,
     top_keyphrases,
 )
-from projections.summarise.digest import clean
 
 __all__ = [
-    "ELLIPSIS",
     "RECAP_MAX_WORDS",
     "RECAP_MIN_WORDS",
     "RECAP_SYSTEM_PROMPT",
@@ -253,18 +254,11 @@ def countdown_label(status: RecapStatus, now: datetime) -> str:
 # --------------------------------------------------------------------------- transcript
 
 _WHITESPACE = re.compile(r"\s+")
-ELLIPSIS = "…"
 
 
 def _one_line(text: str) -> str:
     # One record per line: a newline inside content would read as a new speaker.
     return _WHITESPACE.sub(" ", text).strip()
-
-
-def _truncate(text: str, max_chars: int) -> str:
-    if len(text) <= max_chars:
-        return text
-    return text[: max(0, max_chars - 1)].rstrip() + ELLIPSIS
 
 
 def _tool_name(message: Message) -> str:
@@ -280,16 +274,16 @@ def _present(message: Message, max_chars: int) -> str:
     content = message.content if message.content and message.content.strip() else None
     if content is not None:
         content = scrub_ids(content) or None
-    sender = _truncate(person(message.sender), max_chars)
+    sender = cut(person(message.sender), max_chars)
     if message.actor_type is ActorType.TOOL:
         # Tool output is usually large and rarely what a returning person remembers;
         # its size says enough that work happened.
         if content is not None:
             return f"{sender} returned {len(content)} chars"
-        return f"called tool {_truncate(person(_tool_name(message)), max_chars)}"
+        return f"called tool {cut(person(_tool_name(message)), max_chars)}"
     # A content-less DONE or STATUS still tells the story; name the type instead.
     text = (
-        _truncate(_one_line(content), max_chars)
+        cut(_one_line(content), max_chars)
         if content is not None
         else f"[{message.type.value.lower()}]"
     )

@@ -10,6 +10,7 @@ from typing import ClassVar, Generic, TypeVar
 
 from projections.summarise.llm import ChatClient, LlmError, estimate_tokens
 from projections.summarise.result import SummaryResult, base_annotations, previous_text
+from projections.text import cut
 
 T = TypeVar("T")
 
@@ -177,7 +178,7 @@ class LlmContentSummariser(Generic[T]):
             remaining -= len(line) + 1
         if not kept and lines:
             room = max(remaining - 2, 80)
-            kept.append(lines[-1][:room] + "…")
+            kept.append(cut(lines[-1], room + 1))
         kept.reverse()
 
         omitted = n - len(kept)

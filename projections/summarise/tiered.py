@@ -7,6 +7,7 @@ from typing import Generic, TypeVar
 
 from projections.summarise.llm import LlmError
 from projections.summarise.result import ContentSummariser, SummaryResult
+from projections.text import cut
 
 T = TypeVar("T")
 
@@ -74,7 +75,7 @@ def short_reason(error: BaseException) -> str:
     """A one-line reason for an annotation: the LlmError text, or `Type: message`."""
     text = str(error) if isinstance(error, LlmError) else f"{type(error).__name__}: {error}"
     text = " ".join(text.split()) or type(error).__name__
-    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+    return cut(text, MAX_REASON_CHARS)
 
 
 class FallbackSummariser(Generic[T]):
