@@ -21,8 +21,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from projections.model import ActorType, Message, MessageType
+from projections.model import REQUEST_TYPES, ActorType, Message, MessageType
 from projections.readable import CommitmentView
+from projections.summarise.llm import UnusableAnswer
 from projections.text import (
     ELLIPSIS,
     KeyphraseCounts,
@@ -387,7 +388,7 @@ def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
     """Force model output into one line of at most `max_words` words and `max_chars` chars.
 
     Small models ignore "no bullets, no line breaks" often enough that the rule has to be
-    enforced here rather than trusted. Raises ValueError when nothing is left, so the
+    enforced here rather than trusted. Raises UnusableAnswer when nothing is left, so the
     caller treats it as a failed generation.
     """
     if max_words < 1 or max_chars < 2:
@@ -395,7 +396,7 @@ def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
     lines = (_BULLET.sub("", line) for line in text.splitlines())
     words = " ".join(lines).split()
     if not words:
-        raise ValueError("recap is empty after cleaning")
+        raise UnusableAnswer("recap is empty after cleaning")
     cut = len(words) > max_words
     words = words[:max_words]
     joined = " ".join(words)
@@ -410,7 +411,6 @@ def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
     return joined
 
 
-_GOAL_TYPES = frozenset({MessageType.COMMAND, MessageType.QUERY, MessageType.PROPOSE})
 _SETBACK_TYPES = frozenset({MessageType.DECLINE, MessageType.FAILURE})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _NEXT_STEP = re.compile(
@@ -506,7 +506,7 @@ def _goal(
         return f"Goal: {asked} (asked by {person(root.requester)})"
     outcomes = {c.correlation_id: c.outcome for c in reversed(ended) if c.outcome}
     for message in reversed(spoken):
-        said = _said(message) if message.type in _GOAL_TYPES else None
+        said = _said(message) if message.type in REQUEST_TYPES else None
         if _substantial(said):
             used.add(message.id)
             goal = f"Goal ({person(message.sender)}): {_clip(said or '', 18)}"

@@ -31,6 +31,7 @@ from projections.summarise.heuristic import merge_list_annotation
 from projections.summarise.llm import estimate_tokens
 from projections.summarise.pending import spoken
 from projections.summarise.result import (
+    SUMMARY_MAX_TOKENS,
     ContentSummariser,
     SummaryResult,
     base_annotations,
@@ -153,7 +154,7 @@ class DigestSummariser:
 
     def __init__(
         self,
-        max_tokens: int = 500,
+        max_tokens: int = SUMMARY_MAX_TOKENS,
         *,
         pool_size: int = 24,
         max_terms: int = 200,

@@ -28,7 +28,7 @@ class TieredContentSummariser(Generic[T]):
     """Size ≤ small_threshold → small; ≤ medium_threshold → medium; otherwise large.
 
     Bounds are inclusive and an empty batch goes to small. `previous` is passed through as
-    given. Use `two_tier` for the small/large form.
+    given.
     """
 
     def __init__(
@@ -51,12 +51,6 @@ class TieredContentSummariser(Generic[T]):
         self.large = large
         self.small_threshold = small_threshold
         self.medium_threshold = medium_threshold
-
-    @classmethod
-    def two_tier(
-        cls, small: ContentSummariser[T], large: ContentSummariser[T], threshold: int
-    ) -> TieredContentSummariser[T]:
-        return cls(small, large, large, threshold, threshold)
 
     def select(self, size: int) -> ContentSummariser[T]:
         if size <= self.small_threshold:

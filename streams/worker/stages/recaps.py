@@ -341,7 +341,7 @@ class Recapper:
                 }
             )
             await self.publish(done, partition)
-        except (LlmError, ValueError) as error:
+        except LlmError as error:  # the model failed or its answer was unusable
             failed = base.model_copy(update={"phase": RecapPhase.ERROR, "error": str(error)[:300]})
             await self.publish(failed, partition)
         except Exception:
