@@ -23,12 +23,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from projections.fastcopy import copy_with
-from projections.model import ActorType, Message, MessageType
+from projections.model import REQUEST_TYPES, ActorType, Message, MessageType
 
 EXPIRY_EVENT_KIND = "commitment-expired"
 EXPIRY_EVENT_SENDER = "chorus"
 
-OPENING_TYPES = frozenset({MessageType.QUERY, MessageType.COMMAND, MessageType.PROPOSE})
 # Replies that close (or hand off) the active commitment of their correlation id.
 CLOSING_TYPES = frozenset(
     {
@@ -245,7 +244,7 @@ def states_a_request(message: Message) -> bool:
     and how it stands now, from the commitments state, not from these messages."""
     if not message.correlation_id:
         return False
-    return message.type in OPENING_TYPES or message.type is MessageType.HANDOFF
+    return message.type in REQUEST_TYPES or message.type is MessageType.HANDOFF
 
 
 def may_change_commitments(message: Message) -> bool:
@@ -254,7 +253,7 @@ def may_change_commitments(message: Message) -> bool:
     if expiry_target(message) is not None:
         return True
     return bool(message.correlation_id) and (
-        message.type in OPENING_TYPES
+        message.type in REQUEST_TYPES
         or message.type in CLOSING_TYPES
         or message.type is MessageType.STATUS
     )
@@ -335,7 +334,7 @@ class CommitmentProjection:
         if not correlation_id:
             return state
         kind = message.type
-        if kind in OPENING_TYPES:
+        if kind in REQUEST_TYPES:
             return self._open(state, correlation_id, message)
         active = state.active(correlation_id)
         if active is None:

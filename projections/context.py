@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from projections.readable import CommitmentView, is_agent, person
+from projections.readable import CommitmentView, is_agent
 from projections.summarise.llm import estimate_tokens
+from projections.text import person
 
 __all__ = [
     "ENDED_SHOWN",

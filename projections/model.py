@@ -81,7 +81,8 @@ class ActorType(StrEnum):
     TOOL = "TOOL"
 
 
-NEEDS_CORRELATION_ID = frozenset({MessageType.QUERY, MessageType.COMMAND, MessageType.PROPOSE})
+# Requests: they need a correlation id, and each opens a commitment (projections.commitments).
+REQUEST_TYPES = frozenset({MessageType.QUERY, MessageType.COMMAND, MessageType.PROPOSE})
 NEEDS_REPLY_LINK = frozenset(
     {
         MessageType.RESPONSE,
@@ -172,7 +173,7 @@ class Message(BaseModel):
     @model_validator(mode="after")
     def _type_rules(self) -> Message:
         kind = self.type
-        if kind in NEEDS_CORRELATION_ID and not self.correlation_id:
+        if kind in REQUEST_TYPES and not self.correlation_id:
             raise ValueError(f"correlation_id is required for {kind.value}")
         if kind in NEEDS_REPLY_LINK:
             if not self.in_reply_to:
@@ -190,9 +191,7 @@ class Message(BaseModel):
 
 def with_generated_correlation_id(record: dict[str, Any]) -> dict[str, Any]:
     """The producing side's duty: requests without a correlation_id get a fresh UUID."""
-    if record.get("type") in {t.value for t in NEEDS_CORRELATION_ID} and not record.get(
-        "correlation_id"
-    ):
+    if record.get("type") in {t.value for t in REQUEST_TYPES} and not record.get("correlation_id"):
         return {**record, "correlation_id": str(uuid.uuid4())}
     return record
 

@@ -21,22 +21,24 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from projections.model import ActorType, Message, MessageType
-from projections.readable import (
-    CommitmentView,
+from projections.model import REQUEST_TYPES, ActorType, Message, MessageType
+from projections.readable import CommitmentView
+from projections.summarise.llm import UnusableAnswer
+from projections.text import (
+    ELLIPSIS,
     KeyphraseCounts,
+    clean,
     content_words,
     count_keyphrases,
+    cut,
     is_backchannel,
     person,
     salience,
     scrub_ids,
     top_keyphrases,
 )
-from projections.summarise.digest import clean
 
 __all__ = [
-    "ELLIPSIS",
     "RECAP_MAX_WORDS",
     "RECAP_MIN_WORDS",
     "RECAP_SYSTEM_PROMPT",
@@ -253,18 +255,11 @@ def countdown_label(status: RecapStatus, now: datetime) -> str:
 # --------------------------------------------------------------------------- transcript
 
 _WHITESPACE = re.compile(r"\s+")
-ELLIPSIS = "…"
 
 
 def _one_line(text: str) -> str:
     # One record per line: a newline inside content would read as a new speaker.
     return _WHITESPACE.sub(" ", text).strip()
-
-
-def _truncate(text: str, max_chars: int) -> str:
-    if len(text) <= max_chars:
-        return text
-    return text[: max(0, max_chars - 1)].rstrip() + ELLIPSIS
 
 
 def _tool_name(message: Message) -> str:
@@ -280,16 +275,16 @@ def _present(message: Message, max_chars: int) -> str:
     content = message.content if message.content and message.content.strip() else None
     if content is not None:
         content = scrub_ids(content) or None
-    sender = _truncate(person(message.sender), max_chars)
+    sender = cut(person(message.sender), max_chars)
     if message.actor_type is ActorType.TOOL:
         # Tool output is usually large and rarely what a returning person remembers;
         # its size says enough that work happened.
         if content is not None:
             return f"{sender} returned {len(content)} chars"
-        return f"called tool {_truncate(person(_tool_name(message)), max_chars)}"
+        return f"called tool {cut(person(_tool_name(message)), max_chars)}"
     # A content-less DONE or STATUS still tells the story; name the type instead.
     text = (
-        _truncate(_one_line(content), max_chars)
+        cut(_one_line(content), max_chars)
         if content is not None
         else f"[{message.type.value.lower()}]"
     )
@@ -393,7 +388,7 @@ def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
     """Force model output into one line of at most `max_words` words and `max_chars` chars.
 
     Small models ignore "no bullets, no line breaks" often enough that the rule has to be
-    enforced here rather than trusted. Raises ValueError when nothing is left, so the
+    enforced here rather than trusted. Raises UnusableAnswer when nothing is left, so the
     caller treats it as a failed generation.
     """
     if max_words < 1 or max_chars < 2:
@@ -401,7 +396,7 @@ def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
     lines = (_BULLET.sub("", line) for line in text.splitlines())
     words = " ".join(lines).split()
     if not words:
-        raise ValueError("recap is empty after cleaning")
+        raise UnusableAnswer("recap is empty after cleaning")
     cut = len(words) > max_words
     words = words[:max_words]
     joined = " ".join(words)
@@ -416,7 +411,6 @@ def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
     return joined
 
 
-_GOAL_TYPES = frozenset({MessageType.COMMAND, MessageType.QUERY, MessageType.PROPOSE})
 _SETBACK_TYPES = frozenset({MessageType.DECLINE, MessageType.FAILURE})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _NEXT_STEP = re.compile(
@@ -512,7 +506,7 @@ def _goal(
         return f"Goal: {asked} (asked by {person(root.requester)})"
     outcomes = {c.correlation_id: c.outcome for c in reversed(ended) if c.outcome}
     for message in reversed(spoken):
-        said = _said(message) if message.type in _GOAL_TYPES else None
+        said = _said(message) if message.type in REQUEST_TYPES else None
         if _substantial(said):
             used.add(message.id)
             goal = f"Goal ({person(message.sender)}): {_clip(said or '', 18)}"

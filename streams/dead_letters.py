@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 
+from projections.text import cut
 from streams.records import DeadLetter
 
 # The encoded letter stays under 60 KiB: below the dead-letter topic's max.message.bytes
@@ -26,8 +27,7 @@ def dead_letter_for(
 ) -> DeadLetter:
     """Keep the original bytes (text when it is text) and the reason, both capped so the
     encoded letter always fits the dead-letter topic: escaping can grow text sixfold."""
-    if len(reason) > DEAD_LETTER_REASON_LIMIT:
-        reason = reason[: DEAD_LETTER_REASON_LIMIT - 1] + "…"
+    reason = cut(reason, DEAD_LETTER_REASON_LIMIT)
     limit = DEAD_LETTER_COPY_LIMIT
     while True:
         original = (value or b"")[:limit]

@@ -22,10 +22,6 @@ class WireRecord(BaseModel):
     def to_bytes(self) -> bytes:
         return self.__pydantic_serializer__.to_json(self)
 
-    @classmethod
-    def from_bytes(cls, raw: bytes) -> WireRecord:
-        return cls.model_validate(orjson.loads(raw))
-
 
 class ProjectionState(BaseModel):
     """One projection's state in a driver event: its version and the state after the fold.
@@ -179,16 +175,6 @@ class RecapRecord(WireRecord):
     tier: str | None = None
     error: str | None = None
     generation: int = 0
-
-
-RECORDS_BY_TOPIC: dict[str, type[BaseModel]] = {
-    "messages": Message,
-    "driver-events": DriverEvent,
-    "dead-letters": DeadLetter,
-    "channel-config": ChannelConfig,
-    "summaries": SummaryRecord,
-    "recaps": RecapRecord,
-}
 
 
 # Distinct keys whose partition is remembered (about 150 bytes each): aiokafka's murmur2 is

@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from projections import commitments, overview
 from projections.channel import MAX_STATE_BYTES
 from projections.model import DEFAULT_MAX_MESSAGE_BYTES
+from projections.summarise.result import SUMMARY_MAX_TOKENS
 
 COMPACTED_SEGMENT_BYTES = 8 * 1024 * 1024
 COMPACTED_SEGMENT_MS = 10 * 60 * 1000
@@ -87,7 +88,7 @@ class Settings(BaseSettings):
     summary_small_threshold: int = 3
     summary_medium_threshold: int = 15
     # The summary's budget, tokens estimated at about four characters each.
-    summary_max_tokens: int = Field(default=500, ge=16)
+    summary_max_tokens: int = Field(default=SUMMARY_MAX_TOKENS, ge=16)
 
     # Recaps.
     recap_debounce_seconds: float = 30.0

@@ -20,6 +20,9 @@ RECAPS = "recaps"
 CHANNEL_CONFIG = "channel-config"
 DRIVER_EVENTS = "driver-events"
 DEAD_LETTERS = "dead-letters"
+# The compacted topic where `chorus replay --rebuild` records a new projection version's
+# progress, read by a rebuild that resumes (streams.replay.tables).
+REBUILDS = "rebuilds"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from projections.model import Message
 from projections.summarise.digest import CompactingSummariser, DigestSummariser
 from projections.summarise.llm import ChatClient
 from projections.summarise.render import render_message
-from projections.summarise.result import ContentSummariser
+from projections.summarise.result import SUMMARY_MAX_TOKENS, ContentSummariser
 from projections.summarise.synthesised import LlmContentSummariser, SummaryMode
 from projections.summarise.tiered import (
     FallbackSummariser,
@@ -16,7 +16,6 @@ from projections.summarise.tiered import (
 from projections.summarise.verbatim import VerbatimContentSummariser
 
 NO_LLM_REASON = "no LLM configured"
-DEFAULT_SUMMARY_MAX_TOKENS = 500
 
 
 def default_summariser(
@@ -28,7 +27,7 @@ def default_summariser(
     preamble: str | None = None,
     context_tokens: int = 8192,
     max_tokens: int = 512,
-    summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS,
+    summary_max_tokens: int = SUMMARY_MAX_TOKENS,
 ) -> ContentSummariser[Message]:
     """≤ small: verbatim `[sender] content`; ≤ medium: the digest; above: the LLM.
 

@@ -19,8 +19,6 @@ import functools
 import hashlib
 import itertools
 import math
-import operator
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,10 +31,21 @@ from projections.summarise.heuristic import merge_list_annotation
 from projections.summarise.llm import estimate_tokens
 from projections.summarise.pending import spoken
 from projections.summarise.result import (
+    SUMMARY_MAX_TOKENS,
     ContentSummariser,
     SummaryResult,
     base_annotations,
     previous_text,
+)
+from projections.text import (
+    clean,
+    content_words,
+    cut,
+    message_line,
+    parse_message_line,
+    sentences,
+    split_sentences,
+    states_a_decision,
 )
 
 TERMS_KEY = "digestTerms"
@@ -73,85 +82,10 @@ STRUCTURE_LINES = (
     "Closed: ",
 )
 
-_MARKUP = re.compile(r"\{[a-z_]+\}|<[^<>]{1,40}>")
-# The lookaheads name each pattern's possible first letters and the possessive `\w++` skips
-# backtracking that can never match: the same matches, found in about half the time (the
-# cleaner runs on every message summarised).
-_FILLER = re.compile(
-    r"\b(?=[uhmaoe])(?:u+m+|u+h+|h+m+|m+-?h+m+|m+|uh-huh|um-hmm|ah+|oh+|er+|erm|eh|huh|mm-hmm)\b[\s,]*",
-    re.IGNORECASE,
-)
-_HEDGE = re.compile(
-    r"\b(?=[yiksuo])(?:you know|i mean|kind of|sort of|i guess|i think|i dunno|or something|"
-    r"or whatever)\b[\s,]*",
-    re.IGNORECASE,
-)
-_REPEATED_WORD = re.compile(r"\b(\w++(?:\s++\w++)?)(?:\s+\1\b)+", re.IGNORECASE)
-# These two run once spaces are normalised (one space between words), so a literal space
-# is every space they can meet, and the engine scans for it instead of trying `\s` anywhere.
-_SPLIT_CONTRACTION = re.compile(r" ('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
-_SPACE_BEFORE_PUNCT = re.compile(r" ([,.?!;:])")
-_REPEATED_PUNCT = re.compile(r"([,.?!;:])(?:\s*[,.;:])+")
-# `sub` with a template such as r"\1" expands it in Python for every match; a C callable
-# returning the group does the same without a Python frame.
-_FIRST_GROUP = operator.methodcaller("group", 1)
-_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
-_LEADING_DISCOURSE = re.compile(
-    r"^(?:(?:so|well|okay|ok|yeah|yes|right|and|but|alright|now|anyway|like|actually|then)"
-    r"\b[\s,]*)+",
-    re.IGNORECASE,
-)
-_WORD = re.compile(r"[a-z][a-z0-9']+")
-_DECISION = re.compile(
-    r"\b(?:agreed|agree on|decided|decide on|decision|settled|let's go with|we'll go with|"
-    r"we will|we're going to|conclusion|final|chose|choose|done|finished|completed|fixed)\b",
-    re.IGNORECASE,
-)
-
-_STOPWORD_LIST = """
-a about above after again against all also am an and any are aren't as at be because been
-before being below between both but by can can't cannot could couldn't did didn't do does
-doesn't doing don't down during each few for from further had hadn't has hasn't have haven't
-having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
-i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
-not of off on once only or other ought our ours ourselves out over own same shan't she she'd
-she'll she's should shouldn't so some such than that that's the their theirs them themselves
-then there there's these they they'd they'll they're they've this those through to too under
-until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where
-where's which while who who's whom why why's with won't would wouldn't you you'd you'll
-you're you've your yours yourself yourselves yeah yes okay ok oh um uh hmm mm just like
-really think know mean well right gonna wanna gotta kind sort thing things something stuff
-bit lot maybe probably actually basically sure one two get got go going goes say said see
-saw want need thing also even still much many way yep yup alright anyway guess quite pretty
-little stuff every lots put make made take took come came look looks looking let us okay
-will shall might must may can't could've would've should've they'll that'll there'll
-"""
-STOPWORDS = frozenset(_STOPWORD_LIST.split())
-
-
-def clean(text: str) -> str:
-    """Transcript noise out: markup, fillers, stutters, spaces before punctuation."""
-    text = _MARKUP.sub(" ", text)
-    text = _FILLER.sub(" ", text)
-    text = _HEDGE.sub(" ", text)
-    text = " ".join(text.split())
-    text = _SPLIT_CONTRACTION.sub(_FIRST_GROUP, text)
-    text = _REPEATED_WORD.sub(_FIRST_GROUP, text)
-    text = _SPACE_BEFORE_PUNCT.sub(_FIRST_GROUP, text)
-    text = _REPEATED_PUNCT.sub(_FIRST_GROUP, text)
-    return text.strip(" ,;:")
-
 
 def terms(text: str) -> tuple[str, ...]:
-    """Content words, lower case, with a plural `s` folded away."""
-    out = []
-    for word in _WORD.findall(text.lower()):
-        if word in STOPWORDS or len(word) < 3:
-            continue
-        if word.endswith("s") and len(word) > 4 and not word.endswith("ss"):
-            word = word[:-1]
-        out.append(word)
-    return tuple(out)
+    """Content words of `text`, normalised (`projections.text.content_words`)."""
+    return tuple(content_words(text))
 
 
 # A pool sentence is scored on every run that keeps it and selected against every other one,
@@ -169,21 +103,6 @@ def features(text: str) -> list[str]:
 
 def _features_of(words: Sequence[str]) -> list[str]:
     return [*words, *(f"{a}_{b}" for a, b in itertools.pairwise(words))]
-
-
-def sentences(text: str) -> list[str]:
-    """Cleaned sentences of a message, leading discourse markers removed, capitalised."""
-    return split_sentences(clean(text))
-
-
-def split_sentences(cleaned: str) -> list[str]:
-    """`sentences` of a text already `clean`ed."""
-    out = []
-    for raw in _SENTENCE_END.split(cleaned):
-        sentence = _LEADING_DISCOURSE.sub("", raw).strip(" ,;:")
-        if any(ch.isalpha() for ch in sentence):
-            out.append(sentence[0].upper() + sentence[1:])
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +154,7 @@ class DigestSummariser:
 
     def __init__(
         self,
-        max_tokens: int = 500,
+        max_tokens: int = SUMMARY_MAX_TOKENS,
         *,
         pool_size: int = 24,
         max_terms: int = 200,
@@ -320,20 +239,15 @@ class DigestSummariser:
             head = "\n".join(filter(None, [head, f"{KEY_TERMS_HEADER}{', '.join(top)}"]))
         room = budget - len(head) - len(DISCUSSED_HEADER) - 2
         chosen = self._select(pool, scores, room, seen)
-        discussed = [f"- [{c.speaker}] {c.text}" for c in chosen]
+        discussed = [f"- {message_line(c.speaker, c.text)}" for c in chosen]
         parts = [head] if head else []
         if discussed:
             parts.extend([DISCUSSED_HEADER, *discussed])
         text = "\n".join(parts)
-        if len(text) > budget:
-            text = text[: budget - 1].rstrip() + "…"
-        return text
+        return cut(text, budget)
 
     def _bounded(self, sentence: str) -> str:
-        limit = self.weights.max_sentence_chars
-        if len(sentence) <= limit:
-            return sentence
-        return sentence[:limit].rsplit(" ", 1)[0] + "…"
+        return cut(sentence, self.weights.max_sentence_chars, at_word=True)
 
     def _score(self, candidate: Candidate, counts: Counter[str], total: int | None = None) -> float:
         """`total`: `sum(counts.values())`, when the caller scores many candidates at once."""
@@ -347,7 +261,7 @@ class DigestSummariser:
         score = salience / math.pow(len(words), self.weights.length_exponent)
         if candidate.position < self.weights.opening_messages:
             score *= 1 + self.weights.opening_bonus
-        if _DECISION.search(candidate.text):
+        if states_a_decision(candidate.text):
             score *= 1 + self.weights.decision_bonus
         return score
 
@@ -419,11 +333,7 @@ class DigestSummariser:
             line = line.strip().removeprefix("- ")
             if line.startswith(STRUCTURE_LINES):
                 continue
-            speaker, _, said = line.partition("] ")
-            if line.startswith("[") and said:
-                name, content = speaker[1:], said
-            else:
-                name, content = "summary", line
+            name, content = parse_message_line(line) or ("summary", line)
             position = max(seen - 1, 0)
             out.extend(Candidate(position, name, self._bounded(s)) for s in sentences(content))
         return out

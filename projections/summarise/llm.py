@@ -15,6 +15,12 @@ class LlmError(ChorusError):
     """The model could not produce a completion. Messages never contain credentials."""
 
 
+class UnusableAnswer(LlmError):
+    """The model answered, but its answer cannot be used (empty, over budget, echoing the
+    prompt, copying the input): summaries fall back to the digest, recaps retry. The one
+    signal for it, so a bug elsewhere (a ValueError) is never mistaken for a bad answer."""
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     text: str

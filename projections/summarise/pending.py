@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from projections.commitments import states_a_request
 from projections.model import Message, MessageType
+from projections.text import cut, message_line, parse_message_line
 
 # A compacted item's content is cut to this many characters, shared by its messages.
 MAX_COMPACTED_CHARS = 4000
@@ -95,11 +96,7 @@ def as_narrated(message: Message) -> Message:
 
 def _line(message: Message) -> str:
     flat = " ".join((as_narrated(message).content or "").split()) or message.type.value
-    return f"[{message.sender}] {flat}"
-
-
-def _cut(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[: max(chars - 1, 0)].rstrip() + "…"
+    return message_line(message.sender, flat)
 
 
 def spoken(message: Message) -> list[tuple[str, str]]:
@@ -109,9 +106,9 @@ def spoken(message: Message) -> list[tuple[str, str]]:
         return [(message.sender, content)]
     out = []
     for line in content.splitlines():
-        sender, _, said = line.partition("] ")
-        if line.startswith("[") and said:
-            out.append((sender[1:], said))
+        parsed = parse_message_line(line)
+        if parsed is not None:
+            out.append(parsed)
         elif out:
             out[-1] = (out[-1][0], out[-1][1] + " " + line)
     return out
@@ -124,7 +121,7 @@ def compacted(parts: Sequence[Message], covers: int) -> Message:
     live stage and replay compact alike."""
     shown = parts[:MAX_COMPACTED_PARTS]
     share = max(MAX_COMPACTED_CHARS // len(shown) - 1, MIN_COMPACTED_SHARE)
-    content = _cut("\n".join(_cut(_line(m), share) for m in shown), MAX_COMPACTED_CHARS)
+    content = cut("\n".join(cut(_line(m), share) for m in shown), MAX_COMPACTED_CHARS)
     senders = list(dict.fromkeys(m.sender for m in shown))[:COMPACTED_SENDERS]
     return shown[-1].model_copy(
         update={

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from projections.model import Message, MessageType
+from projections.text import message_line
 
 _PAYLOAD_KIND_KEYS = ("kind", "type", "event", "name")
 
@@ -22,9 +23,8 @@ def render_message(message: Message) -> str:
 
     A message without content (a bare STATUS, say) reads `[sender] <TYPE>`.
     """
-    sender = f"[{message.sender}]"
     if message.type is MessageType.EVENT:
         kind = payload_kind(message)
-        return f"{sender} event {kind}" if kind else f"{sender} event"
+        return message_line(message.sender, f"event {kind}" if kind else "event")
     content = (message.content or "").strip()
-    return f"{sender} {content}" if content else f"{sender} {message.type.value}"
+    return message_line(message.sender, content or message.type.value)

@@ -44,9 +44,9 @@ class SummaryResult(BaseModel):
             return dict(value)
         return value
 
-    @classmethod
-    def of_text(cls, text: str) -> SummaryResult:
-        return cls(text)
+
+# The default budget of a summary (CHORUS_SUMMARY_MAX_TOKENS), in estimated tokens.
+SUMMARY_MAX_TOKENS = 500
 
 
 def base_annotations(previous: SummaryResult | None) -> dict[str, str]:

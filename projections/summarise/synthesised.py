@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Generic, TypeVar
 
-from projections.summarise.llm import ChatClient, LlmError, estimate_tokens
+from projections.summarise.llm import ChatClient, LlmError, UnusableAnswer, estimate_tokens
 from projections.summarise.result import SummaryResult, base_annotations, previous_text
+from projections.text import cut
 
 T = TypeVar("T")
 
@@ -177,7 +178,7 @@ class LlmContentSummariser(Generic[T]):
             remaining -= len(line) + 1
         if not kept and lines:
             room = max(remaining - 2, 80)
-            kept.append(lines[-1][:room] + "…")
+            kept.append(cut(lines[-1], room + 1))
         kept.reverse()
 
         omitted = n - len(kept)
@@ -198,12 +199,12 @@ class LlmContentSummariser(Generic[T]):
             raise LlmError(f"LLM call failed: {type(error).__name__}: {error}") from error
         text = completion.text.strip()
         if not text:
-            raise LlmError("the model returned an empty summary")
+            raise UnusableAnswer("the model returned an empty summary")
         if self.summary_max_tokens is not None:
             items_block = prompt.user[prompt.user.rfind(ITEMS_OPEN) :]
             problem = unusable_answer(text, items_block, self.summary_max_tokens)
             if problem:
-                raise LlmError(f"the model's summary was rejected: {problem}")
+                raise UnusableAnswer(f"the model's summary was rejected: {problem}")
         annotations = base_annotations(previous)
         annotations.update(
             {

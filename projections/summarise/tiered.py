@@ -7,6 +7,7 @@ from typing import Generic, TypeVar
 
 from projections.summarise.llm import LlmError
 from projections.summarise.result import ContentSummariser, SummaryResult
+from projections.text import cut
 
 T = TypeVar("T")
 
@@ -27,7 +28,7 @@ class TieredContentSummariser(Generic[T]):
     """Size ≤ small_threshold → small; ≤ medium_threshold → medium; otherwise large.
 
     Bounds are inclusive and an empty batch goes to small. `previous` is passed through as
-    given. Use `two_tier` for the small/large form.
+    given.
     """
 
     def __init__(
@@ -51,12 +52,6 @@ class TieredContentSummariser(Generic[T]):
         self.small_threshold = small_threshold
         self.medium_threshold = medium_threshold
 
-    @classmethod
-    def two_tier(
-        cls, small: ContentSummariser[T], large: ContentSummariser[T], threshold: int
-    ) -> TieredContentSummariser[T]:
-        return cls(small, large, large, threshold, threshold)
-
     def select(self, size: int) -> ContentSummariser[T]:
         if size <= self.small_threshold:
             return self.small
@@ -74,7 +69,7 @@ def short_reason(error: BaseException) -> str:
     """A one-line reason for an annotation: the LlmError text, or `Type: message`."""
     text = str(error) if isinstance(error, LlmError) else f"{type(error).__name__}: {error}"
     text = " ".join(text.split()) or type(error).__name__
-    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+    return cut(text, MAX_REASON_CHARS)
 
 
 class FallbackSummariser(Generic[T]):

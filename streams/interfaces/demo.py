@@ -28,6 +28,7 @@ import orjson
 from rich.console import Console
 
 from projections.model import Message, utc_now
+from projections.text import cut
 from streams.conversations import as_messages, conversations
 from streams.interfaces.control import configure_channel
 from streams.interfaces.worker_api import WorkerApi
@@ -62,8 +63,7 @@ def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
 
 
 def short(text: str | None, width: int = 70) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return cut(" ".join((text or "").split()), width)
 
 
 async def show_driver_events(settings: Settings, channel: str, total: int) -> None:

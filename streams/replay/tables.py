@@ -30,9 +30,7 @@ from streams.replay.log import (
 )
 from streams.replay.run import replay
 from streams.settings import Settings
-from streams.topology import MESSAGES, changelog_name, changelog_specs, fold_table_name
-
-REBUILDS = "rebuilds"
+from streams.topology import MESSAGES, REBUILDS, changelog_name, changelog_specs, fold_table_name
 
 
 def changelog_topic(settings: Settings, projection: ChannelProjection[Any]) -> str:

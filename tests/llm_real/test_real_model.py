@@ -23,7 +23,7 @@ from projections.summarise import (
     estimate_tokens,
     render_message,
 )
-from projections.summarise.defaults import DEFAULT_SUMMARY_MAX_TOKENS
+from projections.summarise.result import SUMMARY_MAX_TOKENS
 from streams.llm.client import OpenAIChatClient
 from streams.worker.stages.recaps import write_recap
 
@@ -173,7 +173,7 @@ async def test_default_summariser_uses_the_model_for_a_large_batch(
         assert result.annotations[FALLBACK_FROM] == "synthesised"
         assert "rejected" in result.annotations[FALLBACK_REASON]
     assert "Current summary:" not in result.text and "New items (" not in result.text
-    assert estimate_tokens(result.text) <= DEFAULT_SUMMARY_MAX_TOKENS
+    assert estimate_tokens(result.text) <= SUMMARY_MAX_TOKENS
 
 
 async def test_write_recap_gives_one_short_line(

@@ -23,7 +23,6 @@ from streams.interfaces.worker_api import (
     WorkerUnreachable,
 )
 from streams.kafka.clients import MissingTopicError, NoBrokerError, local_run_dir
-from streams.records import RECORDS_BY_TOPIC
 from streams.settings import get_settings
 
 if TYPE_CHECKING:
@@ -143,13 +142,29 @@ def topics_create() -> None:
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of the record on every chorus topic."""
-    settings = get_settings()
-    print_json(
-        {
-            settings.topic(name): model.model_json_schema()
-            for name, model in RECORDS_BY_TOPIC.items()
-        }
+    from pydantic import BaseModel
+
+    from projections.model import Message
+    from streams.records import ChannelConfig, DeadLetter, DriverEvent, RecapRecord, SummaryRecord
+    from streams.topology import (
+        CHANNEL_CONFIG,
+        DEAD_LETTERS,
+        DRIVER_EVENTS,
+        MESSAGES,
+        RECAPS,
+        SUMMARIES,
     )
+
+    records: dict[str, type[BaseModel]] = {
+        MESSAGES: Message,
+        DRIVER_EVENTS: DriverEvent,
+        DEAD_LETTERS: DeadLetter,
+        CHANNEL_CONFIG: ChannelConfig,
+        SUMMARIES: SummaryRecord,
+        RECAPS: RecapRecord,
+    }
+    settings = get_settings()
+    print_json({settings.topic(name): model.model_json_schema() for name, model in records.items()})
 
 
 # --- produce and consume ----------------------------------------------------------------------

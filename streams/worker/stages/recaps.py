@@ -22,15 +22,8 @@ from pydantic import BaseModel, ValidationError
 
 from projections.commitments import CommitmentProjection
 from projections.model import Message, utc_now
-from projections.readable import (
-    CommitmentView,
-    commitment_views,
-    count_keyphrases,
-    is_backchannel,
-    title,
-)
+from projections.readable import CommitmentView, commitment_views
 from projections.recap import (
-    ELLIPSIS,
     RecapPhase,
     RecapStatus,
     build_recap_prompt,
@@ -48,6 +41,7 @@ from projections.recap import (
 from projections.summarise.llm import ChatClient, LlmError
 from projections.summarise.pending import PendingBatch, PendingItem
 from projections.summarise.state import narrative_of
+from projections.text import count_keyphrases, cut, is_backchannel, title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
 from streams.worker.staging import CACHED_KEYS, Codec
@@ -154,8 +148,8 @@ def windowed_message(message: Message) -> Message:
     payload = message.payload or {}
     kept = {key: payload[key] for key in WINDOW_PAYLOAD_KEYS if key in payload}
     content = message.content
-    if content is not None and len(content) > WINDOW_CONTENT_CHARS:
-        content = content[: WINDOW_CONTENT_CHARS - 1] + ELLIPSIS
+    if content is not None:
+        content = cut(content, WINDOW_CONTENT_CHARS)
     return message.model_copy(update={"content": content, "payload": kept or None})
 
 
@@ -347,7 +341,7 @@ class Recapper:
                 }
             )
             await self.publish(done, partition)
-        except (LlmError, ValueError) as error:
+        except LlmError as error:  # the model failed or its answer was unusable
             failed = base.model_copy(update={"phase": RecapPhase.ERROR, "error": str(error)[:300]})
             await self.publish(failed, partition)
         except Exception:

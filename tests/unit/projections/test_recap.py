@@ -25,6 +25,7 @@ from projections.recap import (
     on_message,
     presentation_transcript,
 )
+from projections.summarise.llm import UnusableAnswer
 
 T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 DEBOUNCE = 3.0
@@ -535,7 +536,7 @@ def test_clean_recap_leaves_short_text_alone() -> None:
 
 @pytest.mark.parametrize("raw", ["", "   \n\n ", "- \n* "])
 def test_clean_recap_rejects_empty(raw: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(UnusableAnswer, match="empty"):
         clean_recap(raw)
 
 
@@ -544,7 +545,7 @@ def test_clean_recap_rejects_empty(raw: str) -> None:
 def test_clean_recap_is_single_line_and_bounded(text: str, words: int, chars: int) -> None:
     try:
         cleaned = clean_recap(text, max_words=words, max_chars=chars)
-    except ValueError:
+    except UnusableAnswer:
         return
     assert "\n" not in cleaned and "\r" not in cleaned
     assert len(cleaned) <= chars

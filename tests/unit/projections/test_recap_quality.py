@@ -11,8 +11,8 @@ import pytest
 from projections.commitments import CommitmentProjection, expiry_event
 from projections.model import Message
 from projections.projection import fold
-from projections.readable import is_backchannel
 from projections.recap import extractive_recap
+from projections.text import is_backchannel
 from streams.conversations import as_messages, qmsum_meetings, shared_data_dir
 from streams.interfaces.demo import scenario_messages
 from streams.worker.stages.recaps import ChannelRecap, channel_commitments, with_message

@@ -28,12 +28,6 @@ async def test_tiered_boundaries_are_inclusive() -> None:
         assert (await tiered.summarise(["x"] * size, None)).text == name
 
 
-async def test_tiered_two_tier_form() -> None:
-    tiered = TieredContentSummariser.two_tier(Recording("small"), Recording("large"), 5)
-    assert (await tiered.summarise(["x"] * 5)).text == "small"
-    assert (await tiered.summarise(["x"] * 6)).text == "large"
-
-
 @pytest.mark.parametrize(("small_t", "medium_t"), [(0, 5), (-1, 5), (5, 3)])
 def test_tiered_rejects_bad_thresholds(small_t: int, medium_t: int) -> None:
     with pytest.raises(ValueError):

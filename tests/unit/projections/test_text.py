@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.readable import count_keyphrases, keyphrase_candidates, top_keyphrases
+from projections.text import count_keyphrases, keyphrase_candidates, top_keyphrases
 
 
 def space_saving(
