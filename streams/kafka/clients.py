@@ -38,7 +38,7 @@ def bootstrap_servers(settings: Settings) -> str:
     """The configured cluster, else the local broker started by `chorus broker start`."""
     if settings.bootstrap_servers:
         return settings.bootstrap_servers
-    from streams.ops.broker.cluster import cluster_status
+    from streams.ops.broker import cluster_status
 
     run_dir = local_run_dir(settings)
     cluster = cluster_status(run_dir)

@@ -75,7 +75,7 @@ def broker() -> None:
 @click.option("--port", type=int, default=None, help="Broker port (default CHORUS_BROKER_PORT).")
 def broker_start(nodes: int, port: int | None) -> None:
     """Start the local broker (or cluster) and print its bootstrap address."""
-    from streams.ops.broker.cluster import BrokerError, start_cluster
+    from streams.ops.broker import BrokerError, start_cluster
 
     settings = get_settings()
     if settings.bootstrap_servers:
@@ -98,7 +98,7 @@ def broker_start(nodes: int, port: int | None) -> None:
 @broker.command("stop")
 def broker_stop() -> None:
     """Stop the local broker started by `chorus broker start`."""
-    from streams.ops.broker.cluster import stop_cluster
+    from streams.ops.broker import stop_cluster
 
     stopped = stop_cluster(local_run_dir(get_settings()))
     click.echo("stopped" if stopped else "no local broker was running")
@@ -107,7 +107,7 @@ def broker_stop() -> None:
 @broker.command("status")
 def broker_status() -> None:
     """Show the local broker's nodes; exit 1 when none is running."""
-    from streams.ops.broker.cluster import cluster_status
+    from streams.ops.broker import cluster_status
 
     cluster = cluster_status(local_run_dir(get_settings()))
     if cluster is None:
