@@ -70,8 +70,8 @@ def build_worker(
     if "summaries" in stages:
         summariser = summaries.install(runtime)
         followers.append(summariser.on_message)
-    if "recaps" in stages:
-        recapper = recaps.install(runtime, summariser)
+    if summariser is not None and "recaps" in stages:
+        recapper = recaps.install(runtime, summariser.narrative)
         followers.append(recapper.on_message)
     folder = fold.install(runtime, followers=followers) if "fold" in stages else None
     if "shadow" in stages:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,6 @@ from projections.recap import (
 )
 from projections.summarise.llm import ChatClient, LlmError
 from projections.summarise.pending import PendingBatch, PendingItem
-from projections.summarise.state import narrative_of
 from projections.text import count_keyphrases, cut, is_backchannel, title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
@@ -56,6 +55,9 @@ RECAP_WINDOW = 20
 # so that truncation still says "…", and only what the transcript reads of a payload.
 WINDOW_CONTENT_CHARS = 300
 WINDOW_PAYLOAD_KEYS = ("tool", "name")
+# A channel's latest summary narrative (None before its first summary).
+NarrativeOf = Callable[[str], str | None]
+
 RECAP_MAX_TOKENS = 160
 # Ended commitments a recap is told of, most recent first.
 RECAP_ENDED_SHOWN = 5
@@ -192,11 +194,11 @@ async def write_recap(
 
 
 class Recapper:
-    def __init__(self, chorus: Runtime, client: ChatClient | None, summaries: Any) -> None:
+    def __init__(self, chorus: Runtime, client: ChatClient | None, narrative: NarrativeOf) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.client = client
-        self.summaries = summaries
+        self.narrative = narrative
         # Staged: the fold agent flushes it once per batch (see streams.worker.staging).
         self.table = chorus.staging.stage(
             chorus.table("recap-status"),
@@ -324,8 +326,7 @@ class Recapper:
         )
         try:
             await self.publish(base, partition)
-            latest = self.summaries.latest.get(channel) or {}
-            summary = narrative_of(latest.get("text") or "", latest.get("narrative")) or None
+            summary = self.narrative(channel)
             window = await self.window_of(channel, recap)
             folded = self.chorus.folded(channel, CommitmentProjection.name)
             commitments = channel_commitments(folded.state if folded else None, window)
@@ -375,13 +376,15 @@ class Recapper:
         }
 
 
-def install(chorus: Runtime, summaries: Any) -> Recapper:
+def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
+    """The recap stage; `narrative` is what the channel's latest summary says was said
+    (handed over by the composition root: no stage imports another)."""
     from streams.llm.client import client_from_settings
     from streams.llm.metering import MeteredChatClient
 
     client = client_from_settings(chorus.settings, secondary=True)
     recapper = Recapper(
-        chorus, MeteredChatClient(client, chorus.meter, "recap") if client else None, summaries
+        chorus, MeteredChatClient(client, chorus.meter, "recap") if client else None, narrative
     )
 
     @chorus.app.agent(chorus.recaps, name="record-recaps")

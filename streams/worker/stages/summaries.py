@@ -135,6 +135,13 @@ class Summariser:
             (config and config.summary_after_seconds) or self.settings.summary_after_seconds,
         )
 
+    def narrative(self, channel: str) -> str | None:
+        """What the channel's latest summary says was said (None before its first)."""
+        latest = self.latest.get(channel)
+        if not latest:
+            return None
+        return narrative_of(latest.get("text") or "", latest.get("narrative")) or None
+
     def covered_offset(self, channel: str) -> int:
         latest = self.latest.get(channel)
         last = latest.get("last_offset") if latest else None

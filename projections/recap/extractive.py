@@ -1,0 +1,286 @@
+"""The extractive recap, for when no model is configured: the current goal, what was done,
+what is open and who owes it, and the next step, stitched from the channel's own words."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+from projections.model import REQUEST_TYPES, ActorType, Message, MessageType
+from projections.readable import CommitmentView
+from projections.recap.prompt import BULLET, clean_recap, one_line
+from projections.summarise.llm import UnusableAnswer
+from projections.text import (
+    ELLIPSIS,
+    KeyphraseCounts,
+    clean,
+    content_words,
+    count_keyphrases,
+    is_backchannel,
+    person,
+    salience,
+    scrub_ids,
+    top_keyphrases,
+)
+
+_SETBACK_TYPES = frozenset({MessageType.DECLINE, MessageType.FAILURE})
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_NEXT_STEP = re.compile(
+    r"\b(?:next|need to|needs to|have to|has to|should|going to|gonna|will|'ll|let's|"
+    r"plan to|todo|to do|action item|by (?:monday|tuesday|wednesday|thursday|friday|tomorrow))\b",
+    re.IGNORECASE,
+)
+RECAP_MIN_WORDS = 40
+RECAP_MAX_WORDS = 80
+
+
+def _tidy(text: str) -> str:
+    """Spoken text as it reads: no ids, no "uh"/"um", no stutter, no detached "' s" (the
+    one cleaner, `projections.text.clean`)."""
+    return one_line(clean(scrub_ids(text))).strip(" ,;")
+
+
+def _sentence(text: str) -> str:
+    text = text.rstrip(" ,;:-–—")
+    return text if text.endswith((".", "!", "?", ELLIPSIS)) else text + "."
+
+
+def _clip(text: str, words: int) -> str:
+    try:
+        clipped = clean_recap(text, max_words=words, max_chars=600)
+    except UnusableAnswer:
+        # Content that is nothing but a bullet marker is still what was said.
+        return one_line(text)
+    return clipped[:-2] + ELLIPSIS if clipped.endswith("." + ELLIPSIS) else clipped
+
+
+def _said(message: Message) -> str | None:
+    """The message's content as a person reads it, or None when it says nothing."""
+    content = message.content
+    if not content:
+        return None
+    # A recap asks this of each message of its window several times (to rank, to pick, to
+    # quote) and cleaning is most of its cost, so short texts (the stage's window cuts every
+    # message to 300 characters) are cached; a longer one is cleaned each time, so the cache
+    # holds at most SAID_CACHED texts of SAID_CACHED_CHARS.
+    return _said_text(content) if len(content) <= SAID_CACHED_CHARS else _said_uncached(content)
+
+
+def _said_uncached(content: str) -> str | None:
+    if is_backchannel(content):
+        return None
+    return _tidy(content) or None
+
+
+SAID_CACHED = 2048
+SAID_CACHED_CHARS = 1000
+_said_text = functools.lru_cache(maxsize=SAID_CACHED)(_said_uncached)
+
+
+# A goal or a point needs this many words that name something; "Digits?" is not a goal.
+_SUBSTANTIAL_WORDS = 3
+
+
+def _substantial(text: str | None) -> bool:
+    return text is not None and len(content_words(text)) >= _SUBSTANTIAL_WORDS
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(text) if not is_backchannel(s)] or [text]
+
+
+def _rank(text: str, counts: KeyphraseCounts) -> tuple[float, int]:
+    # Salience first; among equally salient (often: none) the one with more to say.
+    return salience(text, counts), len(content_words(text))
+
+
+def _best_sentence(text: str, counts: KeyphraseCounts, words: int) -> str:
+    return _clip(max(_sentences(text), key=lambda s: _rank(s, counts)), words)
+
+
+def _listed(items: Sequence[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _goal(
+    spoken: Sequence[Message],
+    owed: Sequence[CommitmentView],
+    ended: Sequence[CommitmentView],
+    used: set[str],
+) -> str | None:
+    """The open request asked first, else the latest request said; a request that ended
+    is never the goal without how it ended."""
+    if owed:
+        root = owed[0]
+        asked = _clip(root.what().strip("“”"), 18).rstrip(".")
+        return f"Goal: {asked} (asked by {person(root.requester)})"
+    outcomes = {c.correlation_id: c.outcome for c in reversed(ended) if c.outcome}
+    for message in reversed(spoken):
+        said = _said(message) if message.type in REQUEST_TYPES else None
+        if _substantial(said):
+            used.add(message.id)
+            goal = f"Goal ({person(message.sender)}): {_clip(said or '', 18)}"
+            outcome = outcomes.get(message.correlation_id or "")
+            return f"{goal.rstrip('.')} ({outcome})" if outcome else goal
+    return None
+
+
+def _progress(spoken: Sequence[Message], used: set[str]) -> list[str]:
+    """What was done: the latest results, and the setback that followed them if any."""
+    done = [m for m in spoken if m.type is MessageType.DONE][-2:]
+    found: list[str] = []
+    if done:
+        results = [f"{person(m.sender)} {_clip(_said(m) or 'finished', 12)}" for m in done]
+        found.append(_sentence("Done: " + "; ".join(r.rstrip(".") for r in results)))
+    last_done = max((spoken.index(m) for m in done), default=-1)
+    setbacks = [m for m in spoken[last_done + 1 :] if m.type in _SETBACK_TYPES]
+    if setbacks:
+        latest = setbacks[-1]
+        verb = "declined" if latest.type is MessageType.DECLINE else "failed"
+        reason = _said(latest)
+        found.append(
+            _sentence(
+                f"{person(latest.sender)} {verb}" + (f": {_clip(reason, 12)}" if reason else "")
+            )
+        )
+    used.update(m.id for m in done + setbacks[-1:])
+    return found
+
+
+def _points(spoken: Sequence[Message], counts: KeyphraseCounts, used: set[str]) -> list[Message]:
+    """The discussion's points, most salient first, alternating speakers where it can: a
+    discussion has more than one side."""
+    fresh = [m for m in spoken if m.id not in used and _said(m)]
+    # Only short remarks in view: they are still what was said last.
+    substantial = [m for m in fresh if _substantial(_said(m))] or fresh
+    ranked = sorted(substantial, key=lambda m: _rank(_said(m) or "", counts), reverse=True)
+    if not ranked:
+        return []
+    others = [m for m in ranked[1:] if m.sender != ranked[0].sender]
+    head = [ranked[0], *others[:1]]
+    return head + [m for m in ranked if m not in head]
+
+
+def _point(message: Message, counts: KeyphraseCounts) -> str:
+    return _sentence(
+        f"{person(message.sender)}: {_best_sentence(_said(message) or '', counts, 14)}"
+    )
+
+
+def _summary_points(summary: str | None, counts: KeyphraseCounts, seen: str) -> list[str]:
+    """Salient sentences of the running summary that the recap does not already say."""
+    if not summary:
+        return []
+    lines = (BULLET.sub("", line) for line in summary.splitlines())
+    sentences = [
+        _tidy(s) for line in lines for s in _sentences(line) if _substantial(s) and s not in seen
+    ]
+    ranked = sorted(sentences, key=lambda s: _rank(s, counts), reverse=True)
+    return [_sentence(f"Earlier: {_clip(s, 16)}") for s in ranked if s]
+
+
+def _extended(text: str, extra: str) -> str:
+    """`text` and `extra`, if that stays within RECAP_MAX_WORDS."""
+    if extra and len(text.split()) + len(extra.split()) <= RECAP_MAX_WORDS:
+        return f"{text} {extra}"
+    return text
+
+
+def _open(owed: Sequence[CommitmentView], ended: Sequence[CommitmentView]) -> str:
+    if not owed:
+        setbacks = Counter(c.outcome for c in ended if c.state != "FULFILLED" and c.outcome)
+        if setbacks:
+            counted = ", ".join(f"{count} {outcome}" for outcome, count in setbacks.items())
+            return f"Nothing is open ({counted})."
+        return "Nothing is open."
+    shown = "; ".join(f"{c.owes()} {_clip(c.what(), 10)}" for c in owed[:2])
+    more = f" (+{len(owed) - 2} more)" if len(owed) > 2 else ""
+    return _sentence(f"Open: {shown}{more}")
+
+
+def _next_step(
+    spoken: Sequence[Message], owed: Sequence[CommitmentView], topics: Sequence[str], used: set[str]
+) -> str:
+    if owed:
+        soonest = min(owed, key=lambda c: (c.expires_at is None, c.expires_at or c.since))
+        owner = person(soonest.obligor) if soonest.obligor else "someone"
+        due = f" before {soonest.expires_at:%H:%M} UTC" if soonest.expires_at else ""
+        return _sentence(f"Next: {owner} to deliver {_clip(soonest.what(), 10)}{due}")
+    if spoken and spoken[-1].type in _SETBACK_TYPES:
+        return "Next: hand the refused work to someone else or change the plan."
+    for message in reversed(spoken):
+        said = _said(message) if message.id not in used else None
+        steps = [s for s in _sentences(said) if _NEXT_STEP.search(s)] if said else []
+        if steps and _substantial(steps[-1]):
+            return _sentence(f"Next ({person(message.sender)}): {_clip(steps[-1], 16)}")
+    if any(m.type is MessageType.DONE for m in spoken):
+        return "Next: review the results and close the channel or start the next task."
+    if topics:
+        return _sentence(f"Next: continue on {topics[0]}")
+    return "Next: pick up where the conversation stopped."
+
+
+def extractive_recap(
+    messages: Sequence[Message],
+    open_commitments: Sequence[CommitmentView],
+    keyphrases: KeyphraseCounts | None = None,
+    summary: str | None = None,
+    ended_commitments: Sequence[CommitmentView] = (),
+) -> str:
+    """A recap stitched from the log itself, for when no model is configured.
+
+    It says the current goal, what was done, what is open and who owes it, and the next
+    useful step, in the channel's own words without ids or backchannel. `keyphrases` are
+    the channel's keyphrase counts (see `projections.readable`); without them the recent
+    messages alone rank what is salient. A recap short of 40 words is filled from the
+    channel's other points and the running `summary`. Each part is clipped on its own so a long goal
+    cannot crowd out the commitments, which are what a returning person most needs.
+    """
+    spoken = [
+        m
+        for m in messages
+        if m.actor_type is not ActorType.SYSTEM and m.type is not MessageType.EVENT
+    ]
+    counts = keyphrases
+    if counts is None:
+        counts = {}
+        for message in spoken:
+            counts = count_keyphrases(counts, message.content or "")
+    topics = top_keyphrases(counts, 6)
+    if not spoken and not open_commitments:
+        return "Nothing to recap yet."
+    used: set[str] = set()
+    goal = _goal(spoken, open_commitments, ended_commitments, used)
+    about = f"The channel is about {_listed(topics[:3])}." if topics else None
+    progress = _progress(spoken, used)
+    points = [] if progress else _points(spoken, counts, used)
+    used.update(m.id for m in points[:2])
+    parts = [
+        _sentence(goal) if goal else about,
+        *progress,
+        *(_point(m, counts) for m in points[:2]),
+        _open(open_commitments, ended_commitments),
+        _next_step(spoken, open_commitments, topics, used),
+    ]
+    text = " ".join(p for p in parts if p)
+    said = text  # what the summary's points must not repeat
+    if goal and about:
+        text = _extended(text, about)
+    # Below the lower bound: more of what the channel said, then what else it is about;
+    # each built only while the recap is still short.
+
+    def extras() -> Iterator[str]:
+        yield from (_point(m, counts) for m in points[2:] if m.id not in used)
+        yield from _summary_points(summary, counts, said)
+        if topics[3:]:
+            yield _sentence(f"Also discussed: {_listed(topics[3:])}")
+
+    for extra in extras():
+        if len(text.split()) >= RECAP_MIN_WORDS:
+            break
+        text = _extended(text, extra)
+    return clean_recap(text, max_words=RECAP_MAX_WORDS)
