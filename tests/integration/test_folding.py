@@ -50,7 +50,8 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
     for record in events:
         event = record.value
         assert event["source"] == f"channel:{event['channel']}"
-        assert event["event_version"] == 2 and set(event["states"]) == {"commitments", "overview"}
+        assert event["event_version"] == 3
+        assert set(event["projections"]) == {"commitments", "overview"}
         by_channel[event["channel"]].append(event)
     for channel in CHANNELS:
         mine = [m for m in messages if m.channel == channel]
@@ -58,10 +59,18 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
         # per-channel log order, and each event already holds the state after its message
         assert [e["message_id"] for e in channel_events] == [m.id for m in mine]
         for count, event in enumerate(channel_events, start=1):
-            assert event["states"]["overview"]["state"]["message_count"] == count
+            assert event["projections"]["overview"]["live"]["message_count"] == count
         expected = expected_state(messages, channel)
-        last = channel_events[-1]["states"]
-        assert {name: body["state"] for name, body in last.items()} == expected
+        # the last event carries the live part of the state the worker holds whole
+        last = channel_events[-1]["projections"]
+        active = {
+            key: c
+            for key, c in expected["commitments"]["commitments"].items()
+            if c["state"] in ("OPEN", "ACKNOWLEDGED")
+        }
+        assert last["commitments"]["live"]["active"] == active
+        assert last["commitments"]["live"]["opened"] == expected["commitments"]["opened"]
+        assert last["overview"]["live"]["open_commitments"] == len(active)
         assert live_state(worker, channel) == expected
 
     # the worker's shadow check re-folds sampled channels from the log: nothing diverges
@@ -152,8 +161,8 @@ async def test_failing_user_projection_keeps_state_and_reports(
     ]
     assert word_events[1]["errors"] == {"word-count": "RuntimeError: exploded on purpose"}
     # unchanged by the failing message, while the other projections folded it
-    assert word_events[1]["states"]["word-count"]["state"] == {"eve": 2}
-    assert word_events[1]["states"]["overview"]["state"]["message_count"] == 2
+    assert word_events[1]["projections"]["word-count"]["live"] == {"eve": 2}
+    assert word_events[1]["projections"]["overview"]["live"]["message_count"] == 2
     assert live_state(worker, "user/proj")["word-count"] == {"eve": 5}
     letters = await read_until(chorus_settings, "dead-letters", lambda rs: len(rs) >= 1, 30)
     assert "word-count: RuntimeError: exploded on purpose" in letters[0].value["reason"]

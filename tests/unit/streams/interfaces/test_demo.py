@@ -18,3 +18,22 @@ def test_each_run_gets_its_own_ids_and_keeps_the_replies_linked() -> None:
             assert message.in_reply_to == by_record[record["in_reply_to"]].id
         if record.get("correlation_id"):
             assert message.correlation_id == record["correlation_id"] + "-aaa111"
+
+
+def test_a_driver_event_line_says_which_commitments_changed() -> None:
+    from streams.interfaces.demo import driver_event_line
+
+    opened = {"id": "m1", "state": "OPEN", "requester": "planner", "obligor": "role:writer"}
+    event = {
+        "offset": 3,
+        "projections": {
+            "commitments": {"changes": {"commitments": [opened]}, "live": {"active": {}}}
+        },
+        "decision": {"decision": "CONTINUE"},
+    }
+    seen: dict[str, dict[str, object]] = {}
+    line = driver_event_line(event, seen)
+    assert line is not None and "commitment open: planner → writer" in line
+    assert seen == {"m1": opened}
+    omitted = {"offset": 4, "projections": {"commitments": {"live": None}}}
+    assert driver_event_line(omitted, seen) is None

@@ -65,10 +65,11 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
         assert value is not None
         event = DriverEvent.model_validate_json(value)
         assert key == b"off/line" and partition == HOME
-        assert set(event.states) == {"commitments", "overview"}  # one event, every state
-        for projection, carried in event.states.items():
+        assert set(event.projections) == {"commitments", "overview"}  # one event, all of them
+        for projection, carried in event.projections.items():
             stored = chorus.folds[projection].get(event.channel)
-            assert stored is not None and stored["state"] == carried.state  # state first
+            assert stored is not None and stored["offset"] == event.offset  # state first
+            assert carried.changes is not None
 
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
     with captured(state_first) as sent:
