@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from projections.context import ChannelContext, RecentMessage, assemble_context
-from projections.projection import Folded
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recaps import channel_commitments
 
@@ -18,14 +17,13 @@ if TYPE_CHECKING:
 
 def channel_state(chorus: Runtime, channel: str) -> dict[str, Any] | None:
     """Every projection's fold of the channel, or None when the channel is unknown here."""
-    folds = {name: table.get(channel) for name, table in chorus.folds.items()}
-    if all(raw is None for raw in folds.values()):
+    folds = {name: chorus.folded(channel, name) for name in chorus.folds}
+    if all(folded is None for folded in folds.values()):
         return None
     projections = {}
-    for name, raw in folds.items():
-        if raw is None:
+    for name, folded in folds.items():
+        if folded is None:
             continue
-        folded = Folded.model_validate(raw)
         projections[name] = {
             "version": folded.version,
             "offset": folded.offset,

@@ -20,8 +20,9 @@ from aiokafka.errors import (
 )
 from faust.types import TP as TopicPartition
 
-from projections.projection import ChannelProjection
+from projections.projection import ChannelProjection, Folded
 from streams.errors import ChorusError
+from streams.fold_store import is_split, whole_fold
 from streams.kafka.clients import bootstrap_servers
 from streams.llm.metering import CostMeter
 from streams.registry import registered_projections
@@ -34,6 +35,7 @@ from streams.topology import (
     RECAPS,
     SUMMARIES,
     changelog_config,
+    ended_table_name,
     fold_table_name,
 )
 from streams.worker.configs import ChannelConfigs
@@ -139,6 +141,11 @@ class Runtime:
         self.recaps = self.app.topic(settings.topic(RECAPS), **RAW)
 
         self.folds = {p.name: self.table(fold_table_name(p)) for p in self.projections}
+        # The ended commitments of split folds, one record each (`streams.fold_store`):
+        # read a fold through `folded`, never from `folds` directly.
+        self.ended = {
+            p.name: self.table(ended_table_name(p)) for p in self.projections if is_split(p)
+        }
         self.channel_config = self.table("channel-config")
         self.configs = ChannelConfigs(self.channel_config)
         # Next offset to fold per messages partition: the fold never applies past a gap.
@@ -159,6 +166,17 @@ class Runtime:
         @self.app.on_rebalance_complete.connect
         async def forget_after_recovery(app: Any, **_: Any) -> None:
             self.forget_cached()
+
+    def folded(self, channel: str, name: str) -> Folded | None:
+        """The whole fold of `channel` by projection `name` as the tables hold it (None when
+        there is none): the one way the views, timers and checks read a fold, since a split
+        fold's ended commitments live in a table of their own."""
+        table = self.folds.get(name)
+        record = table.get(channel) if table is not None else None
+        if record is None:
+            return None
+        ended = self.ended.get(name)
+        return whole_fold(record, ended.get if ended is not None else None, channel)
 
     def table(self, name: str) -> Any:
         """A changelog-backed table whose changelog accepts what the chorus topics accept

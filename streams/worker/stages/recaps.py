@@ -334,9 +334,8 @@ class Recapper:
             self.generating.pop(channel, None)
 
     def commitments_fold(self, channel: str) -> dict[str, Any] | None:
-        table = self.chorus.folds.get("commitments")
-        raw = table.get(channel) if table is not None else None
-        return raw if isinstance(raw, dict) else None
+        folded = self.chorus.folded(channel, "commitments")
+        return folded.as_record() if folded is not None else None
 
     async def publish(self, record: RecapRecord, partition: int) -> None:
         await self.chorus.recaps.send(

@@ -408,7 +408,12 @@ def test_sample_and_snapshot() -> None:
         "overview": {"c1": folded(3, {"n": 1}).model_dump(mode="json")},
         "commitments": {},
     }
-    assert snapshot_folds(tables, ["c1", "c2"]) == {
+
+    def read(channel: str, name: str) -> Folded | None:
+        raw = tables[name].get(channel)
+        return Folded.model_validate(raw) if raw is not None else None
+
+    assert snapshot_folds(read, tables, ["c1", "c2"]) == {
         "c1": {"overview": folded(3, {"n": 1})},
         "c2": {},
     }
@@ -582,6 +587,10 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
                 },
                 "commitments": {},
             }
+
+        def folded(self, channel: str, name: str) -> Folded | None:
+            raw = self.folds[name].get(channel)
+            return Folded.model_validate(raw) if raw is not None else None
 
         def messages_partition(self, channel: str) -> int | None:
             return 0 if channel.startswith("mine/") else None
