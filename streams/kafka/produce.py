@@ -10,7 +10,7 @@ import orjson
 
 from projections.model import Message, MessageError, encode_message, message_from_record
 from projections.model import with_generated_correlation_id as _with_correlation_id
-from streams.kafka.clients import producer, topic_partitions
+from streams.kafka.clients import producer, started, topic_partitions
 from streams.settings import Settings
 from streams.topology import MESSAGES
 
@@ -57,7 +57,7 @@ def parse_json_lines(lines: Iterable[str]) -> tuple[list[Message], list[LineErro
 async def send_messages(settings: Settings, messages: Sequence[Message]) -> list[Delivered]:
     """Send in order and wait for every acknowledgement."""
     kafka = producer(settings)
-    await kafka.start()
+    await started(kafka, settings)
     try:
         await topic_partitions(kafka, settings.topic(MESSAGES))
         futures = [
