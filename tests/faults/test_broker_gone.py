@@ -74,7 +74,7 @@ async def test_a_worker_whose_broker_is_gone_exits_on_sigterm_within_10_s(
         monkeypatch.setenv(name, env[name])
     settings = Settings()
     await prepare_topics(settings)
-    worker = FaultWorker(env, tmp_path / "worker.log")
+    worker = FaultWorker(env, tmp_path / "worker.log", loglevel="info")
     try:
         await asyncio.to_thread(worker.start, 180.0)
         await send_messages(settings, traffic(channel_names(4, "gone"), 40))
