@@ -700,3 +700,26 @@ def test_fewer_collections_while_folding_and_the_thresholds_restored_after() -> 
     assert gc.get_threshold() == before
     with fewer_collections(threshold=1):  # never more often than before
         assert gc.get_threshold() == before
+
+
+def test_old_versions_changelogs_include_a_split_folds_ended_table() -> None:
+    from projections.commitments import CommitmentProjection
+    from streams.replay.tables import old_version_changelogs
+
+    class CommitmentsV3(CommitmentProjection):
+        version = 3
+
+    topics = [
+        "app-fold-commitments-v1-changelog",
+        "app-fold-commitments-v2-changelog",
+        "app-fold-commitments-v2-ended-changelog",
+        "app-fold-commitments-v3-changelog",
+        "app-fold-commitments-v3-ended-changelog",
+        "app-fold-overview-v1-changelog",
+        "other-fold-commitments-v1-changelog",
+    ]
+    assert old_version_changelogs("app", CommitmentsV3(), topics) == [
+        "app-fold-commitments-v1-changelog",
+        "app-fold-commitments-v2-changelog",
+        "app-fold-commitments-v2-ended-changelog",
+    ]
