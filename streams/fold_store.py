@@ -89,12 +89,13 @@ def split_record(folded: Folded, previous: dict[str, Any] | None) -> StoredFold:
     record = folded.as_record()
     record["state"] = {**state, "commitments": active}
     record[ENDED_SEQS] = [first, after]
+    # Only the ones that ended since `previous` (the last in `ended`) are written.
+    new = ended[max(written - first, 0) :]
     return StoredFold(
         record,
         {
             seq: {"offset": folded.offset, "commitment": commitment}
-            for seq, commitment in enumerate(ended, start=first)
-            if seq >= written
+            for seq, commitment in enumerate(new, start=max(written, first))
         },
         range(previous_first, min(first, written)),
     )
