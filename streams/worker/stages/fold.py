@@ -8,8 +8,10 @@ broker's acknowledgement of every one). The batch is acknowledged after that.
 
 Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
 applied; a redelivered record is not applied again, but its driver events are sent again,
-so no driver event is ever lost. One driver event per message carries every projection's
-state; consumers dedupe by (channel, offset).
+so no driver event is ever lost. One driver event per message carries what it changed in
+each projection and the live part of each state; consumers dedupe by (channel, offset).
+A commitments fold is stored split (`streams.fold_store`): the live part in its fold table,
+each ended commitment once in a table of its own.
 """
 
 from __future__ import annotations
