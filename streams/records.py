@@ -31,8 +31,9 @@ class ProjectionChange(BaseModel):
     """What one projection says in a driver event (v3): its version, what this message
     changed and the live part of its state after it.
 
-    `changes` is null when the message changed nothing in it (a redelivery, an ignored
-    message, an error) or when the projection does not say (`changes_of`); `live` is the
+    `changes` is null when nothing was applied (a redelivery, an error) or when the
+    projection does not say (`changes_of`), and empty when the message was applied but
+    changed nothing in it; `live` is the
     part of the state a driver acts on (`live_of`: for commitments the active ones and the
     counters, for the overview its counts and the most recent participants; a projection
     that does not define it carries its whole state). The whole state is read once from
