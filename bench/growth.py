@@ -6,12 +6,15 @@ requests (QUERY/COMMAND) that are answered (RESPONSE/DONE, some DECLINE, HANDOFF
 with real text from bench/data.py's conversations, is folded
 
   (a) in process: the worker's fold path without Kafka, `projections.channel.step` over the
-      stored `Folded` records (states kept loaded, as the worker's cache does), every applied
-      fold's table value encoded as the table does (orjson of `Folded.as_record()`), and the
-      driver event (`streams.records.driver_event(...).fitted(limit)`);
+      whole folds (kept loaded, as the worker's cache does), every applied fold's table
+      writes encoded as the tables store them (`streams.fold_store.stored_fold`: the fold
+      record, and a commitments fold's newly ended commitments), and the driver event
+      (`streams.records.driver_event(...).fitted(limit)`);
   (b) through a real `chorus worker` (one partition, the messages produced beforehand),
       measured on what it wrote: per-message cost from the driver events' timestamps, bytes
-      from the driver-event records and the fold tables' changelog records.
+      from the driver-event records and the fold tables' changelog records (the ended
+      commitments' table included; its deletions, one small tombstone per evicted
+      commitment, carry no offset and are not counted).
 
 Each length L is measured over a window ending at L (the last 1,000 messages, or all when
 fewer), so the figures say what a message costs when the channel is that long. The target
@@ -52,11 +55,12 @@ from projections.model import ActorType, Message, MessageType, encode_message
 from projections.projection import Folded
 from projections.termination import decision_to_json
 from streams.conversations import Conversation
+from streams.fold_store import is_split, stored_fold
 from streams.ops.topics import create_topics
 from streams.records import driver_event
 from streams.registry import registered_projections
 from streams.settings import Settings
-from streams.topology import changelog_config, fold_table_name
+from streams.topology import changelog_config, ended_table_name, fold_table_name
 from streams.worker.configs import ChannelConfigs
 
 LENGTHS = (100, 1_000, 10_000, 100_000)
@@ -205,6 +209,7 @@ def fold_in_process(
     condition = ChannelConfigs({}).conditions(CHANNEL)
     limit = settings.max_message_bytes
     total = max(lengths)
+    folds: dict[str, Folded] = {}  # the whole folds in memory, as the worker's cache keeps them
     table: dict[str, dict[str, Any]] = {}  # projection -> its table value for the channel
     loaded: dict[str, Any] = {}  # the states in memory, as the worker's cache keeps them
     elapsed_ns = array("q")
@@ -216,10 +221,7 @@ def fold_in_process(
     clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
     for offset, message in enumerate(growing_channel(conversations, total)):
         started, cpu_started = clock(), cpu_clock()
-        stored = {
-            p.name: Folded.model_validate(table[p.name]) if p.name in table else None
-            for p in projections
-        }
+        stored = {p.name: folds.get(p.name) for p in projections}
         steps = step(
             projections, stored, message, offset, loaded, max_state_bytes=settings.max_state_bytes
         )
@@ -228,8 +230,11 @@ def fold_in_process(
         for done in steps:
             name = done.projection.name
             if done.applied:
-                table[name] = value = done.folded.as_record()
-                written += len(orjson.dumps(value))
+                writes = stored_fold(done.projection, done.folded, table.get(name))
+                table[name] = writes.record
+                written += len(orjson.dumps(writes.record))
+                written += sum(len(orjson.dumps(value)) for value in writes.ended.values())
+            folds[name] = done.folded
             loaded[name] = done.state
         event = driver_event(message, 0, offset, steps, decision).fitted(limit)
         cpu_ns.append(cpu_clock() - cpu_started)
@@ -240,7 +245,7 @@ def fold_in_process(
             raise RuntimeError(f"a fold was refused at {offset}: {[s.error for s in steps]}")
         if offset + 1 in checkpoints:
             state_bytes[offset + 1] = {
-                name: len(orjson.dumps(value["state"])) for name, value in table.items()
+                name: len(orjson.dumps(folded.state)) for name, folded in folds.items()
             }
     rows = []
     for (first, end), length in zip(windows(lengths, window), lengths, strict=True):
@@ -265,7 +270,7 @@ def fold_in_process(
         )
     return {
         "rows": with_ratios(rows, ("us_per_msg", "bytes_per_msg", "state_bytes")),
-        "final_state": {name: value["state"] for name, value in table.items()},
+        "final_state": {name: folded.state for name, folded in folds.items()},
     }
 
 
@@ -278,16 +283,17 @@ def changelog_topic(app_id: str, table: str) -> str:
 
 
 async def _changelog_windows(
-    bootstrap: str, topic: str, total: int, spans: Sequence[tuple[int, int]]
+    bootstrap: str, topic: str, total: int, spans: Sequence[tuple[int, int]], per_message: bool
 ) -> list[float | None]:
     """Changelog bytes per message in each window of message offsets, attributed by the
-    fold offset each record carries. One record per message (each message its own batch):
-    the window's records are read by offset; batched (fewer records): all of them."""
+    fold offset each record carries. A fold table with one record per message (each message
+    its own batch): the window's records are read by offset; else (batched, or the ended
+    commitments' table, written when one ends): all of them."""
     ends = await end_offsets(bootstrap, topic)
     count = ends.get(0, 0)
     if count == 0:
-        return [None for _ in spans]
-    if count == total:
+        return [0.0 if not per_message else None for _ in spans]
+    if per_message and count == total:
         found = [await read_records(bootstrap, topic, 0, first, end) for first, end in spans]
         # A window the cleaner compacted anyway says nothing: no figure rather than a low one.
         return [
@@ -331,10 +337,12 @@ async def fold_through_worker(
     )
     events_topic = phase.topic("driver-events") + ("-fold-only" if fold_only else "")
     app_id = phase.app_id.replace("bench-", "bench-foldonly-", 1) if fold_only else phase.app_id
-    tables = [fold_table_name(p) for p in registered_projections(settings.projections, settings)]
+    projections = registered_projections(settings.projections, settings)
+    tables = [fold_table_name(p) for p in projections]
+    ended_tables = [ended_table_name(p) for p in projections if is_split(p)]
     # As Faust creates them, except that the cleaner leaves them alone for the run: one key
     # in gigabytes of records, and the early windows would be compacted before they are read.
-    for table in tables:
+    for table in tables + ended_tables:
         config = {
             "cleanup.policy": "compact",
             "min.compaction.lag.ms": str(24 * 3600 * 1000),
@@ -354,8 +362,10 @@ async def fold_through_worker(
     reached = [length for length in lengths if length <= min(events, total)]
     spans = windows(reached, window)
     changelogs = {
-        table: await _changelog_windows(bootstrap, changelog_topic(app_id, table), total, spans)
-        for table in tables
+        table: await _changelog_windows(
+            bootstrap, changelog_topic(app_id, table), total, spans, table in tables
+        )
+        for table in tables + ended_tables
     }
     rows = []
     for index, ((first, end), length) in enumerate(zip(spans, reached, strict=True)):
@@ -364,7 +374,7 @@ async def fold_through_worker(
         # From the event before the window, so each message's own time is counted.
         start = records[0] if first > 0 else inside[0]
         counted = len(inside) - (0 if first > 0 else 1)
-        per_table = {table: changelogs[table][index] for table in tables}
+        per_table = {table: changelogs[table][index] for table in tables + ended_tables}
         event_bytes = sum(r.size for r in inside) / len(inside)
         changelog_bytes = (
             sum(v for v in per_table.values() if v is not None)

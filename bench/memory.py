@@ -76,15 +76,15 @@ async def measure(
 
 
 async def state_bytes(bootstrap: str, topic: str) -> dict[str, Any]:
-    """Mean and largest encoded state per channel (all projections), from each channel's
-    last driver event."""
+    """Mean and largest encoded live state per channel (all projections' `live` part: what a
+    v3 driver event carries of the state), from each channel's last driver event."""
     latest: dict[str, int] = {}
     for partition, end in (await end_offsets(bootstrap, topic)).items():
         for record in await read_records(bootstrap, topic, partition, 0, end, keep_values=True):
             event = orjson.loads(record.value or b"{}")
-            states = event.get("states") or {}
+            parts = event.get("projections") or {}
             latest[event["channel"]] = sum(
-                len(orjson.dumps(entry.get("state"))) for entry in states.values()
+                len(orjson.dumps(entry.get("live"))) for entry in parts.values()
             )
     if not latest:
         return {}

@@ -345,15 +345,17 @@ def growth_markdown(growth: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     worker = growth.get("worker") or {}
     notes = [
-        "In process: step + decide + table values (orjson of `Folded.as_record()`) + driver "
-        "event (`fitted`); bytes = table values + driver event."
+        "In process: step + decide + table writes (`streams.fold_store.stored_fold`: the fold "
+        "records and newly ended commitments, orjson) + driver event (`fitted`); bytes = "
+        "table writes + driver event."
     ]
     if worker:
         notes.append(
             f"Worker: `{'bench.fold_worker' if worker.get('fold_only') else 'chorus worker'}`, "
             f"CHORUS_FOLD_BATCH_MAX={worker.get('fold_batch_max')}, one partition; CPU ms/msg from "
             "psutil polls of the worker, wall ms/msg from driver-event timestamps; bytes = "
-            "driver-event records + fold changelog records; "
+            "driver-event records + fold changelog records (the ended commitments' table "
+            "included); "
             f"{_rate(worker.get('msgs_per_s'))} msg/s overall, "
             f"{_ms(worker.get('cpu_ms_per_msg'))} ms CPU/msg, RSS "
             f"{_rate(worker.get('rss_mb'))} MB at the end."

@@ -32,35 +32,42 @@ ACTIVE = ("OPEN", "ACKNOWLEDGED")
 STEP_TIMEOUT = 60.0
 
 
-def commitments(event: DriverEvent) -> dict[str, dict[str, Any]]:
-    """The channel's commitments after the event's message: id -> commitment."""
-    state = event.states["commitments"].state or {}
-    found: dict[str, dict[str, Any]] = state.get("commitments", {})
+def active(event: DriverEvent) -> dict[str, dict[str, Any]]:
+    """The channel's active commitments after the event's message: id -> commitment (a v3
+    driver event carries them whole; the ended ones it carries only when its message
+    ended them)."""
+    live = event.projections["commitments"].live or {}
+    found: dict[str, dict[str, Any]] = live.get("active", {})
+    return found
+
+
+def changed(event: DriverEvent) -> list[dict[str, Any]]:
+    """The commitments the event's message opened, changed or ended, each as it is now."""
+    changes = event.projections["commitments"].changes or {}
+    found: list[dict[str, Any]] = changes.get("commitments", [])
     return found
 
 
 def owed_by(event: DriverEvent, addresses: tuple[str, ...]) -> list[dict[str, Any]]:
     """The active commitments whose obligor is one of `addresses`, oldest first."""
-    return [
-        commitment
-        for commitment in commitments(event).values()
-        if commitment["state"] in ACTIVE and commitment["obligor"] in addresses
-    ]
+    return [c for c in active(event).values() if c["obligor"] in addresses]
 
 
 def ended(correlation_id: str) -> Callable[[DriverEvent], bool]:
-    """`until` for `wait`: the request's latest commitment has ended (handoffs followed)."""
+    """`until` for `wait`: the event whose message ended the request's latest commitment
+    (a hand-off opens a new one for the same request: followed until that one ends)."""
 
     def check(event: DriverEvent) -> bool:
-        chain = [c for c in commitments(event).values() if c["correlation_id"] == correlation_id]
-        return bool(chain) and chain[-1]["state"] not in ACTIVE
+        ends = [c for c in changed(event) if c["correlation_id"] == correlation_id]
+        still = [c for c in active(event).values() if c["correlation_id"] == correlation_id]
+        return bool(ends) and ends[-1]["state"] not in ACTIVE and not still
 
     return check
 
 
 def state_of(event: DriverEvent, correlation_id: str) -> str:
-    """How the request `correlation_id` ended: the state of its latest commitment."""
-    chain = [c for c in commitments(event).values() if c["correlation_id"] == correlation_id]
+    """How the request `correlation_id` ended, in the event that `ended` accepted."""
+    chain = [c for c in changed(event) if c["correlation_id"] == correlation_id]
     return str(chain[-1]["state"])
 
 

@@ -51,6 +51,9 @@ class ProjectionStep:
     state: Any  # folded.state loaded: what the projection's apply returned
     applied: bool
     error: str | None = None
+    # The loaded state before the message (`state` itself when nothing was applied): what a
+    # driver event's `changes` are measured against.
+    before: Any = None
 
 
 def step(
@@ -72,8 +75,10 @@ def step(
         previous = stored.get(projection.name)
         state = loaded.get(projection.name) if loaded and previous is not None else None
         try:
-            folded, new_state, applied = advance(projection, previous, message, offset, state)
-            steps.append(ProjectionStep(projection, folded, new_state, applied))
+            folded, before, new_state, applied = advance(
+                projection, previous, message, offset, state
+            )
+            steps.append(ProjectionStep(projection, folded, new_state, applied, before=before))
         except Exception as error:  # a user projection's bug must not stop the channel
             steps.append(_kept(projection, previous, state, f"{type(error).__name__}: {error}"))
     for index, done in enumerate(steps):
@@ -93,7 +98,7 @@ def _kept(
 ) -> ProjectionStep:
     kept = previous if previous is not None else initial_folded(projection)
     kept_state = state if state is not None else load_state(projection, kept.state)
-    return ProjectionStep(projection, kept, kept_state, False, reason)
+    return ProjectionStep(projection, kept, kept_state, False, reason, before=kept_state)
 
 
 def oversize(dumped_state: Any, limit: int) -> str | None:
@@ -134,7 +139,9 @@ def _join_open_count(steps: list[ProjectionStep]) -> None:
     folded = overview.folded.model_copy(
         update={"state": {**overview.folded.state, "open_commitments": state.open_commitments}}
     )
-    steps[at_overview] = ProjectionStep(overview.projection, folded, state, True)
+    steps[at_overview] = ProjectionStep(
+        overview.projection, folded, state, True, before=overview.before
+    )
 
 
 def decide(condition: TerminationCondition, steps: Sequence[ProjectionStep]) -> Decision:

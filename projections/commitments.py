@@ -167,6 +167,12 @@ class CommitmentsState(BaseModel):
         a dump made once stays right (a unit test compares the two ways)."""
         return {
             "commitments": {key: _dump_of(c) for key, c in self.commitments.items()},
+            **self.counters(),
+        }
+
+    def counters(self) -> dict[str, Any]:
+        """The counters that never shrink, as in the state's JSON."""
+        return {
             "opened": self.opened,
             "ended": {state.value: count for state, count in self.ended.items()},
             "declines": self.declines,
@@ -325,6 +331,29 @@ class CommitmentProjection:
 
     def identity(self) -> CommitmentsState:
         return CommitmentsState()
+
+    def live(self, state: CommitmentsState) -> dict[str, Any]:
+        """What a driver event carries: the active commitments (in the order they were
+        opened) and the counters; never the ended ones, which are read from the state."""
+        return {
+            "active": {
+                key: _dump_of(c) for key, c in state.commitments.items() if c.state in _ACTIVE
+            },
+            **state.counters(),
+        }
+
+    def changes(self, before: CommitmentsState, after: CommitmentsState) -> dict[str, Any]:
+        """The commitments one message opened, changed or ended, each as it is after it (its
+        `state` is the new status), in their order in `after`. Commitments are immutable and
+        a fold keeps the unchanged ones, so identity finds them without comparing fields."""
+        previous = before.commitments
+        return {
+            "commitments": [
+                _dump_of(c)
+                for key, c in after.commitments.items()
+                if (found := previous.get(key)) is not c and found != c
+            ]
+        }
 
     def apply(self, state: CommitmentsState, message: Message) -> CommitmentsState:
         expiring = expiry_target(message)

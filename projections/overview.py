@@ -15,6 +15,8 @@ from projections.model import Message, MessageType
 # names and topics the overview stays under 60 KB.
 MAX_PARTICIPANTS = 200
 MAX_TOPICS = 50
+# Participants a driver event carries (the most recently active); the state has them all.
+LIVE_PARTICIPANTS = 10
 
 
 class ChannelOverview(BaseModel):
@@ -85,6 +87,42 @@ class ChannelOverviewProjection:
 
     def identity(self) -> ChannelOverview:
         return ChannelOverview()
+
+    def live(self, state: ChannelOverview) -> dict[str, Any]:
+        """What a driver event carries: the counts and activity, and the LIVE_PARTICIPANTS
+        most recently active participants (most recent last); not the topics."""
+        recent = list(state.participants.items())[-LIVE_PARTICIPANTS:]
+        return {
+            "message_count": state.message_count,
+            "by_type": {kind.value: count for kind, count in state.by_type.items()},
+            "open_commitments": state.open_commitments,
+            "first_activity": to_jsonable_python(state.first_activity),
+            "last_activity": to_jsonable_python(state.last_activity),
+            "last_message_id": state.last_message_id,
+            "participant_count": len(state.participants),
+            "recent_participants": dict(recent),
+            "participants_evicted": state.participants_evicted,
+            "other_participant_messages": state.other_participant_messages,
+            "topic_count": len(state.topics),
+            "other_topic_messages": state.other_topic_messages,
+        }
+
+    def changes(self, before: ChannelOverview, after: ChannelOverview) -> dict[str, Any]:
+        """The fields one message changed, with their new values: of `participants` and
+        `by_type` only the changed entries, of `topics` only the new ones."""
+        old, new = before.dumped(), after.dumped()
+        changed: dict[str, Any] = {}
+        for field, value in new.items():
+            previous = old[field]
+            if value == previous:
+                continue
+            if isinstance(value, dict):
+                changed[field] = {k: v for k, v in value.items() if previous.get(k) != v}
+            elif isinstance(value, list):
+                changed[field] = [item for item in value if item not in previous]
+            else:
+                changed[field] = value
+        return changed
 
     def apply(self, state: ChannelOverview, message: Message) -> ChannelOverview:
         by_type = dict(state.by_type)

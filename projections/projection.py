@@ -43,6 +43,26 @@ class ChannelProjection(Protocol[S]):
         ...
 
 
+# Optional methods a projection may define to keep its driver events small (`live_of`,
+# `changes_of`); a projection without them has its whole state carried, as before:
+#   live(state) -> JSON-ready: the part of the state a driver acts on (small, bounded)
+#   changes(before, after) -> JSON-ready: what one applied message changed
+
+
+def live_of(projection: ChannelProjection[S], state: S) -> Any:
+    """What a driver event carries of `state`: the projection's `live(state)` when it
+    defines one, else the whole state (JSON types)."""
+    live = getattr(projection, "live", None)
+    return live(state) if callable(live) else dump_state(state)
+
+
+def changes_of(projection: ChannelProjection[S], before: S, after: S) -> Any:
+    """What an applied message changed, by the projection's `changes(before, after)`; None
+    when it defines none (its whole state is in `live_of`)."""
+    changes = getattr(projection, "changes", None)
+    return changes(before, after) if callable(changes) else None
+
+
 def fold(
     projection: ChannelProjection[S], messages: Iterable[Message], state: S | None = None
 ) -> S:
@@ -141,7 +161,7 @@ def fold_at(
     Exceptions from `apply` propagate so the caller can keep the old fold and dead-letter
     the message.
     """
-    new, _, applied = advance(projection, folded, message, offset)
+    new, _, _, applied = advance(projection, folded, message, offset)
     return new, applied
 
 
@@ -151,9 +171,10 @@ def advance(
     message: Message,
     offset: int,
     state: S | None = None,
-) -> tuple[Folded, S, bool]:
+) -> tuple[Folded, S, S, bool]:
     """`fold_at` for callers that keep states in memory: `state`, when given, must be
-    `folded`'s state already loaded; the state after the fold is returned with it."""
+    `folded`'s state already loaded. Returns the new fold, the loaded states before and
+    after the message (the same object when it was not applied) and whether it was."""
     current = initial_folded(projection) if folded is None else folded
     if current.projection != projection.name or current.version != projection.version:
         raise StaleFoldError(
@@ -162,7 +183,8 @@ def advance(
         )
     loaded = load_state(projection, current.state) if state is None else state
     if offset <= current.offset:
-        return current, loaded, False
+        return current, loaded, loaded, False
     new_state = projection.apply(loaded, message)
     dumped = current.state if new_state is loaded else dump_state(new_state)
-    return current.model_copy(update={"offset": offset, "state": dumped}), new_state, True
+    folded = current.model_copy(update={"offset": offset, "state": dumped})
+    return folded, loaded, new_state, True

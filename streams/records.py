@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from projections.channel import ProjectionStep
 from projections.model import LogPosition, Message, MessageError, decode_message, utc_now
-from projections.projection import encoded
+from projections.projection import changes_of, live_of
 
 
 class WireRecord(BaseModel):
@@ -23,30 +23,39 @@ class WireRecord(BaseModel):
         return self.__pydantic_serializer__.to_json(self)
 
 
-class ProjectionState(BaseModel):
-    """One projection's state in a driver event: its version and the state after the fold.
+class ProjectionChange(BaseModel):
+    """What one projection says in a driver event (v3): its version, what this message
+    changed and the live part of its state after it.
 
-    `omitted` is set, and `state` is null, only when the whole event would not fit a record
-    (`fitted`); the state is then read from `GET /channels/{channel}/state`.
+    `changes` is null when nothing was applied (a redelivery, an error) or when the
+    projection does not say (`changes_of`), and empty when the message was applied but
+    changed nothing in it; `live` is the
+    part of the state a driver acts on (`live_of`: for commitments the active ones and the
+    counters, for the overview its counts and the most recent participants; a projection
+    that does not define it carries its whole state). The whole state is read once from
+    `GET /channels/{channel}/state` or `chorus state`. `omitted` is set, and `changes` and
+    `live` are null, only when the whole event would not fit a record (`fitted`).
     """
 
     version: int
-    state: Any
+    changes: Any = None
+    live: Any = None
     omitted: str | None = None
 
 
-DRIVER_EVENT_VERSION = 2
+DRIVER_EVENT_VERSION = 3
 
 
 class DriverEvent(WireRecord):
-    """A wake signal that already carries the channel's states after the fold (version 2).
+    """A wake signal that carries what the fold changed and the live state (version 3).
 
-    One record per folded message: `states` holds every projection's state after it, so the
-    event is self-contained. source is `channel:<channel>` after a fold,
+    One record per folded message: `projections` holds, per projection, what the message
+    changed and the live part of its state after it (see `ProjectionChange`); the ended
+    history is not in it. source is `channel:<channel>` after a fold,
     `projection-error:<channel>` when a projection raised or outgrew the state limit
     (`errors`: projection -> reason; that projection's state is the one it kept).
-    `applied` is false for a redelivered message that was folded before. At-least-once:
-    consumers dedupe by (channel, offset).
+    `applied` is false for a redelivered message that was folded before (its `changes` are
+    null, `live` is the state now). At-least-once: consumers dedupe by (channel, offset).
     """
 
     event_version: int = DRIVER_EVENT_VERSION
@@ -55,46 +64,44 @@ class DriverEvent(WireRecord):
     message_id: str
     partition: int
     offset: int
-    states: dict[str, ProjectionState]
+    projections: dict[str, ProjectionChange]
     decision: dict[str, Any]
     applied: bool = True
     errors: dict[str, str] = Field(default_factory=dict)
     timestamp: datetime = Field(default_factory=utc_now)
 
     def to_bytes(self) -> bytes:
-        # The states are already JSON-ready; orjson encodes them far faster than pydantic's
+        # The parts are already JSON-ready; orjson encodes them far faster than pydantic's
         # serializer infers a type for every value of an `Any` field.
         record = {name: getattr(self, name) for name in type(self).model_fields}
-        record["states"] = {
-            name: {**entry.__dict__, "state": orjson.Fragment(encoded(entry.state))}
-            for name, entry in self.states.items()
-        }
+        record["projections"] = {name: entry.__dict__ for name, entry in self.projections.items()}
         return orjson.dumps(record)
 
     def fitted(self, limit: int) -> bytes:
-        """The encoded event, at most `limit` bytes where it can be: the largest states are
-        left out (`omitted`) until it fits, so no fold's signal is refused by the broker."""
+        """The encoded event, at most `limit` bytes where it can be: the largest projections'
+        parts are left out (`omitted`) until it fits, so no fold's signal is refused by the
+        broker."""
         encoded = self.to_bytes()
         event = self
         while len(encoded) > limit:
             sizes = {
-                name: len(orjson.dumps(entry.state))
-                for name, entry in event.states.items()
+                name: len(orjson.dumps(entry.changes)) + len(orjson.dumps(entry.live))
+                for name, entry in event.projections.items()
                 if entry.omitted is None
             }
             if not sizes:
                 break
             largest = max(sizes, key=lambda name: sizes[name])
-            entry = event.states[largest]
+            entry = event.projections[largest]
             note = (
-                f"state of {sizes[largest]} bytes left out to fit the {limit}-byte record; "
-                f"read GET /channels/{event.channel}/state"
+                f"{sizes[largest]} bytes of changes and live state left out to fit the "
+                f"{limit}-byte record; read GET /channels/{event.channel}/state"
             )
-            states = {
-                **event.states,
-                largest: ProjectionState(version=entry.version, state=None, omitted=note),
+            projections = {
+                **event.projections,
+                largest: ProjectionChange(version=entry.version, omitted=note),
             }
-            event = event.model_copy(update={"states": states})
+            event = event.model_copy(update={"projections": projections})
             encoded = event.to_bytes()
         return encoded
 
@@ -248,9 +255,14 @@ def driver_event(
         message_id=message.id,
         partition=partition,
         offset=offset,
-        states={
-            done.projection.name: ProjectionState.model_construct(
-                version=done.projection.version, state=done.folded.state, omitted=None
+        projections={
+            done.projection.name: ProjectionChange.model_construct(
+                version=done.projection.version,
+                changes=(
+                    changes_of(done.projection, done.before, done.state) if done.applied else None
+                ),
+                live=live_of(done.projection, done.state),
+                omitted=None,
             )
             for done in steps
         },

@@ -103,6 +103,15 @@ def fold_table_name(projection: ChannelProjection[Any]) -> str:
     return f"fold-{projection.name}-v{projection.version}"
 
 
+# The suffix of a split fold's second table (`ended_table_name`).
+ENDED_TABLE_SUFFIX = "-ended"
+
+
+def ended_table_name(projection: ChannelProjection[Any]) -> str:
+    """The table of a split fold's ended commitments, one record each (`streams.fold_store`)."""
+    return f"{fold_table_name(projection)}{ENDED_TABLE_SUFFIX}"
+
+
 def changelog_name(settings: Settings, table: str) -> str:
     """The changelog Faust keeps for `table`."""
     return f"{settings.app_id}-{table}-changelog"

@@ -5,7 +5,7 @@ repository root on PYTHONPATH, so it folds with chorus's own pure code: the reco
 validated (`streams.records.validate_record`), every registered projection steps
 (`projections.channel.step`), the channel's termination decision is taken (`decide`), the
 new folds are stored in Quix's per-key RocksDB state (changelogged, at-least-once) and one
-driver event per message (`streams.records.driver_event`, the same v2 JSON) goes to the
+driver event per message (`streams.records.driver_event`, the same v3 JSON) goes to the
 output topic, keyed by channel. Invalid records go to the dead-letter topic like chorus's.
 
     python -m bench.quix_peer.peer --bootstrap HOST:PORT --input T --output T2 --group G

@@ -7,7 +7,7 @@ from typing import Any
 from projections.model import utc_now
 from projections.summarise.state import state_part_of, with_state
 from projections.termination import parse_conditions
-from streams.kafka.clients import producer
+from streams.kafka.clients import producer, started
 from streams.kafka.consume import read_topic
 from streams.records import ChannelConfig, SummaryRecord, WireRecord
 from streams.settings import Settings
@@ -24,7 +24,7 @@ async def latest_value(settings: Settings, topic: str, channel: str) -> Any | No
 
 async def publish(settings: Settings, topic: str, channel: str, record: WireRecord) -> None:
     kafka = producer(settings)
-    await kafka.start()
+    await started(kafka, settings)
     try:
         await kafka.send_and_wait(
             settings.topic(topic), key=channel.encode(), value=record.to_bytes()

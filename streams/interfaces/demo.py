@@ -76,13 +76,13 @@ async def show_driver_events(settings: Settings, channel: str, total: int) -> No
         channels=[channel],
     ):
         event = record.value
-        state = event["states"]["overview"]["state"]
-        if state is None:  # left out of an event too large to send whole
+        live = event["projections"]["overview"]["live"]
+        if live is None:  # left out of an event too large to send whole
             continue
         seen += 1
         console.print(
-            f"[dim]#{event['offset']:>3}[/dim] fold → {state['message_count']} msgs, "
-            f"{len(state['participants'])} people, open commitments {state['open_commitments']}, "
+            f"[dim]#{event['offset']:>3}[/dim] fold → {live['message_count']} msgs, "
+            f"{live['participant_count']} people, open commitments {live['open_commitments']}, "
             f"decision {event['decision']['decision']}"
         )
         if seen >= total:
@@ -124,15 +124,11 @@ def scenario_messages(
     return messages
 
 
-def commitment_changes(
-    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
-) -> list[str]:
-    """What changed between two commitments states, as lines a person reads."""
+def commitment_changes(changed: list[dict[str, Any]]) -> list[str]:
+    """The commitments a driver event says its message opened, changed or ended, as lines
+    a person reads."""
     lines = []
-    for key, commitment in after.items():
-        previous = before.get(key)
-        if previous is not None and previous.get("state") == commitment.get("state"):
-            continue
+    for commitment in changed:
         owner = (commitment.get("obligor") or "anyone").split(":")[-1]
         state = commitment.get("state")
         lines.append(
@@ -142,14 +138,14 @@ def commitment_changes(
 
 
 def driver_event_line(event: dict[str, Any], seen: dict[str, dict[str, Any]]) -> str | None:
-    """One driver event as the demo prints it (the record's format lives only here)."""
-    carried = (event.get("states") or {}).get("commitments") or {}
-    if carried.get("state") is None:  # not folded here, or left out of a too large event
+    """One driver event as the demo prints it (the record's format lives only here); `seen`
+    collects every commitment the events changed, by id, as it is now."""
+    carried = (event.get("projections") or {}).get("commitments") or {}
+    if carried.get("live") is None:  # not folded here, or left out of a too large event
         return None
-    commitments = carried["state"].get("commitments") or {}
-    changes = commitment_changes(seen, commitments)
-    seen.clear()
-    seen.update(commitments)
+    changed = (carried.get("changes") or {}).get("commitments") or []
+    changes = commitment_changes(changed)
+    seen.update((commitment["id"], commitment) for commitment in changed)
     decision = (event.get("decision") or {}).get("decision")
     return (
         f"[dim]#{event['offset']:>3}[/dim] "

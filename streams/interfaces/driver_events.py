@@ -1,4 +1,5 @@
-"""A Python client for driver events: wake on every fold of a channel, with its state.
+"""A Python client for driver events: wake on every fold of a channel, with what it changed
+and the live state (v3 events; the whole state is `chorus state` / the HTTP API).
 
 async for event in driver_events(settings, channel="team/plan", until=decided):
     ...

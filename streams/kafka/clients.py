@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaConnectionError
 
 from streams.errors import ChorusError
 from streams.settings import Settings
@@ -52,6 +53,37 @@ def bootstrap_servers(settings: Settings) -> str:
 
 class MissingTopicError(ChorusError, LookupError):
     pass
+
+
+class BrokerUnreachable(ChorusError):
+    """The Kafka cluster chorus was pointed at does not answer."""
+
+
+Client = TypeVar("Client", AIOKafkaConsumer, AIOKafkaProducer, AIOKafkaAdminClient)
+
+
+async def started(client: Client, settings: Settings) -> Client:
+    """`client` started; when the cluster does not answer, the client is stopped again (a
+    client left open is reported as it is collected) and BrokerUnreachable says in one line
+    where chorus looked and which setting names the cluster."""
+    try:
+        await client.start()
+    except KafkaConnectionError as error:
+        await (client.close() if isinstance(client, AIOKafkaAdminClient) else client.stop())
+        raise BrokerUnreachable(unreachable(settings, error)) from None
+    return client
+
+
+def unreachable(settings: Settings, error: BaseException) -> str:
+    """Why no client could connect: the address and where it came from."""
+    if settings.bootstrap_servers:
+        where = f"{settings.bootstrap_servers} (CHORUS_BOOTSTRAP_SERVERS)"
+    else:
+        where = (
+            f"{bootstrap_servers(settings)} (the local broker of `chorus broker start`; "
+            "set CHORUS_BOOTSTRAP_SERVERS for another cluster)"
+        )
+    return f"cannot reach Kafka at {where}: {error}"
 
 
 async def topic_partitions(client: AIOKafkaProducer | AIOKafkaConsumer, topic: str) -> set[int]:

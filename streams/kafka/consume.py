@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from streams.kafka.clients import consumer, topic_partitions
+from streams.kafka.clients import consumer, started, topic_partitions
 from streams.settings import Settings
 
 T = TypeVar("T")
@@ -72,7 +72,7 @@ async def read_topic(
     Without `follow` it stops at the end offsets seen when it started.
     """
     kafka = consumer(settings, enable_auto_commit=False, group_id=None)
-    await kafka.start()
+    await started(kafka, settings)
     try:
         partitions = await topic_partitions(kafka, topic)
         assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
@@ -161,7 +161,7 @@ class RangeReader:
                 enable_auto_commit=False,
                 group_id=None,
             )
-            await kafka.start()
+            await started(kafka, self.settings)
             self._kafka = kafka
         return self._kafka
 

@@ -12,7 +12,7 @@ from aiokafka import AIOKafkaProducer
 
 from projections.model import Message, MessageError, encode_message, message_from_record
 from projections.model import with_generated_correlation_id as _with_correlation_id
-from streams.kafka.clients import producer, topic_partitions
+from streams.kafka.clients import producer, started, topic_partitions
 from streams.settings import Settings
 from streams.topology import MESSAGES
 
@@ -86,7 +86,7 @@ def parse_json_lines(lines: Iterable[str]) -> tuple[list[Message], list[LineErro
 async def started_producer(settings: Settings) -> AIOKafkaProducer:
     """A started producer for `chorus.messages`; a clear error when the topic is missing."""
     kafka = producer(settings)
-    await kafka.start()
+    await started(kafka, settings)
     try:
         await topic_partitions(kafka, settings.topic(MESSAGES))
     except BaseException:

@@ -10,7 +10,7 @@ from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.errors import ChorusError
-from streams.kafka.clients import admin, consumer
+from streams.kafka.clients import admin, consumer, started
 from streams.settings import Settings
 from streams.topology import changelog_specs, topic_specs
 
@@ -29,7 +29,7 @@ async def wait_until_visible(
     views fail, so the worker waits here before its clients start.
     """
     kafka = consumer(settings, group_id=None)
-    await kafka.start()
+    await started(kafka, settings)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -48,7 +48,7 @@ async def create_topics(settings: Settings, changelogs: Sequence[str] = ()) -> l
     (existing ones are kept). Returns once every one of them is visible in metadata."""
     specs = topic_specs(settings) + changelog_specs(settings, changelogs)
     client = admin(settings)
-    await client.start()
+    await started(client, settings)
     try:
         existing = set(await client.list_topics())
         missing = [spec for spec in specs if spec.name not in existing]

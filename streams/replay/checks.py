@@ -153,7 +153,7 @@ async def shadow_check(
     """Re-fold the snapshot's channels from the log, up to their snapshot offsets, and
     return where they differ (empty: all agree).
 
-    Take the snapshot with `snapshot_folds(chorus.folds, sample_channels(...))`. Only the
+    Take the snapshot with `snapshot_folds(chorus.folded, ...)`. Only the
     sampled channels' partitions are read, up to the furthest snapshot offset in each, so
     the cost is the length of those partition prefixes, at raw read speed except for the
     sampled channels' own records, which are folded.
@@ -195,6 +195,8 @@ class ShadowHost(Protocol):
     projections: list[ChannelProjection[Any]]
     folds: dict[str, Any]
 
+    def folded(self, channel: str, name: str) -> Folded | None: ...
+
     def messages_partition(self, channel: str) -> int | None: ...
 
 
@@ -211,7 +213,7 @@ async def run_shadow_check(
     if first is None:
         return []
     owned = [str(c) for c in list(first) if host.messages_partition(str(c)) is not None]
-    snapshot = snapshot_folds(tables, sample_channels(owned, sample, rng))
+    snapshot = snapshot_folds(host.folded, list(tables), sample_channels(owned, sample, rng))
     differences = await shadow_check(host.settings, host.projections, snapshot)
     for difference in differences:
         await report(difference)

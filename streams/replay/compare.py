@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -146,18 +146,19 @@ def sample_channels(channels: Sequence[str], size: int, rng: random.Random) -> l
 
 
 def snapshot_folds(
-    tables: Mapping[str, Any], channels: Iterable[str]
+    read: Callable[[str, str], Folded | None], names: Iterable[str], channels: Iterable[str]
 ) -> dict[str, dict[str, Folded]]:
-    """Copy the live folds of `channels` out of the worker's tables ({name: table}).
+    """Copy the live folds of `channels` by the projections `names` out of the worker's
+    tables, through `read(channel, name)` (the worker's `Runtime.folded`: whole folds).
 
     Synchronous, with no await, so the copy is consistent across projections.
     """
     snapshot: dict[str, dict[str, Folded]] = {}
     for channel in channels:
         folds = {}
-        for name, table in tables.items():
-            raw = table.get(channel)
-            if raw is not None:
-                folds[name] = Folded.model_validate(raw)
+        for name in names:
+            folded = read(channel, name)
+            if folded is not None:
+                folds[name] = folded
         snapshot[channel] = folds
     return snapshot

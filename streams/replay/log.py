@@ -11,7 +11,7 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from streams.errors import ChorusError
-from streams.kafka.clients import admin, consumer, producer
+from streams.kafka.clients import admin, consumer, producer, started
 from streams.settings import Settings
 from streams.topology import MESSAGES
 
@@ -83,8 +83,8 @@ def log_consumer(settings: Settings) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _started(client: Any, stop: str = "stop") -> AsyncIterator[Any]:
-    await client.start()
+async def _started(client: Any, settings: Settings, stop: str = "stop") -> AsyncIterator[Any]:
+    await started(client, settings)
     try:
         yield client
     finally:
@@ -93,17 +93,17 @@ async def _started(client: Any, stop: str = "stop") -> AsyncIterator[Any]:
 
 def reading(settings: Settings) -> contextlib.AbstractAsyncContextManager[Any]:
     """A started `log_consumer`, stopped on the way out."""
-    return _started(log_consumer(settings))
+    return _started(log_consumer(settings), settings)
 
 
 def producing(settings: Settings, **options: Any) -> contextlib.AbstractAsyncContextManager[Any]:
     """A started producer, stopped (after sending what it holds) on the way out."""
-    return _started(producer(settings, **options))
+    return _started(producer(settings, **options), settings)
 
 
 def administering(settings: Settings) -> contextlib.AbstractAsyncContextManager[Any]:
     """A started admin client, closed on the way out."""
-    return _started(admin(settings), "close")
+    return _started(admin(settings), settings, "close")
 
 
 async def read_spans(

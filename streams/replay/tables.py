@@ -30,7 +30,14 @@ from streams.replay.log import (
 )
 from streams.replay.run import replay
 from streams.settings import Settings
-from streams.topology import MESSAGES, REBUILDS, changelog_name, changelog_specs, fold_table_name
+from streams.topology import (
+    ENDED_TABLE_SUFFIX,
+    MESSAGES,
+    REBUILDS,
+    changelog_name,
+    changelog_specs,
+    fold_table_name,
+)
 
 
 def changelog_topic(settings: Settings, projection: ChannelProjection[Any]) -> str:
@@ -371,6 +378,23 @@ async def catch_up_rebuilds(
     return await rebuild(settings, projections, automatic=True)
 
 
+def old_version_changelogs(
+    app_id: str, projection: ChannelProjection[Any], topics: Iterable[str]
+) -> list[str]:
+    """The changelogs among `topics` of `projection`'s fold tables (and ended tables, for a
+    split fold) of versions before its current one."""
+    pattern = re.compile(
+        rf"^{re.escape(app_id)}-fold-{re.escape(projection.name)}"
+        rf"-v(\d+)(?:{re.escape(ENDED_TABLE_SUFFIX)})?-changelog$"
+    )
+    return [
+        topic
+        for topic in sorted(topics)
+        for match in [pattern.match(topic)]
+        if match and int(match.group(1)) < projection.version
+    ]
+
+
 async def drop_old_versions(
     settings: Settings,
     projections: Sequence[ChannelProjection[Any]],
@@ -394,14 +418,7 @@ async def drop_old_versions(
                     f"(it serves {served.get(projection.name, 'nothing')}); switch workers "
                     "first, then drop the old versions"
                 )
-            pattern = re.compile(
-                rf"^{re.escape(settings.app_id)}-fold-{re.escape(projection.name)}"
-                r"-v(\d+)-changelog$"
-            )
-            for topic in sorted(topics):
-                match = pattern.match(topic)
-                if match and int(match.group(1)) < projection.version:
-                    doomed.append(topic)
+            doomed += old_version_changelogs(settings.app_id, projection, topics)
         if doomed and not dry_run:
             await client.delete_topics(doomed)
     return doomed

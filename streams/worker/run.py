@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -19,6 +23,55 @@ from streams.worker.compose import build_worker
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# How long a worker may take to stop after SIGTERM or Ctrl-C before it exits anyway. With
+# its broker gone, Faust waits 60 s for its consumer thread and its producer would wait for
+# the broker for ever. Leaving early is a crash as far as the log is concerned, which the
+# fold survives by design: records after the committed offsets fold again, idempotently.
+STOP_GRACE_SECONDS = 8.0
+# The exit status of a worker that did not stop in time: that of a process ended by SIGTERM.
+EXIT_STOPPED_LATE = 128 + signal.SIGTERM
+
+
+class StopDeadline:
+    """Calls `exit` once `seconds` after `arm`, unless the process has ended by then: a
+    daemon thread, so it fires even when the event loop is stuck in a client's stop."""
+
+    def __init__(self, seconds: float, exit: Callable[[], None]) -> None:
+        self.seconds = seconds
+        self._exit = exit
+        self._timer: threading.Timer | None = None
+
+    def arm(self) -> None:
+        if self._timer is not None:
+            return
+        self._timer = threading.Timer(self.seconds, self._exit)
+        self._timer.daemon = True
+        self._timer.start()
+
+
+def exit_stopped_late() -> None:
+    log.error(
+        "the worker did not stop within %gs of the signal (is its broker reachable?); "
+        "exiting now: the records after the committed offsets fold again when it restarts",
+        STOP_GRACE_SECONDS,
+    )
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_STOPPED_LATE)
+
+
+class ChorusWorker(faust.Worker):
+    """Faust's worker, with a deadline on stopping (`StopDeadline`)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.stop_deadline = StopDeadline(STOP_GRACE_SECONDS, exit_stopped_late)
+
+    def _schedule_shutdown(self, signal: signal.Signals) -> None:
+        self.stop_deadline.arm()
+        super()._schedule_shutdown(signal)
 
 
 async def with_retries(
@@ -59,6 +112,6 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
     asyncio.set_event_loop(asyncio.new_event_loop())
     chorus = build_worker(settings).runtime
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
-    worker = faust.Worker(chorus.app, loglevel=loglevel, quiet=True)
+    worker = ChorusWorker(chorus.app, loglevel=loglevel, quiet=True)
     worker.spinner = None  # else Faust sets the root logger to DEBUG at WARNING and above
     worker.execute_from_commandline()

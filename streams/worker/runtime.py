@@ -24,6 +24,7 @@ from faust.types import TP as TopicPartition
 from projections.channel import ChannelStanding, standing
 from projections.projection import ChannelProjection, Folded
 from streams.errors import ChorusError
+from streams.fold_store import is_split, whole_fold
 from streams.kafka.clients import bootstrap_servers
 from streams.llm.metering import CostMeter
 from streams.registry import registered_projections
@@ -36,6 +37,7 @@ from streams.topology import (
     RECAPS,
     SUMMARIES,
     changelog_config,
+    ended_table_name,
     fold_table_name,
 )
 from streams.worker.configs import ChannelConfigs
@@ -146,6 +148,11 @@ class Runtime:
 
         self.folds = {p.name: self.table(fold_table_name(p)) for p in self.projections}
         self._standings: OrderedDict[str, tuple[Any, Any, ChannelStanding]] = OrderedDict()
+        # The ended commitments of split folds, one record each (`streams.fold_store`):
+        # read a fold through `folded`, never from `folds` directly.
+        self.ended = {
+            p.name: self.table(ended_table_name(p)) for p in self.projections if is_split(p)
+        }
         self.channel_config = self.table("channel-config")
         self.configs = ChannelConfigs(self.channel_config)
         # Next offset to fold per messages partition: the fold never applies past a gap.
@@ -166,6 +173,17 @@ class Runtime:
         @self.app.on_rebalance_complete.connect
         async def forget_after_recovery(app: Any, **_: Any) -> None:
             self.forget_cached()
+
+    def folded(self, channel: str, name: str) -> Folded | None:
+        """The whole fold of `channel` by projection `name` as the tables hold it (None when
+        there is none): the one way the views, timers and checks read a fold, since a split
+        fold's ended commitments live in a table of their own."""
+        table = self.folds.get(name)
+        record = table.get(channel) if table is not None else None
+        if record is None:
+            return None
+        ended = self.ended.get(name)
+        return whole_fold(record, ended.get if ended is not None else None, channel)
 
     def table(self, name: str) -> Any:
         """A changelog-backed table whose changelog accepts what the chorus topics accept
@@ -258,26 +276,21 @@ class Runtime:
         self.staging.forget()
         self.configs.forget()
 
-    def folded(self, channel: str, name: str) -> Folded | None:
-        """The channel's fold of projection `name` as its table holds it (None: no fold
-        here). The one way the read side and the later stages read a fold table."""
-        table = self.folds.get(name)
-        raw = table.get(channel) if table is not None else None
-        return Folded.model_validate(raw) if raw else None
-
     def standing(self, channel: str) -> ChannelStanding | None:
         """Where the channel stands by its folds and its termination conditions (None: no
         fold of it here). Kept for the last STANDINGS_KEPT channels asked, while their fold
         offsets and conditions are the same: views that list every channel ask often."""
-        stored = {name: self.folded(channel, name) for name in self.folds}
-        if all(folded is None for folded in stored.values()):
+        records = {name: table.get(channel) for name, table in self.folds.items()}
+        if all(record is None for record in records.values()):
             return None
         conditions = self.configs.conditions(channel)
-        key = (tuple(f.offset if f else None for f in stored.values()), id(conditions))
+        offsets = tuple(record.get("offset") if record else None for record in records.values())
+        key = (offsets, id(conditions))
         cached = self._standings.get(channel)
         if cached is not None and cached[0] == key and cached[1] is conditions:
             self._standings.move_to_end(channel)
             return cached[2]
+        stored = {name: self.folded(channel, name) for name in self.folds}
         found = standing(self.projections, stored, conditions)
         self._standings[channel] = (key, conditions, found)
         while len(self._standings) > STANDINGS_KEPT:

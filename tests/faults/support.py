@@ -322,7 +322,7 @@ def missing_driver_events(
         event = json.loads(value or b"{}")
         key = (event["channel"], event["offset"])
         seen.add(key)
-        overview = event["states"]["overview"]["state"]
+        overview = event["projections"]["overview"]["live"]
         if event.get("applied") and overview is not None:
             want = position.get(key)
             if overview["message_count"] != want:

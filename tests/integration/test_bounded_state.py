@@ -114,7 +114,7 @@ async def test_a_state_over_the_limit_is_refused_and_the_channel_folds_on(
     refused = [e.value for e in events if e.value["source"] == f"projection-error:{channel}"]
     assert len(refused) == 30 - len(hoarded)
     assert "over the 4096-byte limit" in refused[0]["errors"]["hoarder"]
-    assert refused[-1]["states"]["overview"]["state"]["message_count"] == 30
+    assert refused[-1]["projections"]["overview"]["live"]["message_count"] == 30
     letters = await read_until(
         chorus_settings, "dead-letters", lambda rs: len(rs) >= len(refused), 60
     )
@@ -157,10 +157,19 @@ async def test_a_driver_event_the_broker_refuses_does_not_stop_the_messages_afte
     await send_messages(chorus_settings, [status("refuse/small-0", "ann", "first")])
     first = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 1, 60)
     small = len(orjson.dumps(first[0].value))
-    # Room for a small channel's event, not for one that names 40 senders and topics.
-    await set_topic_config(chorus_settings, events, {"max.message.bytes": str(small + 600)})
+    # Room for a small channel's event, not for one that carries 40 open requests.
+    await set_topic_config(chorus_settings, events, {"max.message.bytes": str(small + 3000)})
 
-    crowd = [status("refuse/crowd", f"sender-{i:02d}-of-the-crowd", f"m{i}") for i in range(40)]
+    crowd = [
+        Message(
+            channel="refuse/crowd",
+            sender=f"sender-{i:02d}-of-the-crowd",
+            type=MessageType.COMMAND,
+            content=f"request {i}",
+            correlation_id=f"request-{i}",
+        )
+        for i in range(40)
+    ]
     await send_messages(chorus_settings, crowd)
     await send_messages(chorus_settings, [status("refuse/small-1", "bob", "after the crowd")])
 

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from projections.channel import step
+from projections.commitments import CommitmentProjection
 from projections.model import Message
+from projections.overview import ChannelOverviewProjection
+from projections.projection import Folded
 from streams.kafka.clients import producer
 from streams.kafka.consume import Record
 from streams.kafka.produce import send_messages
 from streams.ops.topics import create_topics
 from streams.records import key_partition
 from streams.settings import Settings
-from tests.conftest import read_until
+from tests.conftest import WorkerProcess, read_until
 from tests.factories import conversation, worker_states
 
 pytestmark = pytest.mark.kafka
@@ -50,7 +56,8 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
     for record in events:
         event = record.value
         assert event["source"] == f"channel:{event['channel']}"
-        assert event["event_version"] == 2 and set(event["states"]) == {"commitments", "overview"}
+        assert event["event_version"] == 3
+        assert set(event["projections"]) == {"commitments", "overview"}
         by_channel[event["channel"]].append(event)
     for channel in CHANNELS:
         mine = [m for m in messages if m.channel == channel]
@@ -58,10 +65,19 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
         # per-channel log order, and each event already holds the state after its message
         assert [e["message_id"] for e in channel_events] == [m.id for m in mine]
         for count, event in enumerate(channel_events, start=1):
-            assert event["states"]["overview"]["state"]["message_count"] == count
+            assert event["projections"]["overview"]["live"]["message_count"] == count
         expected = expected_state(messages, channel)
-        last = channel_events[-1]["states"]
-        assert {name: body["state"] for name, body in last.items()} == expected
+        # the last event carries the live part of the state the worker holds whole
+        last = channel_events[-1]["projections"]
+        commitments: dict[str, Any] = expected["commitments"]  # type: ignore[assignment]
+        active = {
+            key: c
+            for key, c in commitments["commitments"].items()
+            if c["state"] in ("OPEN", "ACKNOWLEDGED")
+        }
+        assert last["commitments"]["live"]["active"] == active
+        assert last["commitments"]["live"]["opened"] == commitments["opened"]
+        assert last["overview"]["live"]["open_commitments"] == len(active)
         assert live_state(worker, channel) == expected
 
     # the worker's shadow check re-folds sampled channels from the log: nothing diverges
@@ -152,8 +168,8 @@ async def test_failing_user_projection_keeps_state_and_reports(
     ]
     assert word_events[1]["errors"] == {"word-count": "RuntimeError: exploded on purpose"}
     # unchanged by the failing message, while the other projections folded it
-    assert word_events[1]["states"]["word-count"]["state"] == {"eve": 2}
-    assert word_events[1]["states"]["overview"]["state"]["message_count"] == 2
+    assert word_events[1]["projections"]["word-count"]["live"] == {"eve": 2}
+    assert word_events[1]["projections"]["overview"]["live"]["message_count"] == 2
     assert live_state(worker, "user/proj")["word-count"] == {"eve": 5}
     letters = await read_until(chorus_settings, "dead-letters", lambda rs: len(rs) >= 1, 30)
     assert "word-count: RuntimeError: exploded on purpose" in letters[0].value["reason"]
@@ -217,3 +233,56 @@ async def test_driver_events_client_stops_at_the_termination_decision(
     assert [e.decision["decision"] for e in received[:-1]] == ["CONTINUE"] * (len(received) - 1)
     assert [e.offset for e in received] == sorted({e.offset for e in received})  # each once
     assert len(received) == 3  # one driver event per message
+
+
+@pytest.mark.timeout(400)
+async def test_a_cold_restore_rebuilds_the_split_commitments_and_folds_on(
+    chorus_settings: Settings, start_worker: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    """Commitments are stored split (the live part, and each ended one once, evicted ones
+    deleted): a worker restoring from the changelogs alone (an empty data dir) serves the
+    same whole states, and its next folds, read back from the restored tables, are the
+    pure fold's."""
+    await create_topics(chorus_settings)
+    bounds = {"CHORUS_COMMITMENTS_KEEP_TERMINAL": "3"}
+    messages = conversation(CHANNELS, 240, seed=5)
+    first, later = messages[:160], messages[160:]
+    projections: list[Any] = [CommitmentProjection(keep_terminal=3), ChannelOverviewProjection()]
+
+    def expected(upto: list[Message], channel: str) -> dict[str, Any]:
+        stored: dict[str, Folded | None] = {}
+        for offset, message in enumerate(m for m in upto if m.channel == channel):
+            stored = {
+                s.projection.name: s.folded for s in step(projections, stored, message, offset)
+            }
+        return {name: folded.state for name, folded in stored.items() if folded is not None}
+
+    def serves(worker: WorkerProcess, upto: list[Message]) -> bool:
+        for channel in CHANNELS:
+            response = worker.get(f"/channels/{channel}/state")
+            if response.status_code != 200:
+                return False
+            live = {n: b["state"] for n, b in response.json()["projections"].items()}
+            if live != expected(upto, channel):
+                return False
+        return True
+
+    async def eventually(worker: WorkerProcess, upto: list[Message]) -> None:
+        for _ in range(120):
+            if await asyncio.to_thread(serves, worker, upto):
+                return
+            await asyncio.sleep(1)
+        pytest.fail(f"the worker's states never matched the log:\n{worker.log_tail()}")
+
+    worker = start_worker(**bounds)
+    await send_messages(chorus_settings, first)
+    await eventually(worker, first)
+    assert any(
+        expected(first, c)["commitments"]["evicted"] > 0 for c in CHANNELS
+    )  # eviction deleted ended records
+    worker.stop()
+
+    restored = start_worker(**bounds, CHORUS_DATA_DIR=str(tmp_path / "cold"))
+    await eventually(restored, first)
+    await send_messages(chorus_settings, later)
+    await eventually(restored, messages)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, timedelta
@@ -60,6 +61,10 @@ def print_json(value: Any, out: TextIO = sys.stdout) -> None:
 @click.group(cls=ChorusGroup)
 def main() -> None:
     """chorus: always-current context for multi-agent channels, on Kafka and Faust."""
+    # aiokafka logs every failed connection itself; with no logging configured (any command
+    # before the worker's Faust sets it up) Python would print those lines beside chorus's
+    # own one-line error. Configured handlers (the worker's) still get them.
+    logging.getLogger("aiokafka").addHandler(logging.NullHandler())
 
 
 # --- broker -----------------------------------------------------------------------------------

@@ -8,8 +8,10 @@ broker's acknowledgement of every one). The batch is acknowledged after that.
 
 Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
 applied; a redelivered record is not applied again, but its driver events are sent again,
-so no driver event is ever lost. One driver event per message carries every projection's
-state; consumers dedupe by (channel, offset).
+so no driver event is ever lost. One driver event per message carries what it changed in
+each projection and the live part of each state; consumers dedupe by (channel, offset).
+A commitments fold is stored split (`streams.fold_store`): the live part in its fold table,
+each ended commitment once in a table of its own.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from projections.model import (
 from projections.projection import Folded
 from projections.termination import decision_to_json
 from streams.dead_letters import dead_letter_for
+from streams.fold_store import ended_key, stored_fold, whole_fold
 from streams.records import (
     DriverEvent,
     MisplacedRecord,
@@ -96,14 +99,19 @@ class Folder:
         self._deadlines: dict[str, datetime] = {}
         self._rescan = chorus.staging.rescan()
         self._stalls = StallWatch()
-        # Loaded states of recently folded channels: parsing a long channel's state from
-        # its table value costs more than folding a message into it.
-        self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any]] = OrderedDict()
-        # Not guarded: the fold step bounds every state (max_state_bytes).
+        # Whole folds of recently folded channels, loaded and dumped: parsing a long
+        # channel's state from its table values (a split fold's from many) costs more than
+        # folding a message into it. (version, offset, loaded state, dumped state)
+        self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any, Any]] = OrderedDict()
+        # Staged in the order they flush (`streams.fold_store`): a split fold's new ended
+        # commitments, then the fold records, then the ended ones it evicted. Not guarded:
+        # the fold step bounds every state (max_state_bytes).
+        self.ended = {name: chorus.staging.stage(table) for name, table in chorus.ended.items()}
         self.folds = {
             name: chorus.staging.stage(table, cache=CACHED_KEYS, guard=False)
             for name, table in chorus.folds.items()
         }
+        self.evicted = {name: chorus.staging.stage(table) for name, table in chorus.ended.items()}
         self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
         self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
 
@@ -113,10 +121,28 @@ class Folder:
         for name, folded in stored.items():
             cached = self._loaded.get((channel, name))
             if folded is not None and cached is not None:
-                version, offset, state = cached
+                version, offset, state, _ = cached
                 if (version, offset) == (folded.version, folded.offset):
                     found[name] = state
         return found
+
+    def stored_folds(self, channel: str, records: dict[str, Any]) -> dict[str, Folded | None]:
+        """The whole folds the table `records` stand for: from memory while it matches them
+        (same version and offset), else read back (a split fold from its ended table too)."""
+        stored: dict[str, Folded | None] = {}
+        for name, record in records.items():
+            if record is None:
+                stored[name] = None
+                continue
+            cached = self._loaded.get((channel, name))
+            if cached is not None and cached[:2] == (record["version"], record["offset"]):
+                stored[name] = Folded.model_construct(
+                    projection=name, version=cached[0], offset=cached[1], state=cached[3]
+                )
+                continue
+            ended = self.ended.get(name)
+            stored[name] = whole_fold(record, ended.get if ended is not None else None, channel)
+        return stored
 
     def remember(self, channel: str, steps: list[ProjectionStep]) -> None:
         for done in steps:
@@ -125,7 +151,8 @@ class Folder:
             if not isinstance(done.state, BaseModel):
                 continue
             key = (channel, done.projection.name)
-            self._loaded[key] = (done.folded.version, done.folded.offset, done.state)
+            folded = done.folded
+            self._loaded[key] = (folded.version, folded.offset, done.state, folded.state)
             self._loaded.move_to_end(key)
         while len(self._loaded) > LOADED_STATES_LIMIT:
             self._loaded.popitem(last=False)
@@ -284,11 +311,8 @@ class Folder:
         self, message: Message, key: bytes | None, value: bytes | None, partition: int, offset: int
     ) -> list[DriverEvent]:
         channel = message.channel
-        stored = {
-            name: Folded.model_validate(raw) if raw is not None else None
-            for name, table in self.folds.items()
-            for raw in [table.get(channel)]
-        }
+        records = {name: table.get(channel) for name, table in self.folds.items()}
+        stored = self.stored_folds(channel, records)
         steps = step(
             self.chorus.projections,
             stored,
@@ -300,7 +324,7 @@ class Folder:
         decision = decision_to_json(decide(self.chorus.configs.conditions(channel), steps))
         for done in steps:
             if done.applied:
-                self.folds[done.projection.name][channel] = done.folded.as_record()
+                self._store(channel, done, records.get(done.projection.name))
                 if done.projection.name == "commitments":
                     self._index_deadline(channel, done.folded.state)
             self._count_bounds(stored.get(done.projection.name), done)
@@ -317,6 +341,16 @@ class Folder:
                 offset,
             )
         return [event]
+
+    def _store(self, channel: str, done: ProjectionStep, previous: dict[str, Any] | None) -> None:
+        """Stage the table writes of an applied fold (`streams.fold_store`)."""
+        name = done.projection.name
+        writes = stored_fold(done.projection, done.folded, previous)
+        for seq, value in writes.ended.items():
+            self.ended[name][ended_key(channel, seq)] = value
+        self.folds[name][channel] = writes.record
+        for seq in writes.dropped:
+            self.evicted[name].discard(ended_key(channel, seq))
 
     async def send_misplaced(
         self,
@@ -380,17 +414,19 @@ class Folder:
         still_overdue: set[tuple[str, str]] = set()
         if self._rescan.due():
             self._deadlines.clear()
+            # The fold records alone: a split one holds every active commitment, and only
+            # those have deadlines that can pass.
             for channel, raw in list(table.items()):
                 if raw:
                     self._index_deadline(str(channel), raw.get("state"))
         for channel in [c for c, at in self._deadlines.items() if at <= now]:
-            raw = table.get(channel)
-            if raw is None:
-                continue
             partition = self.chorus.messages_partition(channel)
             if partition is None:
                 continue
-            state = CommitmentsState.model_validate(Folded.model_validate(raw).state)
+            folded = self.chorus.folded(channel, "commitments")
+            if folded is None:
+                continue
+            state = CommitmentsState.model_validate(folded.state)
             for correlation_id in overdue(state, now):
                 still_overdue.add((channel, correlation_id))
                 if (channel, correlation_id) in self._expiry_sent:

@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import Any
 
-from streams.records import DriverEvent, ProjectionState
+from projections.projection import live_of, load_state
+from streams.records import DriverEvent, ProjectionChange
 from streams.replay import Difference, render_diff
 from streams.replay.checks import run_shadow_check
 from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
+
+def replayed_live(chorus: Runtime, difference: Difference) -> Any:
+    """The live part of the state the log folds into (what the event says it should be)."""
+    if difference.replay is None:
+        return None
+    for projection in chorus.projections:
+        if projection.name == difference.projection:
+            return live_of(projection, load_state(projection, difference.replay.state))
+    return difference.replay.state
 
 
 async def report_divergence(chorus: Runtime, difference: Difference) -> None:
@@ -30,10 +42,10 @@ async def report_divergence(chorus: Runtime, difference: Difference) -> None:
         message_id="",
         partition=-1 if partition is None else partition,
         offset=folded.offset if folded else -1,
-        states={
-            difference.projection: ProjectionState(
+        projections={
+            difference.projection: ProjectionChange(
                 version=folded.version if folded else 0,
-                state=difference.replay.state if difference.replay else None,
+                live=replayed_live(chorus, difference),
             )
         },
         decision={},

@@ -23,7 +23,7 @@ from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded, dump_state, fold
 from projections.termination import AllCommitmentsResolved, EscalateOnDecline, TerminationContext
 from streams.interfaces.driver_events import LastOffsets
-from streams.records import DriverEvent, ProjectionState
+from streams.records import DriverEvent, ProjectionChange
 from streams.replay import Replayer
 from tests.replay_projections import message_sequences
 from tests.unit.projections.test_commitments import conversations
@@ -299,18 +299,24 @@ def test_a_driver_event_too_large_for_a_record_leaves_out_its_largest_state() ->
         message_id="m",
         partition=0,
         offset=5,
-        states={
-            "big": ProjectionState(version=1, state=["x" * 5_000]),
-            "small": ProjectionState(version=3, state={"n": 1}),
+        projections={
+            "big": ProjectionChange(version=1, changes=["x"], live=["x" * 5_000]),
+            "small": ProjectionChange(version=3, live={"n": 1}),
         },
         decision={"decision": "CONTINUE", "detail": None},
     )
     assert event.fitted(100_000) == event.to_bytes()
     fitted = orjson.loads(event.fitted(2_000))
     assert len(event.fitted(2_000)) <= 2_000
-    assert fitted["states"]["big"]["state"] is None
-    assert "left out" in fitted["states"]["big"]["omitted"]
-    assert fitted["states"]["small"] == {"version": 3, "state": {"n": 1}, "omitted": None}
+    assert fitted["projections"]["big"]["live"] is None
+    assert fitted["projections"]["big"]["changes"] is None
+    assert "left out" in fitted["projections"]["big"]["omitted"]
+    assert fitted["projections"]["small"] == {
+        "version": 3,
+        "changes": None,
+        "live": {"n": 1},
+        "omitted": None,
+    }
 
 
 def test_driver_event_dedupe_remembers_a_bounded_number_of_channels() -> None:

@@ -678,3 +678,48 @@ def test_the_fast_dump_equals_pydantics(messages: list[Message]) -> None:
             state = projection.apply(state, message)
             assert state.dumped() == state.model_dump(mode="json")
             assert orjson.dumps(state.dumped()) == orjson.dumps(state.model_dump(mode="json"))
+
+
+# --- what a driver event carries: the live part and what one message changed ---------------
+
+
+def test_live_holds_the_active_commitments_and_the_counters_never_the_ended_ones() -> None:
+    small = CommitmentProjection(keep_terminal=5)
+    state = fold(
+        small,
+        [
+            make(MessageType.COMMAND, "a", id="open-a"),
+            make(MessageType.QUERY, "b", id="open-b"),
+            make(MessageType.DONE, "a", id="done-a"),
+        ],
+    )
+    live = small.live(state)
+    assert list(live["active"]) == ["open-b"]
+    assert live["active"]["open-b"] == dump_state(state)["commitments"]["open-b"]
+    assert {k: v for k, v in live.items() if k != "active"} == state.counters()
+    assert live["ended"] == {"FULFILLED": 1} and live["opened"] == 2
+
+
+def test_changes_are_the_commitments_one_message_opened_changed_or_ended() -> None:
+    before = fold(P, [make(MessageType.COMMAND, "a", id="open-a"), make(MessageType.QUERY, "b")])
+    opened = P.apply(before, make(MessageType.QUERY, "c", id="open-c"))
+    assert [c["id"] for c in P.changes(before, opened)["commitments"]] == ["open-c"]
+    acknowledged = P.apply(opened, make(MessageType.STATUS, "a"))
+    assert [(c["id"], c["state"]) for c in P.changes(opened, acknowledged)["commitments"]] == [
+        ("open-a", "ACKNOWLEDGED")
+    ]
+    handed = P.apply(acknowledged, make(MessageType.HANDOFF, "a", id="to-bob", target="role:bob"))
+    assert [(c["id"], c["state"]) for c in P.changes(acknowledged, handed)["commitments"]] == [
+        ("open-a", "DELEGATED"),
+        ("to-bob", "OPEN"),
+    ]
+    ignored = P.apply(handed, make(MessageType.STATUS, None))
+    assert P.changes(handed, ignored) == {"commitments": []}
+
+
+def test_changes_find_the_same_commitments_in_a_state_read_back_from_its_table() -> None:
+    before = fold(P, [make(MessageType.COMMAND, "a", id="open-a"), make(MessageType.QUERY, "b")])
+    reloaded = load_state(P, dump_state(before))
+    after = P.apply(reloaded, make(MessageType.DONE, "b"))
+    changed = P.changes(before, after)["commitments"]
+    assert [(c["correlation_id"], c["state"]) for c in changed] == [("b", "FULFILLED")]

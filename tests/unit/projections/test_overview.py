@@ -259,3 +259,35 @@ def test_the_direct_dump_equals_pydantics(
         dumped = state.dumped()
         assert dumped == state.model_dump(mode="json")
         assert orjson.dumps(dumped) == orjson.dumps(state.model_dump(mode="json"))
+
+
+def test_live_carries_the_counts_and_only_the_most_recent_participants() -> None:
+    from projections.overview import LIVE_PARTICIPANTS
+
+    projection = ChannelOverviewProjection()
+    senders = [f"agent-{n}" for n in range(LIVE_PARTICIPANTS + 5)]
+    state = projection.identity()
+    for sender in senders:
+        state = projection.apply(state, _live_message(sender))
+    live = projection.live(state)
+    assert live["participant_count"] == len(senders)
+    assert list(live["recent_participants"]) == senders[-LIVE_PARTICIPANTS:]
+    assert live["message_count"] == len(senders) and live["topic_count"] == 1
+    assert "participants" not in live and "topics" not in live
+
+
+def test_changes_name_only_what_the_message_changed() -> None:
+    projection = ChannelOverviewProjection()
+    before = projection.apply(projection.identity(), _live_message("ann"))
+    after = projection.apply(before, _live_message("bob", topic="release"))
+    changes = projection.changes(before, after)
+    assert changes["participants"] == {"bob": 1}
+    assert changes["topics"] == ["release"]
+    assert changes["message_count"] == 2 and changes["by_type"] == {"STATUS": 2}
+    assert "participants_evicted" not in changes and "first_activity" not in changes
+
+
+def _live_message(sender: str, topic: str = "general") -> Message:
+    return Message(
+        channel="team/live", sender=sender, type=MessageType.STATUS, content="hi", topic=topic
+    )

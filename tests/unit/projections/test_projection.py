@@ -135,3 +135,23 @@ def test_canonical_hash_of_a_model_equals_hash_of_its_dump() -> None:
     assert canonical_hash(datetime(2026, 1, 1, tzinfo=UTC)) == canonical_hash(
         datetime(2026, 1, 1, tzinfo=UTC)
     )
+
+
+def test_live_and_changes_default_to_the_whole_state_and_nothing() -> None:
+    from projections.projection import changes_of, live_of
+
+    class Counter:
+        name = "counter"
+        version = 1
+
+        def identity(self) -> dict[str, int]:
+            return {"n": 0}
+
+        def apply(self, state: dict[str, int], message: Message) -> dict[str, int]:
+            return {"n": state["n"] + 1}
+
+    counter = Counter()
+    assert live_of(counter, {"n": 2}) == {"n": 2}
+    assert changes_of(counter, {"n": 1}, {"n": 2}) is None
+    overview = ChannelOverviewProjection()
+    assert "recent_participants" in live_of(overview, overview.identity())

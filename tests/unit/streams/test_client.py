@@ -243,7 +243,7 @@ def driver_event(channel: str, offset: int, decision: str) -> DriverEvent:
         message_id=f"m{offset}",
         partition=0,
         offset=offset,
-        states={},
+        projections={},
         decision={"decision": decision, "detail": None},
     )
 

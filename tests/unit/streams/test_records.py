@@ -189,3 +189,33 @@ def test_registry_loads_user_projections_by_import_path() -> None:
         load_projection("tests.factories:AGENTS")
     with pytest.raises(ProjectionImportError, match="unique"):
         registered_projections(["projections.overview:ChannelOverviewProjection"])
+
+
+def test_a_v3_driver_event_carries_what_the_message_changed_and_the_live_state() -> None:
+    from projections.projection import Folded
+    from streams.records import DRIVER_EVENT_VERSION, DriverEvent, driver_event
+    from tests.sample_projections import WordCountProjection
+
+    projections = [CommitmentProjection(), ChannelOverviewProjection(), WordCountProjection()]
+    opener = Message(
+        channel="a/b", sender="ann", type="COMMAND", content="ship it", correlation_id="c1"
+    )
+    steps = step(projections, {}, opener, 0)
+    event = driver_event(opener, 1, 0, steps, {"decision": "CONTINUE"})
+    assert event.event_version == DRIVER_EVENT_VERSION == 3
+    commitments = event.projections["commitments"]
+    assert [c["id"] for c in commitments.changes["commitments"]] == [opener.id]
+    assert list(commitments.live["active"]) == [opener.id]
+    assert event.projections["overview"].live["message_count"] == 1
+    # a projection without live/changes carries its whole state, and no changes
+    words = event.projections["word-count"]
+    assert words.live == steps[2].folded.state and words.changes is None
+    assert DriverEvent.model_validate(orjson.loads(event.to_bytes())) == event
+
+    # a redelivery: nothing applied, no changes, the live state as it is
+    stored: dict[str, Folded | None] = {s.projection.name: s.folded for s in steps}
+    again = step(projections, stored, opener, 0)
+    redelivered = driver_event(opener, 1, 0, again, {"decision": "CONTINUE"})
+    assert not redelivered.applied
+    assert all(entry.changes is None for entry in redelivered.projections.values())
+    assert redelivered.projections["commitments"].live == commitments.live

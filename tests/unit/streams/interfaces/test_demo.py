@@ -45,3 +45,22 @@ def test_a_chorus_on_the_path_is_suggested_bare(monkeypatch: pytest.MonkeyPatch)
     assert command == "chorus"
     text = demo.try_these(["demo/agents", "demo/meeting"], command)
     assert "Try (in another terminal):\n  chorus context demo/agents" in text
+
+
+def test_a_driver_event_line_says_which_commitments_changed() -> None:
+    from streams.interfaces.demo import driver_event_line
+
+    opened = {"id": "m1", "state": "OPEN", "requester": "planner", "obligor": "role:writer"}
+    event = {
+        "offset": 3,
+        "projections": {
+            "commitments": {"changes": {"commitments": [opened]}, "live": {"active": {}}}
+        },
+        "decision": {"decision": "CONTINUE"},
+    }
+    seen: dict[str, dict[str, object]] = {}
+    line = driver_event_line(event, seen)
+    assert line is not None and "commitment open: planner → writer" in line
+    assert seen == {"m1": opened}
+    omitted = {"offset": 4, "projections": {"commitments": {"live": None}}}
+    assert driver_event_line(omitted, seen) is None

@@ -32,7 +32,7 @@ def _event(decision: str) -> DriverEvent:
         message_id="m1",
         partition=0,
         offset=3,
-        states={},
+        projections={},
         decision={"decision": decision},
     )
 

@@ -1,4 +1,5 @@
-"""Where the embedded broker of this chorus runs: one per checkout by default."""
+"""Kafka clients: where the embedded broker of this chorus runs (one per checkout by
+default), and a cluster that does not answer is one clear error."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ from pathlib import Path
 import pytest
 
 from streams.kafka import clients
-from streams.kafka.clients import NoBrokerError, bootstrap_servers, local_run_dir
+from streams.kafka.clients import (
+    BrokerUnreachable,
+    NoBrokerError,
+    admin,
+    bootstrap_servers,
+    consumer,
+    local_run_dir,
+    producer,
+    started,
+)
+from streams.ops.broker import free_port
 from streams.settings import Settings
 
 
@@ -61,3 +72,19 @@ def test_without_a_broker_the_error_says_where_it_looked(
     monkeypatch.delenv("CHORUS_BOOTSTRAP_SERVERS", raising=False)
     with pytest.raises(NoBrokerError, match=r"none runs from .*one/\.chorus/broker"):
         bootstrap_servers(Settings())
+
+
+@pytest.mark.parametrize("make", [consumer, producer, admin])
+async def test_a_client_that_cannot_reach_its_cluster_is_stopped_and_says_where(
+    make: object,
+) -> None:
+    closed = f"127.0.0.1:{free_port()}"
+    settings = Settings(bootstrap_servers=closed)
+    client = make(settings)  # type: ignore[operator]
+    with pytest.raises(BrokerUnreachable) as raised:
+        await started(client, settings)
+    message = str(raised.value)
+    assert closed in message and "CHORUS_BOOTSTRAP_SERVERS" in message
+    assert "\n" not in message
+    # stopped again: nothing left open to be reported as the client is collected
+    assert client._closed  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from projections.projection import Folded
 from streams.replay import Difference
 from tests.unit.streams.replay.support import BUILTINS, folded
 
@@ -30,6 +31,10 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
                 },
                 "commitments": {},
             }
+
+        def folded(self, channel: str, name: str) -> Folded | None:
+            raw = self.folds[name].get(channel)
+            return Folded.model_validate(raw) if raw is not None else None
 
         def messages_partition(self, channel: str) -> int | None:
             return 0 if channel.startswith("mine/") else None

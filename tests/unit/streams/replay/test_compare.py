@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from projections.projection import Folded
 from streams.replay import Difference, render_diff
 from streams.replay.compare import (
     compare_channel,
@@ -104,7 +105,12 @@ def test_sample_and_snapshot() -> None:
         "overview": {"c1": folded(3, {"n": 1}).model_dump(mode="json")},
         "commitments": {},
     }
-    assert snapshot_folds(tables, ["c1", "c2"]) == {
+
+    def read(channel: str, name: str) -> Folded | None:
+        raw = tables[name].get(channel)
+        return Folded.model_validate(raw) if raw is not None else None
+
+    assert snapshot_folds(read, tables, ["c1", "c2"]) == {
         "c1": {"overview": folded(3, {"n": 1})},
         "c2": {},
     }

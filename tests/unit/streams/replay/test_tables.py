@@ -50,3 +50,26 @@ def test_marker_round_trips_with_integer_partitions() -> None:
     again = RebuildMarker.model_validate_json(orjson.dumps(original.model_dump(mode="json")))
     assert again.through == {0: 10, 1: 4} and again == original
     assert original.key() == b"app/fold-tally-v2"
+
+
+def test_old_versions_changelogs_include_a_split_folds_ended_table() -> None:
+    from projections.commitments import CommitmentProjection
+    from streams.replay.tables import old_version_changelogs
+
+    class CommitmentsV3(CommitmentProjection):
+        version = 3
+
+    topics = [
+        "app-fold-commitments-v1-changelog",
+        "app-fold-commitments-v2-changelog",
+        "app-fold-commitments-v2-ended-changelog",
+        "app-fold-commitments-v3-changelog",
+        "app-fold-commitments-v3-ended-changelog",
+        "app-fold-overview-v1-changelog",
+        "other-fold-commitments-v1-changelog",
+    ]
+    assert old_version_changelogs("app", CommitmentsV3(), topics) == [
+        "app-fold-commitments-v1-changelog",
+        "app-fold-commitments-v2-changelog",
+        "app-fold-commitments-v2-ended-changelog",
+    ]

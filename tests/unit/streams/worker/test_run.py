@@ -29,3 +29,42 @@ async def test_permanent_errors_and_exhausted_retries_are_raised() -> None:
 
     with pytest.raises(GroupCoordinatorNotAvailableError):
         await with_retries(never, attempts=2, delay=0)
+
+
+def test_a_stop_deadline_exits_once_after_its_time() -> None:
+    import threading
+
+    from streams.worker.run import StopDeadline
+
+    fired = threading.Event()
+    calls: list[int] = []
+
+    def exit_now() -> None:
+        calls.append(1)
+        fired.set()
+
+    deadline = StopDeadline(0.05, exit_now)
+    deadline.arm()
+    deadline.arm()  # a second signal does not move or double it
+    assert fired.wait(5)
+    assert calls == [1]
+
+
+def test_the_worker_arms_its_stop_deadline_on_a_signal() -> None:
+    import signal
+    from unittest.mock import patch
+
+    from streams.settings import Settings
+    from streams.worker.compose import build_worker
+    from streams.worker.run import STOP_GRACE_SECONDS, ChorusWorker
+
+    settings = Settings(store="memory://", bootstrap_servers="127.0.0.1:1")
+    worker = ChorusWorker(build_worker(settings, broker="127.0.0.1:1").runtime.app, quiet=True)
+    assert worker.stop_deadline.seconds == STOP_GRACE_SECONDS <= 10
+    with (
+        patch.object(worker.stop_deadline, "arm") as arm,
+        patch("faust.Worker._schedule_shutdown") as graceful,
+    ):
+        worker._schedule_shutdown(signal.SIGTERM)
+    arm.assert_called_once_with()
+    graceful.assert_called_once_with(signal.SIGTERM)

@@ -65,10 +65,11 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
         assert value is not None
         event = DriverEvent.model_validate_json(value)
         assert key == b"off/line" and partition == HOME
-        assert set(event.states) == {"commitments", "overview"}  # one event, every state
-        for projection, carried in event.states.items():
+        assert set(event.projections) == {"commitments", "overview"}  # one event, all of them
+        for projection, carried in event.projections.items():
             stored = chorus.folds[projection].get(event.channel)
-            assert stored is not None and stored["state"] == carried.state  # state first
+            assert stored is not None and stored["offset"] == event.offset  # state first
+            assert carried.changes is not None
 
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
     with captured(state_first) as sent:
@@ -238,3 +239,48 @@ async def test_a_driver_event_refused_for_good_is_dead_lettered_and_the_rest_are
     counted = chorus.meter.refused_records.labels("offline.driver-events")._value.get()
     assert counted == 1
     assert chorus.folds["overview"].get("off/line")["offset"] == 2  # the later message folded
+
+
+async def test_commitments_are_stored_split_and_read_back_whole_after_a_cache_miss() -> None:
+    """An ended commitment goes once to the ended table; the fold record keeps the live
+    part; a fold from the tables alone (the in-memory states forgotten) folds on the same."""
+    from projections.commitments import CommitmentProjection
+    from projections.model import Message, MessageType
+    from projections.projection import canonical_hash, fold
+    from streams.fold_store import ENDED_SEQS, ended_key
+
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    worker = build_worker(settings, broker="127.0.0.1:1")
+    chorus, folder = worker.runtime, worker.folder
+    assert folder is not None
+    channel = "off/line"
+
+    def message(kind: MessageType, cid: str, **fields: Any) -> Message:
+        return Message(
+            channel=channel, sender="ann", type=kind, content="do it", correlation_id=cid, **fields
+        )
+
+    first = message(MessageType.COMMAND, "a")
+    second = message(MessageType.COMMAND, "b")
+    messages = [
+        first,
+        message(MessageType.DONE, "a", in_reply_to=first.id),
+        second,
+        message(MessageType.DONE, "b", in_reply_to=second.id),
+    ]
+    with captured():
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            for index, one in enumerate(messages):
+                if index == 3:
+                    folder._loaded.clear()  # the next fold reads the tables only
+                await agent.put(
+                    one.model_dump_json().encode(), key=channel.encode(), partition=HOME
+                )
+    record = chorus.folds["commitments"].get(channel)
+    assert record[ENDED_SEQS] == [0, 2] and record["state"]["commitments"] == {}
+    ended = chorus.ended["commitments"]
+    assert ended.get(ended_key(channel, 0))["commitment"]["id"] == first.id
+    assert ended.get(ended_key(channel, 1))["commitment"]["id"] == second.id
+    whole = chorus.folded(channel, "commitments")
+    assert whole is not None and whole.offset == 3
+    assert canonical_hash(whole.state) == canonical_hash(fold(CommitmentProjection(), messages))

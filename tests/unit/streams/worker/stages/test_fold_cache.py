@@ -6,7 +6,7 @@ import orjson
 
 from projections.channel import step
 from projections.projection import Folded
-from streams.records import DriverEvent, ProjectionState
+from streams.records import DriverEvent, ProjectionChange
 from streams.registry import registered_projections
 from tests.factories import conversation
 
@@ -34,9 +34,9 @@ def test_driver_event_bytes_match_the_schema() -> None:
         message_id="m",
         partition=1,
         offset=2,
-        states={"p": ProjectionState(version=1, state={"k": [1, 2]})},
+        projections={"p": ProjectionChange(version=1, changes={"k": [2]}, live={"k": [1, 2]})},
         decision={"decision": "CONTINUE"},
         errors={"q": "ValueError: no"},
     )
     assert DriverEvent.model_validate(orjson.loads(event.to_bytes())) == event
-    assert orjson.loads(event.to_bytes())["event_version"] == 2
+    assert orjson.loads(event.to_bytes())["event_version"] == 3
