@@ -1,0 +1,79 @@
+"""The Python client of driver events (`streams.client.driver_events`) on v3 events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from projections.model import Message, MessageType
+from streams.interfaces.control import configure_channel
+from streams.interfaces.driver_events import decided, driver_events
+from streams.kafka.produce import send_messages
+from streams.ops.topics import create_topics
+from streams.records import DRIVER_EVENT_VERSION, DriverEvent
+from streams.settings import Settings
+from tests.conftest import WorkerProcess
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.mark.timeout(240)
+async def test_the_client_yields_each_v3_event_once_until_a_decision(
+    chorus_settings: Settings, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    await create_topics(chorus_settings)
+    channel = "client/decides"
+    await configure_channel(chorus_settings, channel, termination=["max-messages:3"])
+    start_worker()
+    await asyncio.sleep(2)  # the worker reads the config before the messages
+    request = Message(
+        channel=channel,
+        sender="planner",
+        type=MessageType.COMMAND,
+        content="write the notes",
+        correlation_id="notes",
+    )
+    messages = [
+        request,
+        Message(
+            channel=channel,
+            sender="writer",
+            type=MessageType.STATUS,
+            content="on it",
+            correlation_id="notes",
+        ),
+        Message(
+            channel=channel,
+            sender="writer",
+            type=MessageType.DONE,
+            content="done",
+            correlation_id="notes",
+            in_reply_to=request.id,
+        ),
+    ]
+    await send_messages(chorus_settings, messages)
+
+    async def collect() -> list[DriverEvent]:
+        return [
+            event
+            async for event in driver_events(
+                chorus_settings, channel=channel, until=decided, from_beginning=True
+            )
+        ]
+
+    events = await asyncio.wait_for(collect(), 120)
+    assert [e.message_id for e in events] == [m.id for m in messages]
+    assert {e.event_version for e in events} == {DRIVER_EVENT_VERSION}
+    assert [e.decision["decision"] for e in events] == ["CONTINUE", "CONTINUE", "COMPLETE"]
+    opened, acknowledged, fulfilled = (
+        e.projections["commitments"].changes["commitments"] for e in events
+    )
+    assert [(c["id"], c["state"]) for c in opened + acknowledged + fulfilled] == [
+        (request.id, "OPEN"),
+        (request.id, "ACKNOWLEDGED"),
+        (request.id, "FULFILLED"),
+    ]
+    assert events[-1].projections["commitments"].live["active"] == {}
+    assert events[-1].projections["overview"].live["message_count"] == 3
