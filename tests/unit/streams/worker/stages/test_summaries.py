@@ -1,0 +1,83 @@
+"""The summary stage's pure parts: what reaches a summariser, and a record's narrative and
+state part (the offline `simulate` runs the stage's own batching and records)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from projections.model import Message, MessageType
+from projections.summarise import SummaryResult
+from projections.summarise.pending import PendingBatch, PendingItem
+from streams.records import SummaryRecord
+from streams.settings import Settings
+from streams.worker.stages.summaries import simulate, summarise_batch
+
+T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
+
+
+class Recording:
+    """A summariser that says what it was given."""
+
+    tier = "recording"
+
+    def __init__(self) -> None:
+        self.seen: list[Message] = []
+
+    async def summarise(
+        self, items: list[Message], previous: SummaryResult | None = None
+    ) -> SummaryResult:
+        self.seen.extend(items)
+        said = " | ".join(m.content or m.type.value for m in items)
+        return SummaryResult(f"{previous.text} | {said}" if previous else said)
+
+
+def chat(n: int, kind: MessageType = MessageType.STATUS, **fields: object) -> Message:
+    return Message(
+        id=f"m{n}",
+        channel="team/plan",
+        sender=str(fields.pop("sender", "planner")),
+        type=kind,
+        content=str(fields.pop("content", f"note {n}")),
+        created_at=T0 + timedelta(minutes=n),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+async def test_a_request_s_words_never_reach_a_summariser() -> None:
+    ask = chat(
+        0, MessageType.COMMAND, content="Port the lexer", correlation_id="c1", target="role:w"
+    )
+    recording = Recording()
+    batch = PendingBatch(items=[PendingItem(offset=0), PendingItem(offset=1)])
+    record = await summarise_batch(recording, "team/plan", batch, [ask, chat(1)], None)
+    assert [m.content for m in recording.seen] == [None, "note 1"]
+    assert "Port the lexer" not in record.text
+    assert record.narrative == record.text == "COMMAND | note 1"
+
+
+async def test_the_next_batch_builds_on_the_narrative_not_the_state_part() -> None:
+    recording = Recording()
+    previous = SummaryRecord(
+        channel="team/plan",
+        text="earlier\n\nOpen (1):\n- w owes planner: “Port the lexer”",
+        narrative="earlier",
+        last_offset=0,
+    )
+    batch = PendingBatch(items=[PendingItem(offset=1)])
+    record = await summarise_batch(recording, "team/plan", batch, [chat(1)], previous)
+    assert record.narrative == "earlier | note 1"
+
+
+async def test_simulate_renders_the_state_part_from_the_folded_commitments() -> None:
+    ask = chat(
+        0, MessageType.COMMAND, content="Port the lexer", correlation_id="c1", target="role:w"
+    )
+    declined = chat(
+        1, MessageType.DECLINE, sender="w", content="No", correlation_id="c1", in_reply_to="m0"
+    )
+    records = await simulate([ask, declined, chat(2)], Settings(summary_after_messages=3))
+    record = records["team/plan"]
+    assert record.state_offset == 2 and record.narrative is not None
+    assert record.text.startswith(record.narrative)
+    assert "declined: “Port the lexer” (owed by w to planner" in record.text
+    assert "Open (" not in record.text
