@@ -16,14 +16,9 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.produce import send_messages
-from streams.ops.broker import (
-    ClusterInfo,
-    free_port,
-    kill_node,
-    start_cluster,
-    stop_cluster,
-)
+from streams.ops.broker import ClusterInfo, free_port, start_cluster, stop_cluster
 from streams.settings import Settings
+from tests.broker_faults import kill_node
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import channel_names, prepare_topics, report, traffic
 
