@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from streams.client import AgentContext, Client, DriverEvent, MessageType, SentMessage, decided
+from streams.client import (
+    AgentContext,
+    Client,
+    DecisionRecord,
+    DriverEvent,
+    MessageType,
+    SentMessage,
+    decided,
+)
 
 TERMINATION = ["all-commitments-resolved", "escalate-on-decline:1"]
 ACTIVE = ("OPEN", "ACKNOWLEDGED")
@@ -144,7 +152,7 @@ class Outcome:
     """What the run came to: how each request ended, the decision, what the reviewer read."""
 
     requests: dict[str, str] = field(default_factory=dict)
-    decision: dict[str, Any] = field(default_factory=dict)
+    decision: DecisionRecord | None = None
     reviewer_owed: list[str] = field(default_factory=list)
     reviewer_context: AgentContext | None = None
     writers_sent: dict[str, list[str]] = field(default_factory=dict)

@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any, Final
 
 from projections.commitments import CommitmentsState, CommitmentState
@@ -40,12 +41,22 @@ Decision = Continue | Complete | Failed | Escalate
 
 CONTINUE: Final = Continue()
 
+
+class DecisionName(StrEnum):
+    """How a decision reads on the wire and in every view."""
+
+    CONTINUE = "CONTINUE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+    ESCALATE = "ESCALATE"
+
+
 _PRIORITY: Final[dict[type[Decision], int]] = {Continue: 0, Complete: 1, Failed: 2, Escalate: 3}
-_JSON_NAME: Final[dict[type[Decision], str]] = {
-    Continue: "CONTINUE",
-    Complete: "COMPLETE",
-    Failed: "FAILED",
-    Escalate: "ESCALATE",
+_JSON_NAME: Final[dict[type[Decision], DecisionName]] = {
+    Continue: DecisionName.CONTINUE,
+    Complete: DecisionName.COMPLETE,
+    Failed: DecisionName.FAILED,
+    Escalate: DecisionName.ESCALATE,
 }
 
 

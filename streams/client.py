@@ -24,6 +24,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 from aiokafka import AIOKafkaProducer
+from pydantic import ValidationError
 
 from projections.model import ActorType, Message, MessageError, MessageType, utc_now
 from streams.errors import ChorusError
@@ -43,7 +44,7 @@ from streams.kafka.produce import (
     prepare,
     started_producer,
 )
-from streams.records import ChannelConfig, DriverEvent, summary_view
+from streams.records import ChannelConfig, DecisionRecord, DriverEvent, summary_view
 from streams.settings import Settings
 from streams.topology import RECAPS, SUMMARIES
 
@@ -53,7 +54,7 @@ __all__ = [
     "ChannelConfig",
     "ChannelNotFound",
     "Client",
-    "Decision",
+    "DecisionRecord",
     "DriverEvent",
     "Message",
     "MessageError",
@@ -79,23 +80,6 @@ class WaitTimeout(ChorusError, TimeoutError):
 
 
 @dataclass(frozen=True)
-class Decision:
-    """A channel's termination decision: CONTINUE, COMPLETE, FAILED or ESCALATE."""
-
-    decision: str
-    detail: Any = None
-    offset: int | None = None
-
-    @classmethod
-    def from_json(cls, value: Any) -> Decision | None:
-        if isinstance(value, str):
-            return cls(value)
-        if isinstance(value, dict) and isinstance(value.get("decision"), str):
-            return cls(value["decision"], value.get("detail"), value.get("offset"))
-        return None
-
-
-@dataclass(frozen=True)
 class AgentContext:
     """What an agent reads first: `text` within the token budget, the channel's `decision`
     (None when the worker does not send one), the `parts` it was made of, and the worker's
@@ -103,7 +87,7 @@ class AgentContext:
 
     channel: str
     text: str
-    decision: Decision | None
+    decision: DecisionRecord | None
     parts: dict[str, Any] = field(default_factory=dict)
     tokens: int | None = None
     raw: dict[str, Any] = field(default_factory=dict)
@@ -114,11 +98,19 @@ class AgentContext:
         return cls(
             channel=channel,
             text=str(answer.get("text") or ""),
-            decision=Decision.from_json(answer.get("decision")),
+            decision=_decision_of(answer.get("decision")),
             parts=parts if isinstance(parts, dict) else {},
             tokens=answer.get("tokens"),
             raw=answer,
         )
+
+
+def _decision_of(value: Any) -> DecisionRecord | None:
+    """The context's decision, None when the worker sent none it can read."""
+    try:
+        return DecisionRecord.model_validate(value) if isinstance(value, dict) else None
+    except ValidationError:
+        return None
 
 
 def recap_view(channel: str, record: dict[str, Any] | None) -> dict[str, Any]:

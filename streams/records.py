@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from projections.channel import ProjectionStep
 from projections.model import LogPosition, Message, MessageError, decode_message, utc_now
 from projections.projection import changes_of, live_of
+from projections.recap.phase import RecapPhase
+from projections.termination import DecisionName
 
 
 class WireRecord(BaseModel):
@@ -46,6 +48,18 @@ class ProjectionChange(BaseModel):
 DRIVER_EVENT_VERSION = 3
 
 
+class DecisionRecord(BaseModel):
+    """A termination decision on the wire: `decision` (CONTINUE, COMPLETE, FAILED or
+    ESCALATE), its `detail` (a reason, or what COMPLETE reports), and the log offset it is
+    current at where a view says so (a driver event's is its own `offset`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: DecisionName
+    detail: Any = None
+    offset: int | None = None
+
+
 class DriverEvent(WireRecord):
     """A wake signal that carries what the fold changed and the live state (version 3).
 
@@ -65,7 +79,8 @@ class DriverEvent(WireRecord):
     partition: int
     offset: int
     projections: dict[str, ProjectionChange]
-    decision: dict[str, Any]
+    # None only on a shadow-divergence event, which reports no fold of its own.
+    decision: DecisionRecord | None
     applied: bool = True
     errors: dict[str, str] = Field(default_factory=dict)
     timestamp: datetime = Field(default_factory=utc_now)
@@ -75,6 +90,7 @@ class DriverEvent(WireRecord):
         # serializer infers a type for every value of an `Any` field.
         record = {name: getattr(self, name) for name in type(self).model_fields}
         record["projections"] = {name: entry.__dict__ for name, entry in self.projections.items()}
+        record["decision"] = self.decision.model_dump(mode="json") if self.decision else None
         return orjson.dumps(record)
 
     def fitted(self, limit: int) -> bytes:
@@ -172,7 +188,7 @@ class RecapRecord(WireRecord):
 
     channel: str
     text: str | None
-    phase: str
+    phase: RecapPhase
     generated_at: datetime | None = None
     covered_offset: int | None = None
     model: str | None = None

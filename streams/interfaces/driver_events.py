@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from projections.termination import DecisionName
 from streams.kafka.clients import consumer, topic_partitions
 from streams.kafka.consume import read_topic
 from streams.records import DriverEvent, key_partition
@@ -52,7 +53,7 @@ POLL_MS = 1000
 
 def decided(event: DriverEvent) -> bool:
     """Stop at the first termination decision other than CONTINUE."""
-    return event.decision.get("decision") != "CONTINUE"
+    return event.decision is not None and event.decision.decision is not DecisionName.CONTINUE
 
 
 async def driver_events(

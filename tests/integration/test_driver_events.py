@@ -66,7 +66,11 @@ async def test_the_client_yields_each_v3_event_once_until_a_decision(
     events = await asyncio.wait_for(collect(), 120)
     assert [e.message_id for e in events] == [m.id for m in messages]
     assert {e.event_version for e in events} == {DRIVER_EVENT_VERSION}
-    assert [e.decision["decision"] for e in events] == ["CONTINUE", "CONTINUE", "COMPLETE"]
+    assert [e.decision and e.decision.decision for e in events] == [
+        "CONTINUE",
+        "CONTINUE",
+        "COMPLETE",
+    ]
     opened, acknowledged, fulfilled = (
         e.projections["commitments"].changes["commitments"] for e in events
     )

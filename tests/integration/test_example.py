@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from examples.release_team import run
+from projections.termination import DecisionName
 from streams.client import Client
 from streams.ops.topics import create_topics
 from streams.settings import Settings
@@ -44,10 +45,11 @@ async def test_the_release_team_coordinates_to_a_decision(
     assert "rey owes planner: “review docs/changelog.md before the release”" in yours
     assert outcome.reviewer_context.decision is not None
     assert outcome.reviewer_context.decision.decision == "CONTINUE"
-    assert outcome.decision == {
-        "decision": "COMPLETE",
-        "detail": "All commitments resolved (2 fulfilled, 1 declined, 1 failed, 1 expired)",
-    }
+    assert outcome.decision is not None
+    assert (outcome.decision.decision, outcome.decision.detail) == (
+        DecisionName.COMPLETE,
+        "All commitments resolved (2 fulfilled, 1 declined, 1 failed, 1 expired)",
+    )
 
     folded = state["projections"]["commitments"]["state"]
     by_excerpt = {c["excerpt"]: c for c in folded["commitments"].values() if c["parent"] is None}

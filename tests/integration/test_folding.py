@@ -228,9 +228,12 @@ async def test_driver_events_client_stops_at_the_termination_decision(
     await send_messages(chorus_settings, messages)
     await asyncio.wait_for(follower, 60)
     last = received[-1]
-    assert last.decision == {"decision": "COMPLETE", "detail": "Max messages reached"}
+    assert last.decision is not None
+    assert (last.decision.decision, last.decision.detail) == ("COMPLETE", "Max messages reached")
     assert last.message_id == messages[2].id  # the third message completes the channel
-    assert [e.decision["decision"] for e in received[:-1]] == ["CONTINUE"] * (len(received) - 1)
+    assert [e.decision and e.decision.decision for e in received[:-1]] == ["CONTINUE"] * (
+        len(received) - 1
+    )
     assert [e.offset for e in received] == sorted({e.offset for e in received})  # each once
     assert len(received) == 3  # one driver event per message
 

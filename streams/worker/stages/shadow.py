@@ -48,7 +48,7 @@ async def report_divergence(chorus: Runtime, difference: Difference) -> None:
                 live=replayed_live(chorus, difference),
             )
         },
-        decision={},
+        decision=None,
         applied=False,
         errors={difference.projection: difference.describe()},
     )

@@ -4,11 +4,13 @@ import base64
 
 import orjson
 import pytest
+from pydantic import ValidationError
 
 from projections.channel import decide, step
 from projections.commitments import CommitmentProjection
 from projections.model import LogPosition, Message, MessageError
 from projections.overview import ChannelOverviewProjection
+from projections.recap import RecapPhase
 from projections.termination import Complete, Continue, MaxMessages, TerminationContext
 from streams.dead_letters import (
     DEAD_LETTER_COPY_LIMIT,
@@ -219,3 +221,13 @@ def test_a_v3_driver_event_carries_what_the_message_changed_and_the_live_state()
     assert not redelivered.applied
     assert all(entry.changes is None for entry in redelivered.projections.values())
     assert redelivered.projections["commitments"].live == commitments.live
+
+
+def test_a_recap_record_s_phase_is_the_phase_machine_s() -> None:
+    from streams.records import RecapRecord
+
+    record = RecapRecord(channel="c", text=None, phase="COMPLETED")
+    assert record.phase is RecapPhase.COMPLETED
+    assert orjson.loads(record.to_bytes())["phase"] == "COMPLETED"
+    with pytest.raises(ValidationError):
+        RecapRecord(channel="c", text=None, phase="FINISHED")

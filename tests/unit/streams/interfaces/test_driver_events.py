@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import orjson
+import pytest
+from pydantic import ValidationError
+
+from projections.termination import DecisionName
 from streams.interfaces.driver_events import LastOffsets, decided
 from streams.records import DriverEvent
 
@@ -41,3 +46,19 @@ def test_decided_is_any_decision_but_continue() -> None:
     assert not decided(_event("CONTINUE"))
     assert decided(_event("COMPLETE"))
     assert decided(_event("ESCALATE"))
+
+
+def test_the_decision_is_typed_and_reads_back_from_its_json() -> None:
+    event = _event("FAILED")
+    assert event.decision is not None and event.decision.decision is DecisionName.FAILED
+    again = DriverEvent.model_validate_json(event.to_bytes())
+    assert again.decision == event.decision
+    assert orjson.loads(event.to_bytes())["decision"] == {
+        "decision": "FAILED",
+        "detail": None,
+        "offset": None,
+    }
+    shadow = event.model_copy(update={"decision": None})
+    assert not decided(shadow)  # a shadow-divergence event decides nothing
+    with pytest.raises(ValidationError):
+        _event("DONE")
