@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import ssl
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,15 +63,38 @@ class BrokerUnreachable(ChorusError):
 Client = TypeVar("Client", AIOKafkaConsumer, AIOKafkaProducer, AIOKafkaAdminClient)
 
 
+class _LastErrors(logging.Handler):
+    """The last few errors aiokafka logged while a client started: its connection error
+    says only "unable to bootstrap", the log says why (authentication failed, certificate
+    verify failed, an unsupported SASL mechanism)."""
+
+    def __init__(self, kept: int = 3) -> None:
+        super().__init__(logging.WARNING)
+        self.kept = kept
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = " ".join(record.getMessage().split())
+        if message and message not in self.messages:
+            self.messages = [*self.messages, message][-self.kept :]
+
+
 async def started(client: Client, settings: Settings) -> Client:
     """`client` started; when the cluster does not answer, the client is stopped again (a
     client left open is reported as it is collected) and BrokerUnreachable says in one line
-    where chorus looked and which setting names the cluster."""
+    where chorus looked, which setting names the cluster, and why the connection failed
+    when aiokafka logged it."""
+    errors = _LastErrors()
+    aiokafka_log = logging.getLogger("aiokafka")
+    aiokafka_log.addHandler(errors)
     try:
         await client.start()
     except KafkaConnectionError as error:
         await (client.close() if isinstance(client, AIOKafkaAdminClient) else client.stop())
-        raise BrokerUnreachable(unreachable(settings, error)) from None
+        why = f" ({'; '.join(errors.messages)})" if errors.messages else ""
+        raise BrokerUnreachable(unreachable(settings, error) + why) from None
+    finally:
+        aiokafka_log.removeHandler(errors)
     return client
 
 

@@ -3,9 +3,12 @@ default), and a cluster that does not answer is one clear error."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
 
 from streams.kafka import clients
 from streams.kafka.clients import (
@@ -88,3 +91,34 @@ async def test_a_client_that_cannot_reach_its_cluster_is_stopped_and_says_where(
     assert "\n" not in message
     # stopped again: nothing left open to be reported as the client is collected
     assert client._closed  # type: ignore[attr-defined]
+
+
+async def test_why_a_client_could_not_connect_comes_from_aiokafka_s_log() -> None:
+    """aiokafka's connection error says only "unable to bootstrap"; what it logged while
+    connecting (here an authentication failure) says why, and goes into the one line."""
+
+    class Refused(AIOKafkaProducer):
+        def __init__(self) -> None:
+            self.stopped = False
+
+        async def start(self) -> None:
+            logging.getLogger("aiokafka.conn").error(
+                "Authentication failed for user chorus:\n  bad credentials"
+            )
+            raise KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 9)]")
+
+        async def stop(self) -> None:
+            self.stopped = True
+
+    client = Refused()
+    with pytest.raises(BrokerUnreachable) as raised:
+        await started(client, Settings(bootstrap_servers="127.0.0.1:9"))
+    message = str(raised.value)
+    assert message.endswith(
+        "Unable to bootstrap from [('127.0.0.1', 9)] "
+        "(Authentication failed for user chorus: bad credentials)"
+    )
+    assert client.stopped and "\n" not in message
+    assert not any(
+        type(h).__name__ == "_LastErrors" for h in logging.getLogger("aiokafka").handlers
+    )
