@@ -14,7 +14,7 @@ from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.model import utc_now
-from streams.records import summary_view
+from streams.records import SummaryRecord, summary_view
 from streams.worker.read_model import (
     UnknownChannel,
     channel_context,
@@ -169,7 +169,16 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
 
         return view_of
 
-    channel_page("summary", known(lambda c: summary_view(c, summariser.latest.get(c))))
+    def current_summary(channel: str) -> dict[str, Any]:
+        """The latest summary with its state part rendered from the fold as it is now (the
+        record on the topic follows within seconds, see `Summariser.refresh_states`)."""
+        latest = summariser.latest.get(channel)
+        if latest:
+            record = summariser.with_current_state(SummaryRecord.model_validate(latest))
+            latest = record.model_dump(mode="json")
+        return summary_view(channel, latest)
+
+    channel_page("summary", known(current_summary))
     channel_page("recap", known(recap_view))
     channel_page("context", context)
     page("/recaps", lambda view, _: recaps(view))

@@ -155,9 +155,11 @@ async def test_no_view_says_an_ended_commitment_is_open(
     start_worker: Callable[..., WorkerProcess],
 ) -> None:
     await create_topics(chorus_settings)
+    # The default 300 s: the record on the topic must still follow the fold within seconds
+    # (STATE_REFRESH_SECONDS), not when the next narrative is due.
     worker = start_worker(
         CHORUS_SUMMARY_AFTER_MESSAGES="4",
-        CHORUS_SUMMARY_AFTER_SECONDS="1",
+        CHORUS_SUMMARY_AFTER_SECONDS="300",
         CHORUS_RECAP_DEBOUNCE_SECONDS="1",
         CHORUS_RECAP_CHECK_SECONDS="0.2",
     )

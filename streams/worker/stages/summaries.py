@@ -283,12 +283,15 @@ class Summariser:
 
     async def refresh_states(self, now: datetime) -> int:
         """Publish again, with the same narrative, the latest summary of each channel whose
-        commitments changed after it, once its summary_after_seconds passed (a summary
-        launched meanwhile renders the state itself). Only when the state part differs:
-        a quiet channel's record never keeps an ended commitment as open."""
+        commitments changed after it, STATE_REFRESH_SECONDS after the first change (or the
+        channel's summary_after_seconds when shorter; a summary launched meanwhile renders
+        the state itself). Only when the state part differs: a record on the topic lags the
+        fold by seconds and never keeps an ended commitment as open once the channel is
+        quiet. At most one such write per channel per STATE_REFRESH_SECONDS, however busy."""
         refreshed = 0
         for channel, since in list(self.state_changed.items()):
-            if since + timedelta(seconds=self.thresholds(channel)[1]) > now:
+            wait = min(STATE_REFRESH_SECONDS, self.thresholds(channel)[1])
+            if since + timedelta(seconds=wait) > now:
                 continue
             if self.launched.get(channel, -1) > self.covered_offset(channel):
                 continue  # a summary is on its way; it renders the state as it lands
@@ -433,6 +436,10 @@ async def simulate(
     return latest
 
 
+# How long after a commitment changes the latest summary's state part is published again:
+# the summaries topic lags the fold by about this much, and a busy channel costs at most one
+# such record per this many seconds.
+STATE_REFRESH_SECONDS = 2.0
 # `updated_by` of a record published again only because its state part changed.
 STATE_REFRESHED_BY = "system:state"
 
