@@ -175,7 +175,9 @@ async def show_agent_view(settings: Settings, channel: str) -> None:
         summary = await api.summary(channel)
         context = await api.context(channel, CONTEXT_TOKENS)
         mine = await api.context(channel, AGENT_CONTEXT_TOKENS, AGENT)
-    console.print(f"\n[bold green]summary[/bold green]:\n{summary.get('content')}")
+    console.print("\n[bold green]summary[/bold green]:")
+    # Channel text is printed as it is: `[worker-a] …` lines are not Rich markup.
+    console.print(summary.get("content"), markup=False)
     console.print(
         f"\n[bold cyan]context within {CONTEXT_TOKENS} tokens[/bold cyan] "
         f"({context['tokens']} used) — what an agent reads first:"
@@ -234,7 +236,8 @@ async def wait_for_recap(settings: Settings, channel: str, timeout: float) -> No
         ):
             if record.value["phase"] == "COMPLETED":
                 tier, text = record.value["tier"], record.value["text"]
-                console.print(f"[bold magenta]recap[/bold magenta] ({tier}): {text}")
+                console.print(f"[bold magenta]recap[/bold magenta] ({tier}):", end=" ")
+                console.print(text, markup=False)
                 return
 
     try:
@@ -246,7 +249,8 @@ async def wait_for_recap(settings: Settings, channel: str, timeout: float) -> No
 async def stream_conversation(settings: Settings, messages: list[Message], rate: float) -> None:
     for message in messages:
         kind = message.type.value
-        console.print(f"[cyan]{message.sender}[/cyan] [dim]{kind}[/dim] {short(message.content)}")
+        console.print(f"[cyan]{message.sender}[/cyan] [dim]{kind}[/dim]", end=" ")
+        console.print(short(message.content), markup=False)
         await send_messages(settings, [message])
         await asyncio.sleep(1 / rate)
 
