@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from projections.model import Message
-from projections.summarise.digest import CompactingSummariser, DigestSummariser
+from projections.summarise.compacting import CompactingSummariser
+from projections.summarise.digest import DigestSummariser
 from projections.summarise.llm import ChatClient
 from projections.summarise.render import render_message
 from projections.summarise.result import SUMMARY_MAX_TOKENS, ContentSummariser

@@ -28,11 +28,9 @@ import orjson
 
 from projections.model import Message
 from projections.summarise.heuristic import merge_list_annotation
-from projections.summarise.llm import estimate_tokens
 from projections.summarise.pending import spoken
 from projections.summarise.result import (
     SUMMARY_MAX_TOKENS,
-    ContentSummariser,
     SummaryResult,
     base_annotations,
     previous_text,
@@ -55,7 +53,6 @@ POOL_KEY = "digestPool"
 RETIRED_KEYS = ("digestOpen", "digestDone")
 SEEN_KEY = "digestSeen"
 TEXT_HASH_KEY = "digestTextHash"
-COMPACTED_FROM = "compactedFrom"
 # The `participants` and `topics` annotations keep the first names seen, up to this many.
 MAX_NAMES = 40
 SHOWN_NAMES = 12
@@ -403,29 +400,3 @@ def _load_json_list(raw: str | None) -> list[object]:
     except orjson.JSONDecodeError:
         return []
     return value if isinstance(value, list) else []
-
-
-class CompactingSummariser:
-    """Runs `inner`; a text over the digest's budget is rewritten by the digest instead.
-
-    The digest runs on the same batch and previous summary, so what the longer text said is
-    not lost: the previous text's foreign lines join its pool. The result is annotated
-    `compactedFrom=<inner result's tier>`; a result within budget clears that key.
-    """
-
-    def __init__(self, inner: ContentSummariser[Message], digest: DigestSummariser) -> None:
-        self.inner = inner
-        self.digest = digest
-
-    async def summarise(
-        self, items: list[Message], previous: SummaryResult | None = None
-    ) -> SummaryResult:
-        result = await self.inner.summarise(items, previous)
-        if estimate_tokens(result.text) <= self.digest.max_tokens:
-            if COMPACTED_FROM not in result.annotations:
-                return result
-            kept = {k: v for k, v in result.annotations.items() if k != COMPACTED_FROM}
-            return SummaryResult(result.text, kept)
-        tier = result.annotations.get("tier", "unknown")
-        compacted = self.digest.digest(items, previous)
-        return SummaryResult(compacted.text, {**compacted.annotations, COMPACTED_FROM: tier})

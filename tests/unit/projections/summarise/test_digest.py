@@ -21,9 +21,7 @@ from projections.summarise import (
     render_message,
 )
 from projections.summarise.digest import (
-    COMPACTED_FROM,
     POOL_KEY,
-    CompactingSummariser,
     DigestSummariser,
     clean,
     sentences,
@@ -182,19 +180,6 @@ async def test_compacted_items_keep_their_speakers() -> None:
     assert "[ann] Shard the invoice queue." in result.text
     assert "[bob] Agreed, by region." in result.text
     assert result.annotations["participants"] == "ann,bob,cy"
-
-
-async def test_compacting_rewrites_an_over_budget_text_with_the_digest() -> None:
-    digest = DigestSummariser(max_tokens=40)
-    compacting = CompactingSummariser(VerbatimContentSummariser(render_message), digest)
-    short = await compacting.summarise([say("ann", "Ship it.")])
-    assert short.annotations["tier"] == "verbatim" and COMPACTED_FROM not in short.annotations
-    long = await compacting.summarise(chatter(40), short)
-    assert long.annotations["tier"] == "digest"
-    assert long.annotations[COMPACTED_FROM] == "verbatim"
-    assert estimate_tokens(long.text) <= 40
-    after = await compacting.summarise([say("bob", "Done.")], SummaryResult("x", long.annotations))
-    assert COMPACTED_FROM not in after.annotations
 
 
 @pytest.mark.parametrize("sizes", [[1, 2, 3] * 30, [20] * 20, [7, 1, 19, 2, 40, 3] * 8])
