@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from projections.channel import step
-from projections.commitments import CommitmentProjection
+from projections.commitments import LIVE_FIELDS, CommitmentProjection
 from projections.model import Message
 from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded
@@ -70,11 +70,11 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
         # the last event carries the live part of the state the worker holds whole
         last = channel_events[-1]["projections"]
         commitments: dict[str, Any] = expected["commitments"]  # type: ignore[assignment]
-        active = {
-            key: c
-            for key, c in commitments["commitments"].items()
+        active = [
+            {name: c[name] for name in LIVE_FIELDS}
+            for c in commitments["commitments"].values()
             if c["state"] in ("OPEN", "ACKNOWLEDGED")
-        }
+        ]
         assert last["commitments"]["live"]["active"] == active
         assert last["commitments"]["live"]["opened"] == commitments["opened"]
         assert last["overview"]["live"]["open_commitments"] == len(active)
