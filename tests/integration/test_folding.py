@@ -239,10 +239,11 @@ async def test_driver_events_client_stops_at_the_termination_decision(
 async def test_a_cold_restore_rebuilds_the_split_commitments_and_folds_on(
     chorus_settings: Settings, start_worker: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
-    """Commitments are stored split (the live part, and each ended one once, evicted ones
-    deleted): a worker restoring from the changelogs alone (an empty data dir) serves the
-    same whole states, and its next folds, read back from the restored tables, are the
-    pure fold's."""
+    """Commitments are stored split (the counters and active ids; each active one until it
+    ends, each ended one once, evicted ones deleted): a worker restoring from the
+    changelogs alone (an empty data dir) serves the same whole states, and its next folds,
+    read back from the restored tables, end commitments that were active at the restore
+    and are the pure fold's."""
     await create_topics(chorus_settings)
     bounds = {"CHORUS_COMMITMENTS_KEEP_TERMINAL": "3"}
     messages = conversation(CHANNELS, 240, seed=5)
@@ -280,6 +281,13 @@ async def test_a_cold_restore_rebuilds_the_split_commitments_and_folds_on(
     assert any(
         expected(first, c)["commitments"]["evicted"] > 0 for c in CHANNELS
     )  # eviction deleted ended records
+
+    def active_ids(upto: list[Message], channel: str) -> set[str]:
+        commitments = expected(upto, channel)["commitments"]["commitments"]
+        return {k for k, c in commitments.items() if c["state"] in ("OPEN", "ACKNOWLEDGED")}
+
+    # records of active commitments are restored, and ended (deleted) by the later folds
+    assert any(active_ids(first, c) - active_ids(messages, c) for c in CHANNELS)
     worker.stop()
 
     restored = start_worker(**bounds, CHORUS_DATA_DIR=str(tmp_path / "cold"))
