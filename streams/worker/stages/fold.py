@@ -136,7 +136,7 @@ class Folder:
 
     def stored_folds(self, channel: str, records: dict[str, Any]) -> dict[str, Folded | None]:
         """The whole folds the table `records` stand for: from memory while it matches them
-        (same version and offset), else read back (a split fold from its ended table too)."""
+        (same version and offset), else read back (a split fold from its second table too)."""
         stored: dict[str, Folded | None] = {}
         for name, record in records.items():
             if record is None:

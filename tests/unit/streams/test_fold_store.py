@@ -67,7 +67,8 @@ class Store:
 @given(conversations())
 def test_a_fold_read_back_from_split_tables_is_the_whole_state(messages: list[Message]) -> None:
     """Each message folds into the state read back from the tables (every read a cache
-    miss): the same states as the pure fold, and the ended table holds the kept ones only."""
+    miss): the same states as the pure fold; the second table holds the kept ended and the
+    active ones only, and the record the earliest deadline."""
     store = Store()
     for offset, message in enumerate(messages):
         before = store.whole()
