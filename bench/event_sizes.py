@@ -6,8 +6,8 @@ the worker folds them (`projections.channel.step`, states kept loaded), and per 
 
 * the v3 driver event as the worker sends it (`driver_event(...).fitted(limit)`);
 * what a v2 event carried of the states: every projection's whole state;
-* the table writes (`streams.fold_store.stored_fold`: the fold records and newly ended
-  commitments), each message its own batch (the worst case: batches write a channel once).
+* the table writes (`streams.fold_store.stored_fold`: the fold records and the new or
+  changed commitments), each message its own batch (the worst case: batches write a channel once).
 
 Prints p50 / p95 / max / mean of each, and the messages' own sizes. No broker needed.
 """
@@ -68,10 +68,13 @@ def measure(messages: int, channels: int) -> dict[str, Any]:
         for done in steps:
             name = done.projection.name
             if done.applied:
-                stored_writes = stored_fold(done.projection, done.folded, table.get(name))
+                stored_writes = stored_fold(
+                    done.projection, done.folded, table.get(name), stored.get(name)
+                )
                 table[name] = stored_writes.record
                 written += len(orjson.dumps(stored_writes.record))
                 written += sum(len(orjson.dumps(v)) for v in stored_writes.ended.values())
+                written += sum(len(orjson.dumps(v)) for v in stored_writes.active.values())
             stored[name] = done.folded
             loaded[channel][name] = done.state
         writes.append(written)

@@ -8,12 +8,12 @@ with real text from bench/data.py's conversations, is folded
   (a) in process: the worker's fold path without Kafka, `projections.channel.step` over the
       whole folds (kept loaded, as the worker's cache does), every applied fold's table
       writes encoded as the tables store them (`streams.fold_store.stored_fold`: the fold
-      record, and a commitments fold's newly ended commitments), and the driver event
+      record, and a commitments fold's new or changed commitments), and the driver event
       (`streams.records.driver_event(...).fitted(limit)`);
   (b) through a real `chorus worker` (one partition, the messages produced beforehand),
       measured on what it wrote: per-message cost from the driver events' timestamps, bytes
-      from the driver-event records and the fold tables' changelog records (the ended
-      commitments' table included; its deletions, one small tombstone per evicted
+      from the driver-event records and the fold tables' changelog records (the commitments'
+      second table included; its deletions, one small tombstone per evicted or ended
       commitment, carry no offset and are not counted).
 
 Each length L is measured over a window ending at L (the last 1,000 messages, or all when
@@ -230,10 +230,11 @@ def fold_in_process(
         for done in steps:
             name = done.projection.name
             if done.applied:
-                writes = stored_fold(done.projection, done.folded, table.get(name))
+                writes = stored_fold(done.projection, done.folded, table.get(name), stored[name])
                 table[name] = writes.record
                 written += len(orjson.dumps(writes.record))
                 written += sum(len(orjson.dumps(value)) for value in writes.ended.values())
+                written += sum(len(orjson.dumps(value)) for value in writes.active.values())
             folds[name] = done.folded
             loaded[name] = done.state
         event = driver_event(message, 0, offset, steps, decision).fitted(limit)

@@ -346,7 +346,7 @@ def growth_markdown(growth: dict[str, Any]) -> str:
     worker = growth.get("worker") or {}
     notes = [
         "In process: step + decide + table writes (`streams.fold_store.stored_fold`: the fold "
-        "records and newly ended commitments, orjson) + driver event (`fitted`); bytes = "
+        "records and the new or changed commitments, orjson) + driver event (`fitted`); bytes = "
         "table writes + driver event."
     ]
     if worker:
@@ -354,7 +354,7 @@ def growth_markdown(growth: dict[str, Any]) -> str:
             f"Worker: `{'bench.fold_worker' if worker.get('fold_only') else 'chorus worker'}`, "
             f"CHORUS_FOLD_BATCH_MAX={worker.get('fold_batch_max')}, one partition; CPU ms/msg from "
             "psutil polls of the worker, wall ms/msg from driver-event timestamps; bytes = "
-            "driver-event records + fold changelog records (the ended commitments' table "
+            "driver-event records + fold changelog records (the commitments' second table "
             "included); "
             f"{_rate(worker.get('msgs_per_s'))} msg/s overall, "
             f"{_ms(worker.get('cpu_ms_per_msg'))} ms CPU/msg, RSS "

@@ -40,12 +40,12 @@ ACTIVE = ("OPEN", "ACKNOWLEDGED")
 STEP_TIMEOUT = 60.0
 
 
-def active(event: DriverEvent) -> dict[str, dict[str, Any]]:
-    """The channel's active commitments after the event's message: id -> commitment (a v3
-    driver event carries them whole; the ended ones it carries only when its message
-    ended them)."""
+def active(event: DriverEvent) -> list[dict[str, Any]]:
+    """The channel's active commitments after the event's message, oldest first, each as a
+    reference (id, correlation_id, state, requester, obligor, expires_at): a v3 driver event
+    carries a commitment whole only in `changes`, when its message changed it."""
     live = event.projections["commitments"].live or {}
-    found: dict[str, dict[str, Any]] = live.get("active", {})
+    found: list[dict[str, Any]] = live.get("active", [])
     return found
 
 
@@ -57,8 +57,20 @@ def changed(event: DriverEvent) -> list[dict[str, Any]]:
 
 
 def owed_by(event: DriverEvent, addresses: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The active commitments whose obligor is one of `addresses`, oldest first."""
-    return [c for c in active(event).values() if c["obligor"] in addresses]
+    """The active commitments whose obligor is one of `addresses`, oldest first (as
+    references: `whole` finds what was asked)."""
+    return [c for c in active(event) if c["obligor"] in addresses]
+
+
+async def whole(
+    client: Client, channel: str, references: list[dict[str, Any]], known: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The whole commitments `references` name: from `known` (the commitments of the
+    events seen, by id), else from the channel's state (opened before this agent looked)."""
+    if any(reference["id"] not in known for reference in references):
+        state = await client.state(channel)
+        known.update(state["projections"]["commitments"]["state"]["commitments"])
+    return [known[reference["id"]] for reference in references]
 
 
 def ended(correlation_id: str) -> Callable[[DriverEvent], bool]:
@@ -67,7 +79,7 @@ def ended(correlation_id: str) -> Callable[[DriverEvent], bool]:
 
     def check(event: DriverEvent) -> bool:
         ends = [c for c in changed(event) if c["correlation_id"] == correlation_id]
-        still = [c for c in active(event).values() if c["correlation_id"] == correlation_id]
+        still = [c for c in active(event) if c["correlation_id"] == correlation_id]
         return bool(ends) and ends[-1]["state"] not in ACTIVE and not still
 
     return check
@@ -127,10 +139,12 @@ async def writer(client: Client, channel: str, name: str, policy: Policy) -> lis
     """Act once on every commitment owed to `instance:<name>` until the channel is decided;
     the kinds of what it sent, in order."""
     handled: set[str] = set()
+    known: dict[str, dict[str, Any]] = {}
     sent: list[str] = []
     address = (f"instance:{name}",)
 
     def work_or_done(event: DriverEvent) -> bool:
+        known.update((c["id"], c) for c in changed(event))
         new = [c for c in owed_by(event, address) if c["id"] not in handled]
         return bool(new) or decided(event)
 
@@ -138,9 +152,8 @@ async def writer(client: Client, channel: str, name: str, policy: Policy) -> lis
         event = await client.wait(channel, until=work_or_done, timeout=STEP_TIMEOUT)
         if decided(event):
             return sent
-        for commitment in owed_by(event, address):
-            if commitment["id"] in handled:
-                continue
+        owed = [c for c in owed_by(event, address) if c["id"] not in handled]
+        for commitment in await whole(client, channel, owed, known):
             handled.add(commitment["id"])
             for kind, content, target in policy(commitment):
                 await answer(client, channel, commitment, name, kind, content, target)

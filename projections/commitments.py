@@ -45,6 +45,12 @@ CLOSING_TYPES = frozenset(
 KEEP_TERMINAL = 100
 MAX_ACTIVE = 100
 EXCERPT_LENGTH = 200
+# What a driver event's `live` carries of each active commitment: who owes what to whom, in
+# which status and until when. The rest (what was asked, the messages that opened and
+# acknowledged it, the hand-off chain) is in the event whose message changed it (`changes`)
+# and in the state; carrying it for every open commitment on every message made the event
+# grow with the open commitments' text, not with the message.
+LIVE_FIELDS = ("id", "correlation_id", "state", "requester", "obligor", "expires_at")
 
 
 class CommitmentState(StrEnum):
@@ -199,6 +205,11 @@ def _dump_of(commitment: Commitment) -> dict[str, Any]:
     return dumped
 
 
+def _live_reference(commitment: Commitment) -> dict[str, Any]:
+    dumped = _dump_of(commitment)
+    return {name: dumped[name] for name in LIVE_FIELDS}
+
+
 class _Index:
     """Derived from one state's `commitments` dict: per correlation id the commitment that
     comes last in it (what a reverse scan finds first), and how many are active."""
@@ -333,12 +344,15 @@ class CommitmentProjection:
         return CommitmentsState()
 
     def live(self, state: CommitmentsState) -> dict[str, Any]:
-        """What a driver event carries: the active commitments (in the order they were
-        opened) and the counters; never the ended ones, which are read from the state."""
+        """What a driver event carries: `active`, a list of the active commitments in the
+        order they were opened, each as a reference (`LIVE_FIELDS`: id, correlation_id,
+        state, requester, obligor, expires_at), and the counters; never the ended ones. The
+        whole commitment is in `changes` of the event whose message changed it, and in the
+        state."""
         return {
-            "active": {
-                key: _dump_of(c) for key, c in state.commitments.items() if c.state in _ACTIVE
-            },
+            "active": [
+                _live_reference(c) for c in state.commitments.values() if c.state in _ACTIVE
+            ],
             **state.counters(),
         }
 

@@ -32,9 +32,14 @@ class ProjectionChange(BaseModel):
     `changes` is null when nothing was applied (a redelivery, an error) or when the
     projection does not say (`changes_of`), and empty when the message was applied but
     changed nothing in it; `live` is the
-    part of the state a driver acts on (`live_of`: for commitments the active ones and the
-    counters, for the overview its counts and the most recent participants; a projection
-    that does not define it carries its whole state). The whole state is read once from
+    part of the state a driver acts on (`live_of`; for the overview its counts and the most
+    recent participants; a projection that does not define it carries its whole state).
+    For commitments, `live` is `{"active": [reference, ...], "opened", "ended",
+    "declines", "evicted", "untracked"}`: each active commitment, in the order opened, as a
+    reference `{"id", "correlation_id", "state", "requester", "obligor", "expires_at"}`
+    (`LIVE_FIELDS`); the whole commitment (what was asked, the messages that opened and
+    acknowledged it, its hand-off chain) is in `changes` (`{"commitments": [...]}`) of the
+    event whose message opened, changed or ended it. The whole state is read once from
     `GET /channels/{channel}/state` or `chorus state`. `omitted` is set, and `changes` and
     `live` are null, only when the whole event would not fit a record (`fitted`).
     """

@@ -108,7 +108,9 @@ ENDED_TABLE_SUFFIX = "-ended"
 
 
 def ended_table_name(projection: ChannelProjection[Any]) -> str:
-    """The table of a split fold's ended commitments, one record each (`streams.fold_store`)."""
+    """The table of a split fold's commitments, one record each (`streams.fold_store`): the
+    ended ones, and since issue 22 the active ones too. The name is what it held first;
+    renaming it would orphan the changelogs of running deployments."""
     return f"{fold_table_name(projection)}{ENDED_TABLE_SUFFIX}"
 
 

@@ -148,7 +148,8 @@ class Runtime:
 
         self.folds = {p.name: self.table(fold_table_name(p)) for p in self.projections}
         self._standings: OrderedDict[str, tuple[Any, Any, ChannelStanding]] = OrderedDict()
-        # The ended commitments of split folds, one record each (`streams.fold_store`):
+        # The commitments of split folds, active and ended, one record each
+        # (`streams.fold_store`):
         # read a fold through `folded`, never from `folds` directly.
         self.ended = {
             p.name: self.table(ended_table_name(p)) for p in self.projections if is_split(p)
@@ -177,7 +178,7 @@ class Runtime:
     def folded(self, channel: str, name: str) -> Folded | None:
         """The whole fold of `channel` by projection `name` as the tables hold it (None when
         there is none): the one way the views, timers and checks read a fold, since a split
-        fold's ended commitments live in a table of their own."""
+        fold's commitments live in a table of their own."""
         table = self.folds.get(name)
         record = table.get(channel) if table is not None else None
         if record is None:

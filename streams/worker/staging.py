@@ -153,6 +153,11 @@ class StagedTable:
         """Delete the key (a changelog tombstone on flush) if it exists."""
         self._staged[key] = (current_event(), _DELETED)
 
+    def unstage(self, key: Any) -> None:
+        """Forget what is staged for `key`: a later write of the batch, staged in a table
+        that flushes before this one, supersedes it."""
+        self._staged.pop(key, None)
+
     def __iter__(self) -> Iterator[Any]:
         return iter(self.table)
 

@@ -79,5 +79,5 @@ async def test_the_client_yields_each_v3_event_once_until_a_decision(
         (request.id, "ACKNOWLEDGED"),
         (request.id, "FULFILLED"),
     ]
-    assert events[-1].projections["commitments"].live["active"] == {}
+    assert events[-1].projections["commitments"].live["active"] == []
     assert events[-1].projections["overview"].live["message_count"] == 3

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from projections.channel import step
-from projections.commitments import CommitmentProjection
+from projections.commitments import LIVE_FIELDS, CommitmentProjection
 from projections.model import Message
 from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded
@@ -70,11 +70,11 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
         # the last event carries the live part of the state the worker holds whole
         last = channel_events[-1]["projections"]
         commitments: dict[str, Any] = expected["commitments"]  # type: ignore[assignment]
-        active = {
-            key: c
-            for key, c in commitments["commitments"].items()
+        active = [
+            {name: c[name] for name in LIVE_FIELDS}
+            for c in commitments["commitments"].values()
             if c["state"] in ("OPEN", "ACKNOWLEDGED")
-        }
+        ]
         assert last["commitments"]["live"]["active"] == active
         assert last["commitments"]["live"]["opened"] == commitments["opened"]
         assert last["overview"]["live"]["open_commitments"] == len(active)
@@ -242,10 +242,11 @@ async def test_driver_events_client_stops_at_the_termination_decision(
 async def test_a_cold_restore_rebuilds_the_split_commitments_and_folds_on(
     chorus_settings: Settings, start_worker: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
-    """Commitments are stored split (the live part, and each ended one once, evicted ones
-    deleted): a worker restoring from the changelogs alone (an empty data dir) serves the
-    same whole states, and its next folds, read back from the restored tables, are the
-    pure fold's."""
+    """Commitments are stored split (the counters and active ids; each active one until it
+    ends, each ended one once, evicted ones deleted): a worker restoring from the
+    changelogs alone (an empty data dir) serves the same whole states, and its next folds,
+    read back from the restored tables, end commitments that were active at the restore
+    and are the pure fold's."""
     await create_topics(chorus_settings)
     bounds = {"CHORUS_COMMITMENTS_KEEP_TERMINAL": "3"}
     messages = conversation(CHANNELS, 240, seed=5)
@@ -283,6 +284,13 @@ async def test_a_cold_restore_rebuilds_the_split_commitments_and_folds_on(
     assert any(
         expected(first, c)["commitments"]["evicted"] > 0 for c in CHANNELS
     )  # eviction deleted ended records
+
+    def active_ids(upto: list[Message], channel: str) -> set[str]:
+        commitments = expected(upto, channel)["commitments"]["commitments"]
+        return {k for k, c in commitments.items() if c["state"] in ("OPEN", "ACKNOWLEDGED")}
+
+    # records of active commitments are restored, and ended (deleted) by the later folds
+    assert any(active_ids(first, c) - active_ids(messages, c) for c in CHANNELS)
     worker.stop()
 
     restored = start_worker(**bounds, CHORUS_DATA_DIR=str(tmp_path / "cold"))

@@ -10,8 +10,8 @@ Guarantee: at-least-once with idempotent folds. Each fold records the last offse
 applied; a redelivered record is not applied again, but its driver events are sent again,
 so no driver event is ever lost. One driver event per message carries what it changed in
 each projection and the live part of each state; consumers dedupe by (channel, offset).
-A commitments fold is stored split (`streams.fold_store`): the live part in its fold table,
-each ended commitment once in a table of its own.
+A commitments fold is stored split (`streams.fold_store`): the counters and the ids of the
+active commitments in its fold table, each commitment a record of its own in a second table.
 """
 
 from __future__ import annotations
@@ -40,7 +40,14 @@ from projections.model import (
 from projections.projection import Folded
 from projections.termination import decision_to_json
 from streams.dead_letters import dead_letter_for
-from streams.fold_store import ended_key, stored_fold, whole_fold
+from streams.fold_store import (
+    active_key,
+    earliest_deadline,
+    ended_key,
+    record_deadline,
+    stored_fold,
+    whole_fold,
+)
 from streams.records import (
     DriverEvent,
     MisplacedRecord,
@@ -103,9 +110,10 @@ class Folder:
         # channel's state from its table values (a split fold's from many) costs more than
         # folding a message into it. (version, offset, loaded state, dumped state)
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any, Any]] = OrderedDict()
-        # Staged in the order they flush (`streams.fold_store`): a split fold's new ended
-        # commitments, then the fold records, then the ended ones it evicted. Not guarded:
-        # the fold step bounds every state (max_state_bytes).
+        # Staged in the order they flush (`streams.fold_store`): a split fold's new and
+        # changed commitments, then the fold records, then the deletions (evicted ended
+        # commitments, active ones that ended). Not guarded: the fold step bounds every
+        # state (max_state_bytes).
         self.ended = {name: chorus.staging.stage(table) for name, table in chorus.ended.items()}
         self.folds = {
             name: chorus.staging.stage(table, cache=CACHED_KEYS, guard=False)
@@ -128,7 +136,7 @@ class Folder:
 
     def stored_folds(self, channel: str, records: dict[str, Any]) -> dict[str, Folded | None]:
         """The whole folds the table `records` stand for: from memory while it matches them
-        (same version and offset), else read back (a split fold from its ended table too)."""
+        (same version and offset), else read back (a split fold from its second table too)."""
         stored: dict[str, Folded | None] = {}
         for name, record in records.items():
             if record is None:
@@ -295,13 +303,7 @@ class Folder:
             if grown > 0:
                 self.chorus.meter.state_bounds.labels(name, counter).inc(grown)
 
-    def _index_deadline(self, channel: str, state: Any) -> None:
-        earliest = None
-        for commitment in (state or {}).get("commitments", {}).values():
-            expires = commitment.get("expires_at")
-            if expires and commitment.get("state") in ("OPEN", "ACKNOWLEDGED"):
-                at = datetime.fromisoformat(expires)
-                earliest = at if earliest is None or at < earliest else earliest
+    def _index_deadline(self, channel: str, earliest: datetime | None) -> None:
         if earliest is None:
             self._deadlines.pop(channel, None)
         else:
@@ -324,9 +326,11 @@ class Folder:
         decision = decision_to_json(decide(self.chorus.configs.conditions(channel), steps))
         for done in steps:
             if done.applied:
-                self._store(channel, done, records.get(done.projection.name))
+                name = done.projection.name
+                self._store(channel, done, records.get(name), stored.get(name))
                 if done.projection.name == "commitments":
-                    self._index_deadline(channel, done.folded.state)
+                    commitments = done.folded.state.get("commitments", {})
+                    self._index_deadline(channel, earliest_deadline(commitments.values()))
             self._count_bounds(stored.get(done.projection.name), done)
         self.remember(channel, steps)
         event = driver_event(message, partition, offset, steps, decision)
@@ -342,15 +346,28 @@ class Folder:
             )
         return [event]
 
-    def _store(self, channel: str, done: ProjectionStep, previous: dict[str, Any] | None) -> None:
+    def _store(
+        self,
+        channel: str,
+        done: ProjectionStep,
+        previous: dict[str, Any] | None,
+        previous_fold: Folded | None,
+    ) -> None:
         """Stage the table writes of an applied fold (`streams.fold_store`)."""
         name = done.projection.name
-        writes = stored_fold(done.projection, done.folded, previous)
+        writes = stored_fold(done.projection, done.folded, previous, previous_fold)
         for seq, value in writes.ended.items():
             self.ended[name][ended_key(channel, seq)] = value
+        for commitment_id, value in writes.active.items():
+            key = active_key(channel, commitment_id)
+            self.ended[name][key] = value
+            # A request re-sent with the id of an evicted one, in the batch that ended it.
+            self.evicted[name].unstage(key)
         self.folds[name][channel] = writes.record
         for seq in writes.dropped:
             self.evicted[name].discard(ended_key(channel, seq))
+        for commitment_id in writes.closed:
+            self.evicted[name].discard(active_key(channel, commitment_id))
 
     async def send_misplaced(
         self,
@@ -414,11 +431,11 @@ class Folder:
         still_overdue: set[tuple[str, str]] = set()
         if self._rescan.due():
             self._deadlines.clear()
-            # The fold records alone: a split one holds every active commitment, and only
-            # those have deadlines that can pass.
+            # The fold records alone: a split one keeps its active commitments' earliest
+            # deadline, a whole one holds them (only active ones have deadlines that pass).
             for channel, raw in list(table.items()):
                 if raw:
-                    self._index_deadline(str(channel), raw.get("state"))
+                    self._index_deadline(str(channel), record_deadline(raw))
         for channel in [c for c, at in self._deadlines.items() if at <= now]:
             partition = self.chorus.messages_partition(channel)
             if partition is None:

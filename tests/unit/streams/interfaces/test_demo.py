@@ -54,7 +54,7 @@ def test_a_driver_event_line_says_which_commitments_changed() -> None:
     event = {
         "offset": 3,
         "projections": {
-            "commitments": {"changes": {"commitments": [opened]}, "live": {"active": {}}}
+            "commitments": {"changes": {"commitments": [opened]}, "live": {"active": []}}
         },
         "decision": {"decision": "CONTINUE"},
     }

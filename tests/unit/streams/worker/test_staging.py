@@ -80,6 +80,21 @@ def test_discarding_a_missing_key_is_harmless() -> None:
     assert dict(table) == {}
 
 
+def test_unstaging_forgets_a_staged_deletion_that_a_write_in_an_earlier_stage_supersedes() -> None:
+    """Two stages of one table (writes flush first, deletions last): a key deleted and then
+    written again in one batch keeps the write."""
+    table = RecordingTable()
+    staging = Staging()
+    writes, deletions = staging.stage(table), staging.stage(table)
+    writes["k"] = "first"
+    deletions.discard("k")
+    writes["k"] = "again"
+    deletions.unstage("k")
+
+    assert staging.flush() == 1
+    assert dict(table) == {"k": "again"}
+
+
 def test_a_cached_table_remembers_reads_and_flushes_until_it_forgets_them() -> None:
     table = RecordingTable()
     table.data["read"] = "stored"

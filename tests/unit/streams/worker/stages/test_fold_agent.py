@@ -242,12 +242,16 @@ async def test_a_driver_event_refused_for_good_is_dead_lettered_and_the_rest_are
 
 
 async def test_commitments_are_stored_split_and_read_back_whole_after_a_cache_miss() -> None:
-    """An ended commitment goes once to the ended table; the fold record keeps the live
-    part; a fold from the tables alone (the in-memory states forgotten) folds on the same."""
+    """Each commitment is a record of the second table (an active one until it ends, an
+    ended one once); the fold record keeps the counters, the active ids and the earliest
+    deadline; a fold from the tables alone (the in-memory states forgotten) folds on the
+    same."""
+    from datetime import timedelta
+
     from projections.commitments import CommitmentProjection
-    from projections.model import Message, MessageType
+    from projections.model import Message, MessageType, utc_now
     from projections.projection import canonical_hash, fold
-    from streams.fold_store import ENDED_SEQS, ended_key
+    from streams.fold_store import ACTIVE_IDS, ENDED_SEQS, active_key, ended_key, record_deadline
 
     settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
     worker = build_worker(settings, broker="127.0.0.1:1")
@@ -262,25 +266,35 @@ async def test_commitments_are_stored_split_and_read_back_whole_after_a_cache_mi
 
     first = message(MessageType.COMMAND, "a")
     second = message(MessageType.COMMAND, "b")
+    deadline = utc_now() + timedelta(hours=1)
+    still_open = message(MessageType.COMMAND, "c", deadline=deadline)
     messages = [
         first,
         message(MessageType.DONE, "a", in_reply_to=first.id),
         second,
+        still_open,
         message(MessageType.DONE, "b", in_reply_to=second.id),
     ]
     with captured():
         async with chorus.app.agents["fold-messages"].test_context() as agent:
             for index, one in enumerate(messages):
-                if index == 3:
+                if index == 4:
                     folder._loaded.clear()  # the next fold reads the tables only
                 await agent.put(
                     one.model_dump_json().encode(), key=channel.encode(), partition=HOME
                 )
     record = chorus.folds["commitments"].get(channel)
     assert record[ENDED_SEQS] == [0, 2] and record["state"]["commitments"] == {}
+    assert record[ACTIVE_IDS] == [still_open.id] and record_deadline(record) == deadline
     ended = chorus.ended["commitments"]
     assert ended.get(ended_key(channel, 0))["commitment"]["id"] == first.id
     assert ended.get(ended_key(channel, 1))["commitment"]["id"] == second.id
+    assert ended.get(active_key(channel, still_open.id))["commitment"]["state"] == "OPEN"
+    assert ended.get(active_key(channel, second.id)) is None  # ended: deleted
     whole = chorus.folded(channel, "commitments")
-    assert whole is not None and whole.offset == 3
+    assert whole is not None and whole.offset == 4
+    # the expiry timer's full scan finds the deadline in the fold record alone
+    folder._deadlines.clear()
+    assert await folder.expire_overdue(utc_now()) == 0
+    assert folder._deadlines == {channel: deadline}
     assert canonical_hash(whole.state) == canonical_hash(fold(CommitmentProjection(), messages))
