@@ -330,6 +330,8 @@ class CommitmentProjection:
 
     name = "commitments"
     version = 2
+    # What the bounds dropped: requests refused at `max_active`, ended ones evicted.
+    bound_counters = ("untracked", "evicted")
 
     def __init__(self, keep_terminal: int = KEEP_TERMINAL, max_active: int = MAX_ACTIVE) -> None:
         if keep_terminal < 0 or max_active < 1:

@@ -73,6 +73,8 @@ class ChannelOverview(BaseModel):
 class ChannelOverviewProjection:
     name = "overview"
     version = 2
+    # What the bounds dropped: participants pushed out, messages on topics past the cap.
+    bound_counters = ("participants_evicted", "other_topic_messages")
 
     def __init__(
         self, max_participants: int = MAX_PARTICIPANTS, max_topics: int = MAX_TOPICS

@@ -56,6 +56,12 @@ def live_of(projection: ChannelProjection[S], state: S) -> Any:
     return live(state) if callable(live) else dump_state(state)
 
 
+def bound_counters_of(projection: ChannelProjection[Any]) -> tuple[str, ...]:
+    """The state's counters of what its bounds dropped (`bound_counters` on the projection,
+    none when it declares none): each counts a bound met, for the worker's metric."""
+    return tuple(getattr(projection, "bound_counters", ()))
+
+
 def changes_of(projection: ChannelProjection[S], before: S, after: S) -> Any:
     """What an applied message changed, by the projection's `changes(before, after)`; None
     when it defines none (its whole state is in `live_of`)."""

@@ -37,7 +37,7 @@ from projections.model import (
     encode_message,
     utc_now,
 )
-from projections.projection import Folded
+from projections.projection import Folded, bound_counters_of
 from projections.termination import decision_to_json
 from streams.dead_letters import dead_letter_for
 from streams.fold_store import (
@@ -63,11 +63,6 @@ log = logging.getLogger(__name__)
 LOADED_STATES_LIMIT = 20_000
 # How often the stall watchdog looks at the owned partitions (it acts after STALL_PATIENCE).
 STALL_CHECK_SECONDS = 5.0
-# The counters the built-in states keep of what their bounds dropped.
-STATE_BOUND_COUNTERS = {
-    "commitments": ("untracked", "evicted"),
-    "overview": ("participants_evicted", "other_topic_messages"),
-}
 # Channels whose misplaced records were already explained in the log; the oldest is
 # forgotten first (and explained again when it shows up again).
 MISPLACED_LOGGED_LIMIT = 10_000
@@ -298,7 +293,7 @@ class Folder:
         if not done.applied or not isinstance(done.folded.state, dict):
             return
         previous = before.state if before is not None and isinstance(before.state, dict) else {}
-        for counter in STATE_BOUND_COUNTERS.get(name, ()):
+        for counter in bound_counters_of(done.projection):
             grown = done.folded.state.get(counter, 0) - previous.get(counter, 0)
             if grown > 0:
                 self.chorus.meter.state_bounds.labels(name, counter).inc(grown)

@@ -155,3 +155,16 @@ def test_live_and_changes_default_to_the_whole_state_and_nothing() -> None:
     assert changes_of(counter, {"n": 1}, {"n": 2}) is None
     overview = ChannelOverviewProjection()
     assert "recent_participants" in live_of(overview, overview.identity())
+
+
+def test_a_projection_declares_the_counters_of_what_its_bounds_dropped() -> None:
+    from projections.commitments import CommitmentProjection
+    from projections.overview import ChannelOverviewProjection
+    from projections.projection import bound_counters_of
+
+    assert bound_counters_of(CommitmentProjection()) == ("untracked", "evicted")
+    assert bound_counters_of(ChannelOverviewProjection()) == (
+        "participants_evicted",
+        "other_topic_messages",
+    )
+    assert bound_counters_of(object()) == ()  # type: ignore[arg-type]  # one that declares none
