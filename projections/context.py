@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from projections.model import Message
 from projections.readable import CommitmentView, is_agent
 from projections.summarise.llm import estimate_tokens
 from projections.text import person
@@ -104,6 +105,20 @@ class RecentMessage:
     target: str | None = None
     correlation_id: str | None = None
     id: str | None = None
+
+    @classmethod
+    def of(cls, message: Message, offset: int | None) -> RecentMessage:
+        """`message` at `offset` in its channel's log, as the context shows it."""
+        return cls(
+            message.sender,
+            message.type.value,
+            message.content,
+            message.created_at,
+            offset=offset,
+            target=message.target,
+            correlation_id=message.correlation_id,
+            id=message.id,
+        )
 
     def line(self, content: str | None = None, status: str | None = None) -> str:
         source = self.content if content is None else content

@@ -108,19 +108,7 @@ async def channel_context(
         commitments=commitment_views(commitments_state, excerpts),
         summary=summary,
         recap=recap_part,
-        messages=[
-            RecentMessage(
-                m.sender,
-                m.type.value,
-                m.content,
-                m.created_at,
-                offset=offset,
-                target=m.target,
-                correlation_id=m.correlation_id,
-                id=m.id,
-            )
-            for offset, m in window
-        ],
+        messages=[RecentMessage.of(m, offset) for offset, m in window],
         for_agent=for_agent,
     )
 

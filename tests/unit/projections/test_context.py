@@ -125,16 +125,7 @@ def fold(messages: Sequence[Message]) -> CommitmentsState:
 
 def recent(messages: Sequence[Message]) -> list[RecentMessage]:
     return [
-        RecentMessage(
-            m.sender,
-            m.type.value,
-            m.content,
-            m.created_at,
-            offset=offset,
-            target=m.target,
-            correlation_id=m.correlation_id,
-            id=m.id,
-        )
+        RecentMessage.of(m, offset)
         for offset, m in enumerate(messages)
         if m.type is not MessageType.EVENT
     ]
