@@ -424,8 +424,35 @@ async def check_live_states(
         how = f"unchanged for {stalled_after:g}s" if str(error) == "stalled" else "timed out"
         raise AssertionError(
             f"{len(wrong)} channel(s) differ from the replay ({how}); e.g. {channel}: live "
-            f"{summary} (offset, message_count) vs replay {want}"
+            f"{summary} (offset, message_count) vs replay {want}; "
+            f"differing: {state_differences(got, expected[channel])}"
         ) from None
+
+
+def state_differences(live: Any, replayed: dict[str, Any]) -> str:
+    """Which fields of which projection differ, and for the commitments which ones: enough
+    to tell a lost write from a stale one when a crash test fails."""
+    if isinstance(live, str):
+        return live
+    found = []
+    for name, (_, want) in replayed.items():
+        _, got = live.get(name, (None, {}))
+        for key in sorted(set(want) | set(got)):
+            if want.get(key) == got.get(key):
+                continue
+            if key == "commitments" and isinstance(want.get(key), dict):
+                mine, theirs = got.get(key) or {}, want[key]
+                ids = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+                states = {
+                    k: ((mine.get(k) or {}).get("state"), (theirs.get(k) or {}).get("state"))
+                    for k in ids[:5]
+                }
+                found.append(f"{name}.commitments {len(ids)} differ (live, replay state): {states}")
+            else:
+                found.append(
+                    f"{name}.{field}: live {got.get(field)!r:.120} vs {want.get(field)!r:.120}"
+                )
+    return "; ".join(found) or "none"
 
 
 # --- figures --------------------------------------------------------------------------------
