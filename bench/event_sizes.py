@@ -27,7 +27,7 @@ from projections.channel import decide, step
 from projections.model import decode_message
 from projections.projection import Folded
 from projections.termination import decision_to_json
-from streams.fold_store import stored_fold
+from streams.fold_store import MemoryFoldStore
 from streams.records import driver_event
 from streams.registry import registered_projections
 from streams.settings import Settings
@@ -42,7 +42,7 @@ def measure(messages: int, channels: int) -> dict[str, Any]:
     records = encoded_messages(conversations, messages, channels)
     folds: dict[str, dict[str, Folded]] = {}
     loaded: dict[str, dict[str, Any]] = {}
-    tables: dict[str, dict[str, dict[str, Any]]] = {}
+    tables = MemoryFoldStore()  # the fold tables, split as the worker stores them
     offsets: dict[str, int] = {}
     events: list[int] = []
     whole_states: list[int] = []
@@ -64,17 +64,10 @@ def measure(messages: int, channels: int) -> dict[str, Any]:
         events.append(len(driver_event(message, 0, offset, steps, decision).fitted(limit)))
         whole_states.append(sum(len(orjson.dumps(done.folded.state)) for done in steps))
         written = 0
-        table = tables.setdefault(channel, {})
         for done in steps:
             name = done.projection.name
             if done.applied:
-                stored_writes = stored_fold(
-                    done.projection, done.folded, table.get(name), stored.get(name)
-                )
-                table[name] = stored_writes.record
-                written += len(orjson.dumps(stored_writes.record))
-                written += sum(len(orjson.dumps(v)) for v in stored_writes.ended.values())
-                written += sum(len(orjson.dumps(v)) for v in stored_writes.active.values())
+                written += tables.write(done.projection, channel, done.folded, stored.get(name))
             stored[name] = done.folded
             loaded[channel][name] = done.state
         writes.append(written)

@@ -55,12 +55,12 @@ from projections.model import ActorType, Message, MessageType, encode_message
 from projections.projection import Folded
 from projections.termination import decision_to_json
 from streams.conversations import Conversation
-from streams.fold_store import is_split, stored_fold
+from streams.fold_store import MemoryFoldStore, is_split
 from streams.ops.topics import create_topics
 from streams.records import driver_event
 from streams.registry import registered_projections
 from streams.settings import Settings
-from streams.topology import changelog_config, ended_table_name, fold_table_name
+from streams.topology import changelog_config, fold_table_name, parts_table_name
 from streams.worker.configs import ChannelConfigs
 
 LENGTHS = (100, 1_000, 10_000, 100_000)
@@ -210,7 +210,7 @@ def fold_in_process(
     limit = settings.max_message_bytes
     total = max(lengths)
     folds: dict[str, Folded] = {}  # the whole folds in memory, as the worker's cache keeps them
-    table: dict[str, dict[str, Any]] = {}  # projection -> its table value for the channel
+    tables = MemoryFoldStore()  # the fold tables, split as the worker stores them
     loaded: dict[str, Any] = {}  # the states in memory, as the worker's cache keeps them
     elapsed_ns = array("q")
     table_bytes = array("q")
@@ -230,11 +230,7 @@ def fold_in_process(
         for done in steps:
             name = done.projection.name
             if done.applied:
-                writes = stored_fold(done.projection, done.folded, table.get(name), stored[name])
-                table[name] = writes.record
-                written += len(orjson.dumps(writes.record))
-                written += sum(len(orjson.dumps(value)) for value in writes.ended.values())
-                written += sum(len(orjson.dumps(value)) for value in writes.active.values())
+                written += tables.write(done.projection, CHANNEL, done.folded, stored[name])
             folds[name] = done.folded
             loaded[name] = done.state
         event = driver_event(message, 0, offset, steps, decision).fitted(limit)
@@ -340,7 +336,7 @@ async def fold_through_worker(
     app_id = phase.app_id.replace("bench-", "bench-foldonly-", 1) if fold_only else phase.app_id
     projections = registered_projections(settings.projections, settings)
     tables = [fold_table_name(p) for p in projections]
-    ended_tables = [ended_table_name(p) for p in projections if is_split(p)]
+    ended_tables = [parts_table_name(p) for p in projections if is_split(p)]
     # As Faust creates them, except that the cleaner leaves them alone for the run: one key
     # in gigabytes of records, and the early windows would be compacted before they are read.
     for table in tables + ended_tables:

@@ -41,12 +41,20 @@ STEP_TIMEOUT = 60.0
 
 
 def active(event: DriverEvent) -> list[dict[str, Any]]:
-    """The channel's active commitments after the event's message, oldest first, each as a
-    reference (id, correlation_id, state, requester, obligor, expires_at): a v3 driver event
-    carries a commitment whole only in `changes`, when its message changed it."""
+    """The channel's most recently opened active commitments after the event's message
+    (up to 5), oldest first, each as a reference (id, correlation_id, state, requester,
+    obligor, expires_at): a v3 driver event carries a commitment whole only in `changes`,
+    when its message changed it, and counts the rest in `owed`."""
     live = event.projections["commitments"].live or {}
     found: list[dict[str, Any]] = live.get("active", [])
     return found
+
+
+def owes(event: DriverEvent, addresses: tuple[str, ...]) -> int:
+    """How many active commitments `addresses` owe after the event's message, listed or
+    not."""
+    owed = (event.projections["commitments"].live or {}).get("owed", {})
+    return sum(owed.get(address, 0) for address in addresses)
 
 
 def changed(event: DriverEvent) -> list[dict[str, Any]]:
@@ -62,14 +70,22 @@ def owed_by(event: DriverEvent, addresses: tuple[str, ...]) -> list[dict[str, An
     return [c for c in active(event) if c["obligor"] in addresses]
 
 
-async def whole(
-    client: Client, channel: str, references: list[dict[str, Any]], known: dict[str, Any]
+async def whole_owed(
+    client: Client, event: DriverEvent, addresses: tuple[str, ...], known: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """The whole commitments `references` name: from `known` (the commitments of the
-    events seen, by id), else from the channel's state (opened before this agent looked)."""
-    if any(reference["id"] not in known for reference in references):
-        state = await client.state(channel)
-        known.update(state["projections"]["commitments"]["state"]["commitments"])
+    """The whole active commitments `addresses` owe after `event`, oldest first: from
+    `known` (the commitments of the events seen, by id), else from the channel's state
+    (one opened before this agent looked, or more than the event lists)."""
+    references = owed_by(event, addresses)
+    if owes(event, addresses) > len(references) or any(
+        reference["id"] not in known for reference in references
+    ):
+        state = await client.state(event.channel)
+        commitments = state["projections"]["commitments"]["state"]["commitments"]
+        known.update(commitments)
+        return [
+            c for c in commitments.values() if c["obligor"] in addresses and c["state"] in ACTIVE
+        ]
     return [known[reference["id"]] for reference in references]
 
 
@@ -146,14 +162,16 @@ async def writer(client: Client, channel: str, name: str, policy: Policy) -> lis
     def work_or_done(event: DriverEvent) -> bool:
         known.update((c["id"], c) for c in changed(event))
         new = [c for c in owed_by(event, address) if c["id"] not in handled]
-        return bool(new) or decided(event)
+        unlisted = owes(event, address) > len(owed_by(event, address))
+        return bool(new) or unlisted or decided(event)
 
     while True:
         event = await client.wait(channel, until=work_or_done, timeout=STEP_TIMEOUT)
         if decided(event):
             return sent
-        owed = [c for c in owed_by(event, address) if c["id"] not in handled]
-        for commitment in await whole(client, channel, owed, known):
+        for commitment in await whole_owed(client, event, address, known):
+            if commitment["id"] in handled:
+                continue
             handled.add(commitment["id"])
             for kind, content, target in policy(commitment):
                 await answer(client, channel, commitment, name, kind, content, target)

@@ -51,6 +51,9 @@ EXCERPT_LENGTH = 200
 # and in the state; carrying it for every open commitment on every message made the event
 # grow with the open commitments' text, not with the message.
 LIVE_FIELDS = ("id", "correlation_id", "state", "requester", "obligor", "expires_at")
+# Active commitments a driver event lists (the most recently opened): the rest are counted
+# by obligor, so an event's size does not grow with how many are open (up to MAX_ACTIVE).
+LIVE_COMMITMENTS = 5
 
 
 class CommitmentState(StrEnum):
@@ -346,15 +349,27 @@ class CommitmentProjection:
         return CommitmentsState()
 
     def live(self, state: CommitmentsState) -> dict[str, Any]:
-        """What a driver event carries: `active`, a list of the active commitments in the
-        order they were opened, each as a reference (`LIVE_FIELDS`: id, correlation_id,
-        state, requester, obligor, expires_at), and the counters; never the ended ones. The
-        whole commitment is in `changes` of the event whose message changed it, and in the
-        state."""
+        """What a driver event carries: `active_count`, how many commitments are active;
+        `owed`, how many each obligor owes (`unassigned`: how many ask no one in
+        particular); `active`, the `LIVE_COMMITMENTS` most recently
+        opened active ones, oldest first, each as a reference (`LIVE_FIELDS`: id,
+        correlation_id, state, requester, obligor, expires_at); and the counters. Never the
+        ended ones. When `active_count` is larger than `active` is long, an obligor whose
+        `owed` is more than `active` lists reads the rest from the state. The whole
+        commitment is in `changes` of the event whose message changed it, and in the state."""
+        active = [c for c in state.commitments.values() if c.state in _ACTIVE]
+        owed: dict[str, int] = {}
+        unassigned = 0
+        for commitment in active:
+            if commitment.obligor is None:
+                unassigned += 1
+            else:
+                owed[commitment.obligor] = owed.get(commitment.obligor, 0) + 1
         return {
-            "active": [
-                _live_reference(c) for c in state.commitments.values() if c.state in _ACTIVE
-            ],
+            "active_count": len(active),
+            "owed": owed,
+            "unassigned": unassigned,
+            "active": [_live_reference(c) for c in active[-LIVE_COMMITMENTS:]],
             **state.counters(),
         }
 

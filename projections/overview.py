@@ -70,6 +70,19 @@ class ChannelOverview(BaseModel):
         }
 
 
+# The overview's fields that `changes` reports whole when they change.
+_SCALARS = (
+    "participants_evicted",
+    "other_participant_messages",
+    "other_topic_messages",
+    "first_activity",
+    "last_activity",
+    "last_message_id",
+    "message_count",
+    "open_commitments",
+)
+
+
 class ChannelOverviewProjection:
     name = "overview"
     version = 2
@@ -111,19 +124,34 @@ class ChannelOverviewProjection:
 
     def changes(self, before: ChannelOverview, after: ChannelOverview) -> dict[str, Any]:
         """The fields one message changed, with their new values: of `participants` and
-        `by_type` only the changed entries, of `topics` only the new ones."""
-        old, new = before.dumped(), after.dumped()
+        `by_type` only the changed entries, of `topics` only the new ones.
+
+        Participants run from least to most recently active and a fold changes only the
+        most recent ones, so they are compared from that end, up to the first unchanged one:
+        the cost does not grow with how many participants the overview keeps."""
         changed: dict[str, Any] = {}
-        for field, value in new.items():
-            previous = old[field]
-            if value == previous:
-                continue
-            if isinstance(value, dict):
-                changed[field] = {k: v for k, v in value.items() if previous.get(k) != v}
-            elif isinstance(value, list):
-                changed[field] = [item for item in value if item not in previous]
-            else:
-                changed[field] = value
+        if after.participants is not before.participants:
+            previous = before.participants
+            recent: dict[str, int] = {}
+            for name in reversed(after.participants):
+                count = after.participants[name]
+                if previous.get(name) == count:
+                    break
+                recent[name] = count
+            if recent:
+                changed["participants"] = dict(reversed(recent.items()))
+        if after.by_type != before.by_type:
+            changed["by_type"] = {
+                kind.value: count
+                for kind, count in after.by_type.items()
+                if before.by_type.get(kind) != count
+            }
+        if after.topics != before.topics:
+            changed["topics"] = [topic for topic in after.topics if topic not in before.topics]
+        for field in _SCALARS:
+            value = getattr(after, field)
+            if value != getattr(before, field):
+                changed[field] = to_jsonable_python(value)
         return changed
 
     def apply(self, state: ChannelOverview, message: Message) -> ChannelOverview:

@@ -14,7 +14,7 @@ message. So a commitments fold is stored split, each commitment a record of its 
   only) and `ended_seqs` `[first, next]`: the sequence numbers of the ended commitments the
   state keeps;
 * each active commitment is a record of the projection's second table
-  (`topology.ended_table_name`, named for what it held first), keyed
+  (`topology.parts_table_name`, named for what it held first), keyed
   `<channel>#open:<id>` (`active_key`), written when it is opened or changes
   (acknowledged) and deleted when it ends (a hand-off ends it and opens its child);
 * each ended commitment is written once to the same table, keyed `<channel>#<seq>`
@@ -22,7 +22,20 @@ message. So a commitments fold is stored split, each commitment a record of its 
   kept ones are exactly `first = evicted` up to `next = sum(ended)`, so eviction deletes
   the keys below the new `first`, and the per-channel record stays O(1) in the history.
 
-`whole_fold` puts them back together: the ended commitments in the order they ended, then
+An overview fold is stored split likewise (`overview_record`): its record holds the
+counters and no `participants` or `topics`; the participants are spread over up to
+`PARTICIPANT_BUCKETS` records of its second table (`topology.parts_table_name`) by a stable
+hash of the name, each participant with its message count and a sequence number that
+orders them by recent activity (the record keeps the next one, `participant_seq`); the
+topics are one record. Parts are versioned: a changed bucket is written under a new key,
+`<channel>#p:<bucket>@<offset>` (`<channel>#topics@<offset>`), the record names the version
+of each (`participant_parts`, `topics_version`), and the replaced version is deleted. A
+message writes the record and its sender's bucket (and an evicted participant's): about 6
+of the 200 participants, not all of them. Since a part is never changed in place, a record
+read back always stands for the state it was written with, whatever a crash kept of the
+writes after it.
+
+`whole_fold` puts commitments back together: the ended commitments in the order they ended, then
 the active ones in the order opened. That is the state's own order up to where active and
 ended ones interleave, which no fold depends on: lookups take a correlation id's last
 commitment (an active one is always after its ended ones) and eviction the ended one that
@@ -31,20 +44,24 @@ replay --rebuild`, or of a projection that is not split) and is read as it is; o
 `ended_seqs` but no `active_ids` (split before the active commitments were stored apart)
 holds its active commitments itself. The next fold of either writes it split.
 
-Writing order (the fold stage): the new and changed commitment records first, then the fold
-table's record, then the deletions, so a crash between them leaves a record whose
-commitments all exist (the refold writes the same keys again); a key that is missing anyway
-is skipped.
+Writing order (the fold stage): the new and changed parts first, then the fold table's
+record, then, once the broker has acknowledged those, the deletions: a crash never leaves a
+record whose parts were deleted (it may leave a deleted part's record in place, never read
+again); the refold writes the same keys again. A part that is missing anyway is skipped.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from projections.commitments import CommitmentProjection, CommitmentState
+from projections.overview import ChannelOverviewProjection
 from projections.projection import ChannelProjection, Folded
 
 # Channel names are `/`-separated lowercase kebab-case segments: `#` never occurs in one.
@@ -60,17 +77,54 @@ _ACTIVE = frozenset({CommitmentState.OPEN.value, CommitmentState.ACKNOWLEDGED.va
 ReadApart = Callable[[str], Any]
 
 
+# An overview record stored split names the version (the offset it was written at) of each
+# bucket holding participants and of its topics, and the sequence number the next active
+# participant gets.
+PARTICIPANT_PARTS = "participant_parts"
+TOPICS_VERSION = "topics_version"
+PARTICIPANT_SEQ = "participant_seq"
+# 200 participants (the default bound) over 32 buckets: about 6 in the one a message rewrites.
+PARTICIPANT_BUCKETS = 32
+
+
 def is_split(projection: ChannelProjection[Any]) -> bool:
-    """Whether the projection's folds are stored split (the built-in commitments)."""
-    return isinstance(projection, CommitmentProjection)
+    """Whether the projection's folds are stored split (the built-in commitments and
+    overview), with a second table (`topology.parts_table_name`)."""
+    return isinstance(projection, CommitmentProjection | ChannelOverviewProjection)
+
+
+def part_key(channel: str, part: str) -> str:
+    """The key of one part of a split fold in its second table."""
+    return f"{channel}{KEY_MARK}{part}"
+
+
+def ended_part(seq: int) -> str:
+    return str(seq)
+
+
+def active_part(commitment_id: str) -> str:
+    return f"{ACTIVE_KEY_PREFIX}{commitment_id}"
+
+
+def bucket_part(bucket: int, version: int) -> str:
+    return f"p:{bucket}@{version}"
+
+
+def topics_part(version: int) -> str:
+    return f"topics@{version}"
 
 
 def ended_key(channel: str, seq: int) -> str:
-    return f"{channel}{KEY_MARK}{seq}"
+    return part_key(channel, ended_part(seq))
 
 
 def active_key(channel: str, commitment_id: str) -> str:
-    return f"{channel}{KEY_MARK}{ACTIVE_KEY_PREFIX}{commitment_id}"
+    return part_key(channel, active_part(commitment_id))
+
+
+def bucket_of(participant: str) -> int:
+    """A participant's bucket: stable across processes (unlike `hash`)."""
+    return zlib.crc32(participant.encode()) % PARTICIPANT_BUCKETS
 
 
 def earliest_deadline(commitments: Iterable[Mapping[str, Any]]) -> datetime | None:
@@ -95,15 +149,15 @@ def record_deadline(record: Mapping[str, Any]) -> datetime | None:
 
 @dataclass(frozen=True)
 class StoredFold:
-    """The table writes of one fold: the fold table's record; in the second table, the new
-    ended commitments (by sequence number) and the new or changed active ones (by id), and
-    what to delete: the evicted sequence numbers and the ids no longer active."""
+    """The table writes of one fold, in the order they are made: the parts to write in the
+    second table (by part name, `part_key` makes the key), the fold table's record, then the
+    parts to delete. A commitments fold writes its new ended commitments (`ended_part`) and
+    its new or changed active ones (`active_part`), and deletes the evicted ended ones and
+    the active ones that ended; an overview fold writes the buckets that changed."""
 
     record: dict[str, Any]
-    ended: dict[int, dict[str, Any]] = field(default_factory=dict)
-    dropped: range = range(0)
-    active: dict[str, dict[str, Any]] = field(default_factory=dict)
-    closed: tuple[str, ...] = ()
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    removed: tuple[str, ...] = ()
 
 
 def split_record(
@@ -144,20 +198,127 @@ def split_record(
     record[EARLIEST_DEADLINE] = deadline.isoformat() if deadline is not None else None
     # Only the ones that ended since `previous` (the last in `ended`) are written.
     new = ended[max(written - first, 0) :]
-    return StoredFold(
-        record,
-        {
-            seq: {"offset": folded.offset, "commitment": commitment}
-            for seq, commitment in enumerate(new, start=max(written, first))
-        },
-        range(previous_first, min(first, written)),
-        {
-            key: {"offset": folded.offset, "commitment": commitment}
-            for key, commitment in active.items()
-            if (before := known.get(key)) is not commitment and before != commitment
-        },
-        tuple(key for key in stored_active if key not in active),
+    parts = {
+        ended_part(seq): {"offset": folded.offset, "commitment": commitment}
+        for seq, commitment in enumerate(new, start=max(written, first))
+    }
+    parts.update(
+        (active_part(key), {"offset": folded.offset, "commitment": commitment})
+        for key, commitment in active.items()
+        if (before := known.get(key)) is not commitment and before != commitment
     )
+    removed = [ended_part(seq) for seq in range(previous_first, min(first, written))]
+    removed += [active_part(key) for key in stored_active if key not in active]
+    return StoredFold(record, parts, tuple(removed))
+
+
+def overview_record(
+    folded: Folded,
+    previous: dict[str, Any] | None,
+    previous_fold: Folded | None,
+    read_apart: ReadApart | None,
+) -> StoredFold:
+    """The writes that store an overview fold split: the record without participants or
+    topics, naming the version of each part it stands for (`participant_parts`: per
+    bucket, the offset its version was written at, or null when it holds no one); a new
+    version of each bucket whose participants changed since `previous_fold` (the sender,
+    an evicted one), with their sequence numbers, and of the topics when they changed; the
+    deletion of the versions they replace. Every part is written again when `previous` is
+    not split or a part it names cannot be read."""
+    state = folded.state
+    participants: dict[str, int] = state["participants"]
+    offset = folded.offset
+    record = folded.as_record()
+    record["state"] = {**state, "participants": {}, "topics": []}
+    old: list[int | None] = list(previous.get(PARTICIPANT_PARTS, [])) if previous else []
+    old_topics: int | None = previous.get(TOPICS_VERSION) if previous else None
+    changed = None
+    if old and previous is not None and previous_fold is not None and read_apart is not None:
+        changed = _changed_buckets(folded, previous, previous_fold, read_apart)
+    if changed is not None:
+        assert previous is not None and previous_fold is not None
+        buckets, numbered = changed
+        versions = list(old)
+        parts: dict[str, dict[str, Any]] = {}
+        removed: list[str] = []
+        for bucket, held in buckets.items():
+            replaced = old[bucket]
+            if replaced is not None and replaced != offset:
+                removed.append(bucket_part(bucket, replaced))
+            versions[bucket] = offset if held else None
+            if held:
+                parts[bucket_part(bucket, offset)] = {"offset": offset, "participants": held}
+        record[PARTICIPANT_SEQ] = int(previous[PARTICIPANT_SEQ]) + numbered
+        record[PARTICIPANT_PARTS] = versions
+        record[TOPICS_VERSION] = old_topics
+        if old_topics is None or state["topics"] != previous_fold.state["topics"]:
+            parts[topics_part(offset)] = {"offset": offset, "topics": state["topics"]}
+            record[TOPICS_VERSION] = offset
+            if old_topics is not None and old_topics != offset:
+                removed.append(topics_part(old_topics))
+        return StoredFold(record, parts, tuple(removed))
+    # Every part again: the participants numbered in their order of activity.
+    everyone: dict[int, dict[str, list[int]]] = {}
+    for seq, (name, count) in enumerate(participants.items()):
+        everyone.setdefault(bucket_of(name), {})[name] = [count, seq]
+    record[PARTICIPANT_SEQ] = len(participants)
+    record[PARTICIPANT_PARTS] = [
+        offset if bucket in everyone else None for bucket in range(PARTICIPANT_BUCKETS)
+    ]
+    record[TOPICS_VERSION] = offset
+    written = {
+        bucket_part(bucket, offset): {"offset": offset, "participants": held}
+        for bucket, held in sorted(everyone.items())
+    }
+    written[topics_part(offset)] = {"offset": offset, "topics": state["topics"]}
+    stale = [bucket_part(b, v) for b, v in enumerate(old) if v is not None and v != offset]
+    if old_topics is not None and old_topics != offset:
+        stale.append(topics_part(old_topics))
+    return StoredFold(record, written, tuple(stale))
+
+
+def _changed_buckets(
+    folded: Folded, previous: dict[str, Any], previous_fold: Folded, read_apart: ReadApart
+) -> tuple[dict[int, dict[str, list[int]]], int] | None:
+    """What each bucket whose participants changed holds now (empty: no one), and how many
+    sequence numbers were given (one per changed participant); None when it cannot be done
+    in part: a part `previous` names is missing, or the changed participants are not the
+    most recently active ones in order (not a state the overview projection folds)."""
+    participants: dict[str, int] = folded.state["participants"]
+    before: dict[str, int] = previous_fold.state["participants"]
+    # A fold changes the most recently active (the last) and evicts the least (the first):
+    # scanned from each end up to the first that stayed, so the cost is the change's.
+    changed: list[str] = []
+    for name in reversed(participants):
+        if before.get(name) == participants[name]:
+            break
+        changed.append(name)
+    changed.reverse()
+    gone: list[str] = []
+    for name in before:
+        if name in participants:
+            break
+        gone.append(name)
+    if len(before) - len(gone) + sum(name not in before for name in changed) != len(participants):
+        return None  # changed elsewhere too: not a state the overview projection folds
+    seq = int(previous[PARTICIPANT_SEQ])
+    versions: list[int | None] = previous[PARTICIPANT_PARTS]
+    buckets: dict[int, dict[str, list[int]]] = {}
+    for bucket in sorted({bucket_of(name) for name in changed + gone}):
+        held: dict[str, list[int]] = {}
+        version = versions[bucket]
+        if version is not None:
+            found = read_apart(bucket_part(bucket, version))
+            if found is None:
+                return None
+            held = dict(found["participants"])
+        for name in gone:
+            held.pop(name, None)
+        for number, name in enumerate(changed):
+            if bucket_of(name) == bucket:
+                held[name] = [participants[name], seq + number]
+        buckets[bucket] = held
+    return buckets, len(changed)
 
 
 def stored_fold(
@@ -165,16 +326,22 @@ def stored_fold(
     folded: Folded,
     previous: dict[str, Any] | None,
     previous_fold: Folded | None = None,
+    read_apart: ReadApart | None = None,
 ) -> StoredFold:
-    """The table writes of a fold: split for a split projection, else the whole record."""
-    if is_split(projection):
+    """The table writes of a fold: split for a split projection, else the whole record.
+    `read_apart` reads a part of the projection's second table (by part name)."""
+    if isinstance(projection, CommitmentProjection):
         return split_record(folded, previous, previous_fold)
+    if isinstance(projection, ChannelOverviewProjection):
+        return overview_record(folded, previous, previous_fold, read_apart)
     return StoredFold(folded.as_record())
 
 
 def whole_fold(record: dict[str, Any], read_apart: ReadApart | None, channel: str) -> Folded:
     """The whole fold a table record stands for (`record` itself when it is whole);
-    `read_apart` reads the projection's second table (None: it has none)."""
+    `read_apart` reads the projection's second table by key (None: it has none)."""
+    if PARTICIPANT_PARTS in record and read_apart is not None:
+        return _whole_overview(record, read_apart, channel)
     seqs = record.get(ENDED_SEQS)
     if seqs is None or read_apart is None:
         return Folded.model_validate(record)
@@ -199,3 +366,70 @@ def whole_fold(record: dict[str, Any], read_apart: ReadApart | None, channel: st
         offset=record["offset"],
         state={**state, "commitments": commitments},
     )
+
+
+def _whole_overview(record: dict[str, Any], read_apart: ReadApart, channel: str) -> Folded:
+    ordered: list[tuple[int, str, int]] = []
+    for bucket, version in enumerate(record[PARTICIPANT_PARTS]):
+        if version is None:
+            continue
+        found = read_apart(part_key(channel, bucket_part(bucket, version)))
+        if found is not None:
+            ordered += [(seq, name, count) for name, (count, seq) in found["participants"].items()]
+    version = record.get(TOPICS_VERSION)
+    topics = read_apart(part_key(channel, topics_part(version))) if version is not None else None
+    state = {
+        **record["state"],
+        "participants": {name: count for _, name, count in sorted(ordered)},
+        "topics": list(topics["topics"]) if topics is not None else [],
+    }
+    return Folded.model_construct(
+        projection=record["projection"],
+        version=record["version"],
+        offset=record["offset"],
+        state=state,
+    )
+
+
+class MemoryFoldStore:
+    """The fold tables and their second tables as dicts, written in the fold stage's order
+    (parts, the record, the deletions): what the in-process benches and the tests fold into.
+    `write` returns the bytes it wrote (orjson of each value; deletions count nothing)."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], dict[str, Any]] = {}
+        self.parts: dict[str, dict[str, Any]] = {}
+
+    def write(
+        self,
+        projection: ChannelProjection[Any],
+        channel: str,
+        folded: Folded,
+        previous_fold: Folded | None = None,
+    ) -> int:
+        name = projection.name
+        parts = self.parts.setdefault(name, {})
+        writes = stored_fold(
+            projection,
+            folded,
+            self.records.get((name, channel)),
+            previous_fold,
+            lambda part: parts.get(part_key(channel, part)),
+        )
+        size = len(orjson.dumps(writes.record))
+        for part, value in writes.parts.items():
+            parts[part_key(channel, part)] = value
+            size += len(orjson.dumps(value))
+        self.records[(name, channel)] = writes.record
+        for part in writes.removed:
+            parts.pop(part_key(channel, part), None)
+        return size
+
+    def record(self, name: str, channel: str) -> dict[str, Any] | None:
+        return self.records.get((name, channel))
+
+    def whole(self, name: str, channel: str) -> Folded | None:
+        record = self.records.get((name, channel))
+        if record is None:
+            return None
+        return whole_fold(record, self.parts.get(name, {}).get, channel)

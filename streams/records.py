@@ -34,11 +34,14 @@ class ProjectionChange(BaseModel):
     changed nothing in it; `live` is the
     part of the state a driver acts on (`live_of`; for the overview its counts and the most
     recent participants; a projection that does not define it carries its whole state).
-    For commitments, `live` is `{"active": [reference, ...], "opened", "ended",
-    "declines", "evicted", "untracked"}`: each active commitment, in the order opened, as a
+    For commitments, `live` is `{"active_count", "owed", "unassigned", "active": [reference,
+    ...], "opened", "ended", "declines", "evicted", "untracked"}`: how many are active, how
+    many each obligor owes (`unassigned`: asked of no one in particular), and the
+    `LIVE_COMMITMENTS` (5) most recently opened active ones, oldest first, each as a
     reference `{"id", "correlation_id", "state", "requester", "obligor", "expires_at"}`
-    (`LIVE_FIELDS`); the whole commitment (what was asked, the messages that opened and
-    acknowledged it, its hand-off chain) is in `changes` (`{"commitments": [...]}`) of the
+    (`LIVE_FIELDS`), so the event stays small however many are open; the whole
+    commitment (what was asked, the messages that opened and acknowledged it, its hand-off
+    chain) is in `changes` (`{"commitments": [...]}`) of the
     event whose message opened, changed or ended it. The whole state is read once from
     `GET /channels/{channel}/state` or `chorus state`. `omitted` is set, and `changes` and
     `live` are null, only when the whole event would not fit a record (`fitted`).

@@ -103,15 +103,18 @@ def fold_table_name(projection: ChannelProjection[Any]) -> str:
     return f"fold-{projection.name}-v{projection.version}"
 
 
-# The suffix of a split fold's second table (`ended_table_name`).
+# The suffixes of a split fold's second table (`parts_table_name`).
 ENDED_TABLE_SUFFIX = "-ended"
+PARTS_TABLE_SUFFIX = "-parts"
+PARTS_TABLE_SUFFIXES = (ENDED_TABLE_SUFFIX, PARTS_TABLE_SUFFIX)
 
 
-def ended_table_name(projection: ChannelProjection[Any]) -> str:
-    """The table of a split fold's commitments, one record each (`streams.fold_store`): the
-    ended ones, and since issue 22 the active ones too. The name is what it held first;
-    renaming it would orphan the changelogs of running deployments."""
-    return f"{fold_table_name(projection)}{ENDED_TABLE_SUFFIX}"
+def parts_table_name(projection: ChannelProjection[Any]) -> str:
+    """The second table of a split fold (`streams.fold_store`), its parts one record each.
+    The commitments' is named for what it held first (the ended ones; since issue 22 the
+    active ones too): renaming it would orphan the changelogs of running deployments."""
+    suffix = ENDED_TABLE_SUFFIX if projection.name == "commitments" else PARTS_TABLE_SUFFIX
+    return f"{fold_table_name(projection)}{suffix}"
 
 
 def changelog_name(settings: Settings, table: str) -> str:

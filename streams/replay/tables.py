@@ -31,8 +31,8 @@ from streams.replay.log import (
 from streams.replay.run import replay
 from streams.settings import Settings
 from streams.topology import (
-    ENDED_TABLE_SUFFIX,
     MESSAGES,
+    PARTS_TABLE_SUFFIXES,
     REBUILDS,
     changelog_name,
     changelog_specs,
@@ -381,11 +381,11 @@ async def catch_up_rebuilds(
 def old_version_changelogs(
     app_id: str, projection: ChannelProjection[Any], topics: Iterable[str]
 ) -> list[str]:
-    """The changelogs among `topics` of `projection`'s fold tables (and ended tables, for a
+    """The changelogs among `topics` of `projection`'s fold tables (and second tables, for a
     split fold) of versions before its current one."""
     pattern = re.compile(
         rf"^{re.escape(app_id)}-fold-{re.escape(projection.name)}"
-        rf"-v(\d+)(?:{re.escape(ENDED_TABLE_SUFFIX)})?-changelog$"
+        rf"-v(\d+)(?:{'|'.join(map(re.escape, PARTS_TABLE_SUFFIXES))})?-changelog$"
     )
     return [
         topic

@@ -37,8 +37,8 @@ from streams.topology import (
     RECAPS,
     SUMMARIES,
     changelog_config,
-    ended_table_name,
     fold_table_name,
+    parts_table_name,
 )
 from streams.worker.configs import ChannelConfigs
 from streams.worker.staging import RefusedWrite, Staging
@@ -148,11 +148,11 @@ class Runtime:
 
         self.folds = {p.name: self.table(fold_table_name(p)) for p in self.projections}
         self._standings: OrderedDict[str, tuple[Any, Any, ChannelStanding]] = OrderedDict()
-        # The commitments of split folds, active and ended, one record each
-        # (`streams.fold_store`):
-        # read a fold through `folded`, never from `folds` directly.
-        self.ended = {
-            p.name: self.table(ended_table_name(p)) for p in self.projections if is_split(p)
+        # The second tables of split folds (`streams.fold_store`: commitments one record
+        # each, the overview's participants in buckets): read a fold through `folded`, never
+        # from `folds` directly.
+        self.parts = {
+            p.name: self.table(parts_table_name(p)) for p in self.projections if is_split(p)
         }
         self.channel_config = self.table("channel-config")
         self.configs = ChannelConfigs(self.channel_config)
@@ -183,8 +183,8 @@ class Runtime:
         record = table.get(channel) if table is not None else None
         if record is None:
             return None
-        ended = self.ended.get(name)
-        return whole_fold(record, ended.get if ended is not None else None, channel)
+        parts = self.parts.get(name)
+        return whole_fold(record, parts.get if parts is not None else None, channel)
 
     def table(self, name: str) -> Any:
         """A changelog-backed table whose changelog accepts what the chorus topics accept
@@ -263,6 +263,14 @@ class Runtime:
             log.error("%s refused a record of %s bytes: %r", name, len(value or b""), error)
             return [Refused(index, error)]
         return []
+
+    async def acknowledged(self) -> None:
+        """Wait until the broker has acknowledged the records produced so far, the tables'
+        changelog writes included (Faust's producer buffer, then aiokafka's batches). A
+        producer that is not running (Faust's test harness) has nothing in flight."""
+        producer = self.app.producer
+        if producer.buffer.state == "running":
+            await producer.flush()
 
     def changelog_topics(self) -> list[str]:
         """Every table's changelog topic (to create them before Faust's clients start)."""

@@ -158,6 +158,17 @@ class StagedTable:
         that flushes before this one, supersedes it."""
         self._staged.pop(key, None)
 
+    def deleting(self, key: Any) -> bool:
+        """Whether a deletion of `key` is staged."""
+        staged = self._staged.get(key)
+        return staged is not None and staged[1] is _DELETED
+
+    def forget_key(self, key: Any) -> None:
+        """Forget what is staged and remembered for `key`: another staged table over the
+        same store deletes it (one that flushes later, `deleting` there tells)."""
+        self._staged.pop(key, None)
+        self._known.pop(key, None)
+
     def __iter__(self) -> Iterator[Any]:
         return iter(self.table)
 
@@ -230,6 +241,9 @@ class Staging:
         on_refused: Callable[[RefusedWrite], None] | None = None,
     ) -> None:
         self.tables: list[StagedTable] = []
+        # Flushed by `flush_deferred` only: deletions that must wait until the writes that
+        # stop referring to what they delete are acknowledged.
+        self.deferred: list[StagedTable] = []
         self.rescans: list[Rescan] = []
         self.record_limit = record_limit
         self.refused: list[RefusedWrite] = []
@@ -242,7 +256,9 @@ class Staging:
         *,
         guard: bool = True,
         codec: Codec | None = None,
+        deferred: bool = False,
     ) -> StagedTable:
+        """A staged table over `table`, flushed by `flush` (`deferred`: by `flush_deferred`)."""
         staged = StagedTable(
             table,
             cache,
@@ -250,7 +266,7 @@ class Staging:
             on_refused=self._refuse,
             codec=codec,
         )
-        self.tables.append(staged)
+        (self.deferred if deferred else self.tables).append(staged)
         return staged
 
     def _refuse(self, refused: RefusedWrite) -> None:
@@ -266,13 +282,16 @@ class Staging:
     def flush(self) -> int:
         return sum(table.flush() for table in self.tables)
 
+    def flush_deferred(self) -> int:
+        return sum(table.flush() for table in self.deferred)
+
     def rescan(self) -> Rescan:
         rescan = Rescan()
         self.rescans.append(rescan)
         return rescan
 
     def forget(self) -> None:
-        for table in self.tables:
+        for table in self.tables + self.deferred:
             table.forget()
         for rescan in self.rescans:
             rescan.forget()

@@ -157,8 +157,8 @@ async def test_a_driver_event_the_broker_refuses_does_not_stop_the_messages_afte
     await send_messages(chorus_settings, [status("refuse/small-0", "ann", "first")])
     first = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 1, 60)
     small = len(orjson.dumps(first[0].value))
-    # Room for a small channel's event, not for one that carries 40 open requests.
-    await set_topic_config(chorus_settings, events, {"max.message.bytes": str(small + 3000)})
+    # Room for a small channel's event, not for one that counts what 40 obligors owe.
+    await set_topic_config(chorus_settings, events, {"max.message.bytes": str(small + 1500)})
 
     crowd = [
         Message(
@@ -167,6 +167,7 @@ async def test_a_driver_event_the_broker_refuses_does_not_stop_the_messages_afte
             type=MessageType.COMMAND,
             content=f"request {i}",
             correlation_id=f"request-{i}",
+            target=f"role:obligor-{i:02d}-with-a-name-long-enough-to-count",
         )
         for i in range(40)
     ]

@@ -10,8 +10,8 @@ Guarantee: at-least-once with idempotent folds. Each fold records the last offse
 applied; a redelivered record is not applied again, but its driver events are sent again,
 so no driver event is ever lost. One driver event per message carries what it changed in
 each projection and the live part of each state; consumers dedupe by (channel, offset).
-A commitments fold is stored split (`streams.fold_store`): the counters and the ids of the
-active commitments in its fold table, each commitment a record of its own in a second table.
+Commitments and overview folds are stored split (`streams.fold_store`): the counters in the
+fold table, each commitment (the overview's participants, by bucket) in a second table.
 """
 
 from __future__ import annotations
@@ -41,9 +41,8 @@ from projections.projection import Folded, bound_counters_of
 from projections.termination import decision_to_json
 from streams.dead_letters import dead_letter_for
 from streams.fold_store import (
-    active_key,
     earliest_deadline,
-    ended_key,
+    part_key,
     record_deadline,
     stored_fold,
     whole_fold,
@@ -106,15 +105,21 @@ class Folder:
         # folding a message into it. (version, offset, loaded state, dumped state)
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any, Any]] = OrderedDict()
         # Staged in the order they flush (`streams.fold_store`): a split fold's new and
-        # changed commitments, then the fold records, then the deletions (evicted ended
-        # commitments, active ones that ended). Not guarded: the fold step bounds every
+        # changed parts, then the fold records; the deletions (evicted ended commitments,
+        # active ones that ended, replaced buckets) only once the broker has the records
+        # that no longer refer to them (`wake`). Not guarded: the fold step bounds every
         # state (max_state_bytes).
-        self.ended = {name: chorus.staging.stage(table) for name, table in chorus.ended.items()}
+        self.parts = {
+            name: chorus.staging.stage(table, cache=CACHED_KEYS)
+            for name, table in chorus.parts.items()
+        }
         self.folds = {
             name: chorus.staging.stage(table, cache=CACHED_KEYS, guard=False)
             for name, table in chorus.folds.items()
         }
-        self.evicted = {name: chorus.staging.stage(table) for name, table in chorus.ended.items()}
+        self.removed = {
+            name: chorus.staging.stage(table, deferred=True) for name, table in chorus.parts.items()
+        }
         self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
         self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
 
@@ -143,9 +148,19 @@ class Folder:
                     projection=name, version=cached[0], offset=cached[1], state=cached[3]
                 )
                 continue
-            ended = self.ended.get(name)
-            stored[name] = whole_fold(record, ended.get if ended is not None else None, channel)
+            read = self._reader(name) if name in self.parts else None
+            stored[name] = whole_fold(record, read, channel)
         return stored
+
+    def _reader(self, name: str) -> Callable[[str], Any]:
+        """Reads a key of a split fold's second table as the batch has staged it: a part
+        whose deletion is staged (it flushes after the fold records) is gone already."""
+        parts, removed = self.parts[name], self.removed[name]
+
+        def read(key: str) -> Any:
+            return None if removed.deleting(key) else parts.get(key)
+
+        return read
 
     def remember(self, channel: str, steps: list[ProjectionStep]) -> None:
         for done in steps:
@@ -235,9 +250,16 @@ class Folder:
     async def wake(self, signals: Sequence[Signal]) -> None:
         """State first, then the signal: flush the staged tables, then publish the events
         and wait until the broker has them all (`signal`). Writes refused as too large for
-        a changelog (any stage's) get their dead letters."""
+        a changelog (any stage's) get their dead letters.
+
+        Split folds' deletions come last, once the producer has every write before them
+        acknowledged: a crash can then lose a deletion (the part stays, unread) but never
+        leave a stored fold record whose parts were deleted (bug 17)."""
         self.chorus.staging.flush()
         await self.signal(signals)
+        if any(table.staged for table in self.chorus.staging.deferred):
+            await self.chorus.acknowledged()
+            self.chorus.staging.flush_deferred()
         for refused in self.chorus.staging.drain_refused():
             await self.send_dead_letter(
                 refused.reason,
@@ -350,19 +372,25 @@ class Folder:
     ) -> None:
         """Stage the table writes of an applied fold (`streams.fold_store`)."""
         name = done.projection.name
-        writes = stored_fold(done.projection, done.folded, previous, previous_fold)
-        for seq, value in writes.ended.items():
-            self.ended[name][ended_key(channel, seq)] = value
-        for commitment_id, value in writes.active.items():
-            key = active_key(channel, commitment_id)
-            self.ended[name][key] = value
-            # A request re-sent with the id of an evicted one, in the batch that ended it.
-            self.evicted[name].unstage(key)
+        read = self._reader(name) if name in self.parts else None
+        writes = stored_fold(
+            done.projection,
+            done.folded,
+            previous,
+            previous_fold,
+            (lambda part: read(part_key(channel, part))) if read is not None else None,
+        )
+        for part, value in writes.parts.items():
+            key = part_key(channel, part)
+            self.parts[name][key] = value
+            # Written again in the batch that deleted it (a request re-sent with the id of
+            # an evicted one, a bucket emptied and filled again).
+            self.removed[name].unstage(key)
         self.folds[name][channel] = writes.record
-        for seq in writes.dropped:
-            self.evicted[name].discard(ended_key(channel, seq))
-        for commitment_id in writes.closed:
-            self.evicted[name].discard(active_key(channel, commitment_id))
+        for part in writes.removed:
+            key = part_key(channel, part)
+            self.removed[name].discard(key)
+            self.parts[name].forget_key(key)
 
     async def send_misplaced(
         self,

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from projections.commitments import (
     EXPIRY_EVENT_KIND,
+    LIVE_COMMITMENTS,
     LIVE_FIELDS,
     Commitment,
     CommitmentProjection,
@@ -699,8 +700,32 @@ def test_live_holds_the_active_commitments_and_the_counters_never_the_ended_ones
     # a reference, not the whole commitment: that is in `changes` of the event that opened it
     assert live["active"] == [{name: whole[name] for name in LIVE_FIELDS}]
     assert set(LIVE_FIELDS) < set(whole) and "excerpt" not in live["active"][0]
-    assert {k: v for k, v in live.items() if k != "active"} == state.counters()
+    assert {k: v for k, v in live.items() if k in state.counters()} == state.counters()
     assert live["ended"] == {"FULFILLED": 1} and live["opened"] == 2
+    assert (live["active_count"], live["owed"], live["unassigned"]) == (1, {}, 1)
+
+
+def test_live_lists_the_newest_active_ones_and_counts_every_one_by_obligor() -> None:
+    """Bounded by LIVE_COMMITMENTS however many are open; `owed` counts them all."""
+    big = CommitmentProjection(max_active=100)
+    messages = [
+        make(MessageType.COMMAND, f"c{n}", id=f"open-{n}", target=f"role:{'ab'[n % 2]}")
+        for n in range(3 * LIVE_COMMITMENTS)
+    ]
+    messages.append(make(MessageType.QUERY, "anyone", id="open-any"))
+    messages.append(make(MessageType.DONE, "c0"))
+    live = big.live(fold(big, messages))
+    assert [c["id"] for c in live["active"]] == [
+        *(f"open-{n}" for n in range(2 * LIVE_COMMITMENTS + 1, 3 * LIVE_COMMITMENTS)),
+        "open-any",
+    ]
+    assert len(live["active"]) == LIVE_COMMITMENTS
+    assert live["active_count"] == 3 * LIVE_COMMITMENTS
+    assert live["owed"] == {
+        "role:a": sum(n % 2 == 0 for n in range(1, 3 * LIVE_COMMITMENTS)),  # c0 is done
+        "role:b": sum(n % 2 == 1 for n in range(1, 3 * LIVE_COMMITMENTS)),
+    }
+    assert live["unassigned"] == 1
 
 
 def test_changes_are_the_commitments_one_message_opened_changed_or_ended() -> None:

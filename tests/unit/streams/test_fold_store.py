@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from projections.commitments import CommitmentProjection
 from projections.model import Message, MessageType
@@ -14,18 +14,39 @@ from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded, advance, canonical_hash, dump_state, fold
 from streams.fold_store import (
     ACTIVE_IDS,
-    EARLIEST_DEADLINE,
+    ACTIVE_KEY_PREFIX,
     ENDED_SEQS,
+    PARTICIPANT_PARTS,
+    TOPICS_VERSION,
+    MemoryFoldStore,
+    StoredFold,
     active_key,
+    bucket_part,
     ended_key,
+    part_key,
     record_deadline,
     split_record,
     stored_fold,
+    topics_part,
     whole_fold,
 )
+from tests.sample_projections import WordCountProjection
 from tests.unit.projections.test_commitments import CHANNEL, conversations, make
 
 SMALL = CommitmentProjection(keep_terminal=3)
+
+
+def active_ids(writes: StoredFold) -> list[str]:
+    """The ids of the active commitments among a fold's written parts."""
+    return [
+        part.removeprefix(ACTIVE_KEY_PREFIX)
+        for part in writes.parts
+        if part.startswith(ACTIVE_KEY_PREFIX)
+    ]
+
+
+def ended_seqs(writes: StoredFold) -> list[int]:
+    return [int(part) for part in writes.parts if part.isdigit()]
 
 
 class Store:
@@ -43,19 +64,14 @@ class Store:
         assert ENDED_SEQS in writes.record  # stored split, not kept whole
         assert writes.record["state"]["commitments"] == {}
         size = len(orjson.dumps(writes.record))
-        for seq, value in writes.ended.items():
-            self.ended[ended_key(CHANNEL, seq)] = value
-            size += len(orjson.dumps(value))
-        for commitment_id, value in writes.active.items():
-            self.ended[active_key(CHANNEL, commitment_id)] = value
+        for part, value in writes.parts.items():
+            self.ended[part_key(CHANNEL, part)] = value
             size += len(orjson.dumps(value))
         self.record = writes.record
-        for seq in writes.dropped:
-            del self.ended[ended_key(CHANNEL, seq)]
-        for commitment_id in writes.closed:
-            del self.ended[active_key(CHANNEL, commitment_id)]
+        for part in writes.removed:
+            del self.ended[part_key(CHANNEL, part)]
         self.written.append(size)
-        self.active_written.append(list(writes.active))
+        self.active_written.append(active_ids(writes))
 
     def whole(self) -> Folded | None:
         if self.record is None:
@@ -122,7 +138,7 @@ def test_a_whole_record_is_read_as_it_is_and_its_ended_ones_are_written_on_the_n
     after = SMALL.apply(state, make(MessageType.QUERY, "b"))
     folded = Folded(projection="commitments", version=2, offset=2, state=dump_state(after))
     writes = split_record(folded, whole.as_record())
-    assert list(writes.ended) == [0] and not writes.dropped
+    assert ended_seqs(writes) == [0] and not writes.removed
 
 
 def test_a_missing_ended_record_is_skipped() -> None:
@@ -133,62 +149,119 @@ def test_a_missing_ended_record_is_skipped() -> None:
 
 
 def test_other_projections_are_stored_whole() -> None:
-    overview = ChannelOverviewProjection()
+    words = WordCountProjection()
     folded = Folded(
-        projection="overview", version=2, offset=0, state=dump_state(overview.identity())
+        projection="word-count", version=1, offset=0, state=dump_state(words.identity())
     )
-    writes = stored_fold(overview, folded, None)
-    assert writes.record == folded.as_record() and not writes.ended
+    writes = stored_fold(words, folded, None)
+    assert writes.record == folded.as_record() and not writes.parts and not writes.removed
 
 
-def test_an_active_commitment_is_written_when_it_changes_and_deleted_when_it_ends() -> None:
-    store = Store()
-    messages = [
-        make(MessageType.COMMAND, "a", id="open-a"),
-        make(MessageType.QUERY, "b", id="open-b"),
-        make(MessageType.EVENT, None),  # changes no commitment
-        make(MessageType.STATUS, "a"),  # acknowledges a
-        make(MessageType.DONE, "b"),  # ends b
-    ]
-    state = SMALL.identity()
+# --- the overview: participants in versioned buckets -----------------------------------------
+
+OVERVIEW = ChannelOverviewProjection(max_participants=12, max_topics=3)
+
+
+def on_topic(message: Message, topic: str) -> Message:
+    return message.model_copy(update={"topic": topic})
+
+
+@st.composite
+def chatter(draw: st.DrawFn) -> list[Message]:
+    """Messages from a pool of senders larger than the bound (so some are evicted and come
+    back), on more topics than kept, EVENTs among them."""
+    messages = []
+    for i in range(draw(st.integers(0, 80))):
+        kind = draw(st.sampled_from([MessageType.QUERY, MessageType.RESPONSE, MessageType.EVENT]))
+        messages.append(
+            on_topic(
+                make(kind, f"c{i}", sender=f"agent-{draw(st.integers(0, 20))}"),
+                f"topic-{draw(st.integers(0, 5))}",
+            )
+        )
+    return messages
+
+
+@settings(max_examples=150)
+@given(chatter())
+def test_an_overview_read_back_from_its_parts_is_the_whole_state(messages: list[Message]) -> None:
+    """Every fold, read back from the tables (no cache), is the pure fold; the second table
+    holds exactly the versions the record names; a message writes at most two buckets."""
+    store = MemoryFoldStore()
+    for offset, message in enumerate(messages):
+        before = store.whole("overview", CHANNEL)
+        folded, _, _, applied = advance(OVERVIEW, before, message, offset)
+        assert applied
+        store.write(OVERVIEW, CHANNEL, folded, before)
+        whole = store.whole("overview", CHANNEL)
+        assert whole is not None
+        assert whole.state == dump_state(fold(OVERVIEW, messages[: offset + 1]))
+        record = store.record("overview", CHANNEL)
+        assert record is not None and record["state"]["participants"] == {}
+        named = {
+            part_key(CHANNEL, bucket_part(bucket, version))
+            for bucket, version in enumerate(record[PARTICIPANT_PARTS])
+            if version is not None
+        } | {part_key(CHANNEL, topics_part(record[TOPICS_VERSION]))}
+        assert set(store.parts["overview"]) == named
+        written_now = [key for key in named if key.endswith(f"@{offset}") and "#p:" in key]
+        assert len(written_now) <= 2 or offset == 0
+
+
+def test_a_message_writes_its_senders_bucket_not_every_participant() -> None:
+    """With 200 participants, a message costs the record and one bucket: a small fraction
+    of the whole overview, and about as much at the 10,000th message as at the 300th."""
+    overview = ChannelOverviewProjection()
+    store = MemoryFoldStore()
+    state, before, written = overview.identity(), None, []
+    for offset in range(10_000):
+        state = overview.apply(
+            state,
+            make(MessageType.QUERY, f"c{offset}", sender=f"participant-number-{offset % 250:04d}"),
+        )
+        folded = Folded(projection="overview", version=2, offset=offset, state=dump_state(state))
+        written.append(store.write(overview, CHANNEL, folded, before))
+        before = folded
+    whole = len(orjson.dumps(dump_state(state)))
+    assert max(written[300:]) < whole / 4
+    # Flat: only the offsets' digits grow (the record names each bucket's version by offset).
+    assert sum(written[-1000:]) <= 1.1 * sum(written[300:1300])
+
+
+def test_an_overview_record_that_names_a_missing_part_is_written_whole_again() -> None:
+    store = MemoryFoldStore()
+    messages = [make(MessageType.QUERY, f"c{n}", sender=f"a-{n}") for n in range(5)]
     before = None
     for offset, message in enumerate(messages):
-        state = SMALL.apply(state, message)
-        folded = Folded(projection="commitments", version=2, offset=offset, state=dump_state(state))
-        store.write(folded, before)
+        folded, _, _, _ = advance(OVERVIEW, before, message, offset)
+        store.write(OVERVIEW, CHANNEL, folded, before)
         before = folded
-    assert store.active_written == [["open-a"], ["open-b"], [], ["open-a"], []]
-    assert store.record is not None and store.record[ACTIVE_IDS] == ["open-a"]
-    assert active_key(CHANNEL, "open-b") not in store.ended  # ended: in the ended records
-    assert store.ended[active_key(CHANNEL, "open-a")]["commitment"]["state"] == "ACKNOWLEDGED"
-    # Without the previous whole fold (not known), every active one is written.
-    assert list(split_record(before, store.record).active) == ["open-a"]  # type: ignore[arg-type]
+    store.parts["overview"].clear()  # lost, say: the next fold cannot build on them
+    after, _, _, _ = advance(OVERVIEW, before, make(MessageType.QUERY, "c9", sender="a-0"), 5)
+    store.write(OVERVIEW, CHANNEL, after, before)
+    whole = store.whole("overview", CHANNEL)
+    assert whole is not None and whole.state == after.state
 
 
-def test_the_record_keeps_the_earliest_deadline_of_its_active_commitments() -> None:
-    now = datetime(2026, 12, 1, tzinfo=UTC)
-    soon, later = now + timedelta(minutes=5), now + timedelta(hours=1)
-    state = fold(
-        SMALL,
-        [
-            make(MessageType.COMMAND, "late", deadline=later),
-            make(MessageType.COMMAND, "soon", deadline=soon),
-        ],
-    )
-    folded = Folded(projection="commitments", version=2, offset=1, state=dump_state(state))
-    record = split_record(folded, None).record
-    assert record[EARLIEST_DEADLINE] == soon.isoformat()
-    assert record_deadline(record) == soon
-    assert record_deadline(folded.as_record()) == soon  # a whole record: read from its state
-    ended = SMALL.apply(state, make(MessageType.DONE, "soon"))
-    after = Folded(projection="commitments", version=2, offset=2, state=dump_state(ended))
-    assert record_deadline(split_record(after, record).record) == later
-
-
-def test_a_record_split_before_active_ones_were_stored_apart_is_read_and_rewritten() -> None:
-    state = fold(SMALL, [make(MessageType.COMMAND, "a", id="open-a")])
-    folded = Folded(projection="commitments", version=2, offset=0, state=dump_state(state))
-    older = {**folded.as_record(), ENDED_SEQS: [0, 0]}  # its active ones in its own state
-    assert whole_fold(older, {}.get, CHANNEL) == folded
-    writes = split_record(folded, older, folded)
-    assert list(writes.active) == ["open-a"] and not writes.closed
+def test_a_record_stands_for_its_own_state_whatever_was_written_after_it() -> None:
+    """Parts are never changed in place, and the fold stage deletes replaced ones only once
+    the records after them are acknowledged: after a crash that kept the record of offset
+    20 and the parts written after it (not their records, not their deletions), the record
+    still reads back as the state it was written with, so the messages after it fold again
+    onto exactly that state."""
+    store = MemoryFoldStore()
+    before = None
+    kept: tuple[Folded, dict[Any, Any], dict[str, Any]] | None = None
+    for offset in range(30):
+        message = make(MessageType.QUERY, f"c{offset}", sender=f"a-{offset % 7}")
+        folded, _, _, _ = advance(OVERVIEW, before, message, offset)
+        store.write(OVERVIEW, CHANNEL, folded, before)
+        if offset == 20:
+            kept = (folded, dict(store.records), dict(store.parts["overview"]))
+        before = folded
+    assert kept is not None
+    folded, records, parts = kept
+    store.records = records
+    store.parts["overview"] = {**parts, **store.parts["overview"]}
+    whole = store.whole("overview", CHANNEL)
+    assert whole is not None and whole.state == folded.state

@@ -95,6 +95,29 @@ def test_unstaging_forgets_a_staged_deletion_that_a_write_in_an_earlier_stage_su
     assert dict(table) == {"k": "again"}
 
 
+def test_deferred_deletions_wait_for_flush_deferred_and_reads_see_them_staged() -> None:
+    """The fold stage's deletions: not flushed with the writes (the records that stop naming
+    the deleted parts must be acknowledged first), flushed by `flush_deferred`; a cached
+    stage over the same table forgets the key, and `deleting` tells a reader it is gone."""
+    table = RecordingTable()
+    table.data["part"] = "old"
+    staging = Staging()
+    writes = staging.stage(table, cache=10)
+    deletions = staging.stage(table, deferred=True)
+    assert writes.get("part") == "old"  # remembered
+    writes["record"] = "names no part"
+    deletions.discard("part")
+    writes.forget_key("part")
+    assert deletions.deleting("part") and not deletions.deleting("record")
+
+    assert staging.flush() == 1
+    assert dict(table) == {"part": "old", "record": "names no part"}
+    assert deletions.staged == 1
+    assert staging.flush_deferred() == 1
+    assert dict(table) == {"record": "names no part"} and not deletions.deleting("part")
+    assert writes.get("part") is None  # not served from what it remembered
+
+
 def test_a_cached_table_remembers_reads_and_flushes_until_it_forgets_them() -> None:
     table = RecordingTable()
     table.data["read"] = "stored"

@@ -82,8 +82,9 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
     assert sorted(name for name, _ in sent) == ["offline.dead-letters", "offline.driver-events"]
     letter = DeadLetter.model_validate_json(next(v for n, v in sent if n.endswith("letters")))
     assert "not valid UTF-8 JSON" in letter.reason and letter.offset == 1
-    overview = chorus.folds["overview"].get("off/line")
-    assert overview["offset"] == 0 and overview["state"]["participants"] == {"ann": 1}
+    overview = chorus.folded("off/line", "overview")
+    assert overview is not None
+    assert overview.offset == 0 and overview.state["participants"] == {"ann": 1}
 
 
 async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_partition_folds_on(
@@ -286,7 +287,7 @@ async def test_commitments_are_stored_split_and_read_back_whole_after_a_cache_mi
     record = chorus.folds["commitments"].get(channel)
     assert record[ENDED_SEQS] == [0, 2] and record["state"]["commitments"] == {}
     assert record[ACTIVE_IDS] == [still_open.id] and record_deadline(record) == deadline
-    ended = chorus.ended["commitments"]
+    ended = chorus.parts["commitments"]
     assert ended.get(ended_key(channel, 0))["commitment"]["id"] == first.id
     assert ended.get(ended_key(channel, 1))["commitment"]["id"] == second.id
     assert ended.get(active_key(channel, still_open.id))["commitment"]["state"] == "OPEN"
@@ -298,3 +299,50 @@ async def test_commitments_are_stored_split_and_read_back_whole_after_a_cache_mi
     assert await folder.expire_overdue(utc_now()) == 0
     assert folder._deadlines == {channel: deadline}
     assert canonical_hash(whole.state) == canonical_hash(fold(CommitmentProjection(), messages))
+
+
+async def test_the_overview_is_stored_in_versioned_buckets_and_replaced_ones_go_last() -> None:
+    """The fold record names a bucket version per participant bucket; a message writes its
+    sender's bucket under a new version; the version it replaces is deleted only after the
+    producer has flushed the writes that stopped naming it (bug 17); read back from the
+    tables alone, the overview is the pure fold."""
+    from projections.model import Message, MessageType
+    from projections.overview import ChannelOverviewProjection
+    from projections.projection import dump_state, fold
+    from streams.fold_store import PARTICIPANT_PARTS, bucket_of, bucket_part, part_key
+
+    settings = Settings(
+        store="memory://", topic_prefix="offline.", bootstrap_servers="x:1", fold_batch_max=1
+    )  # a batch per message: each replaced bucket was written by an earlier batch
+    worker = build_worker(settings, broker="127.0.0.1:1")
+    chorus, folder = worker.runtime, worker.folder
+    assert folder is not None
+    channel = "off/line"
+    messages = [
+        Message(channel=channel, sender=sender, type=MessageType.STATUS, content="hi")
+        for sender in ("ann", "bob", "ann")
+    ]
+    parts = chorus.parts["overview"]
+    ann = bucket_of("ann")
+    at_flush: list[set[str]] = []
+
+    async def acknowledged() -> None:
+        at_flush.append({str(key) for key in parts})
+
+    with captured(), patch.object(chorus, "acknowledged", acknowledged):
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            for index, one in enumerate(messages):
+                if index == 2:
+                    folder._loaded.clear()  # the next fold reads the tables only
+                await agent.put(
+                    one.model_dump_json().encode(), key=channel.encode(), partition=HOME
+                )
+    record = chorus.folds["overview"].get(channel)
+    assert record["state"]["participants"] == {}
+    assert record[PARTICIPANT_PARTS][ann] == 2
+    first, latest = part_key(channel, bucket_part(ann, 0)), part_key(channel, bucket_part(ann, 2))
+    assert at_flush and all(first in keys for keys in at_flush)  # kept until the flush
+    assert latest in {str(key) for key in parts} and first not in {str(key) for key in parts}
+    whole = chorus.folded(channel, "overview")
+    assert whole is not None
+    assert whole.state == dump_state(fold(ChannelOverviewProjection(), messages))
