@@ -36,14 +36,15 @@ from projections.summarise.result import (
     previous_text,
 )
 from projections.text import (
-    clean,
     content_words,
     cut,
+    has_ids,
     message_line,
     parse_message_line,
+    rough_sentences,
     sentences,
-    split_sentences,
     states_a_decision,
+    term_words,
 )
 
 TERMS_KEY = "digestTerms"
@@ -108,6 +109,12 @@ class Candidate:
     """The channel-wide index of the message it came from (messages seen before it)."""
     speaker: str
     text: str
+
+
+# A sentence of this batch as read (`rough_sentences`), not yet cleaned: (position, speaker,
+# raw text, its `term_words`). Its words rank it; only a piece that may enter the pool is
+# cleaned into candidates. A plain tuple: a batch makes hundreds.
+Piece = tuple[int, str, str, list[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,19 +191,15 @@ class DigestSummariser:
         pool.extend(foreign)
 
         speakers: list[str] = []
+        pieces: list[Piece] = []
         for message in items:
             for sender, content in spoken(message):
                 speakers.append(sender)
-                cleaned = clean(content)
-                counts.update(features(cleaned))
-                pool.extend(
-                    Candidate(seen, sender, self._bounded(sentence))
-                    for sentence in split_sentences(cleaned)
-                )
+                pieces.extend(self._read(content, seen, sender, counts))
                 seen += 1
 
         counts = Counter(dict(counts.most_common(self.max_terms)))
-        pool, scores = self._best(pool, counts, self.pool_size)
+        pool, scores = self._best(pool, pieces, counts, self.pool_size)
         participants = _capped(
             merge_list_annotation(annotations.get("participants"), speakers), MAX_NAMES
         )
@@ -246,31 +249,92 @@ class DigestSummariser:
     def _bounded(self, sentence: str) -> str:
         return cut(sentence, self.weights.max_sentence_chars, at_word=True)
 
+    def _read(self, content: str, position: int, speaker: str, counts: Counter[str]) -> list[Piece]:
+        """Count the words of one message's `content` and return its pieces worth ranking.
+
+        The digest's work per message, kept light: the message is cut into sentences and
+        its words read (`rough_sentences`, `term_words`), not cleaned; the term model counts
+        the content words and the pairs of adjacent ones, across the message as before.
+        """
+        rough = rough_sentences(content)
+        ids = has_ids(content)
+        said = [term_words(piece, ids=ids) for piece in rough]
+        words = list(itertools.chain.from_iterable(said))
+        counts.update(words)
+        counts.update(map("_".join, itertools.pairwise(words)))
+        min_terms = self.weights.min_terms
+        return [
+            (position, speaker, piece, piece_words)
+            for piece, piece_words in zip(rough, said, strict=True)
+            if len(piece_words) >= min_terms
+        ]
+
     def _score(self, candidate: Candidate, counts: Counter[str], total: int | None = None) -> float:
         """`total`: `sum(counts.values())`, when the caller scores many candidates at once."""
-        words = _candidate_terms(candidate.text)
-        distinct = set(_features_of(words))
+        total = (sum(counts.values()) if total is None else total) or 1
+        return self._scored(candidate, _logs(counts, total))
+
+    def _scored(self, candidate: Candidate, logs: dict[str, float]) -> float:
+        return self._score_words(
+            _candidate_terms(candidate.text),
+            candidate.position,
+            _decides(candidate.text),
+            logs,
+        )
+
+    def _score_words(
+        self, words: Sequence[str], position: int, decides: bool, logs: dict[str, float]
+    ) -> float:
+        """`logs`: each counted term's `log1p(count * 1000 / total)` (`_logs`)."""
         if len(set(words)) < self.weights.min_terms:
             return 0.0
-        total = (sum(counts.values()) if total is None else total) or 1
+        distinct = set(_features_of(words))
         # Exactly rounded, so the same in any order: a set's order changes with the hash seed.
-        salience = math.fsum(math.log1p(counts[t] * 1000 / total) for t in distinct)
+        salience = math.fsum(map(logs.get, distinct, itertools.repeat(0.0)))
         score = salience / math.pow(len(words), self.weights.length_exponent)
-        if candidate.position < self.weights.opening_messages:
+        if position < self.weights.opening_messages:
             score *= 1 + self.weights.opening_bonus
-        if states_a_decision(candidate.text):
+        if decides:
             score *= 1 + self.weights.decision_bonus
         return score
 
     def _best(
-        self, pool: list[Candidate], counts: Counter[str], size: int
+        self, pool: list[Candidate], pieces: list[Piece], counts: Counter[str], size: int
     ) -> tuple[list[Candidate], dict[int, float]]:
-        """The `size` best-scored candidates, in said order, and the score of each (by id)."""
+        """The `size` best-scored candidates, in said order, and the score of each (by id).
+
+        The pool's candidates are scored as they read; this batch's pieces first by their
+        rough words, and only the best (`MATERIALISED` times `size` places, with the pool's
+        candidates) are cleaned into candidates and scored as they will read.
+        """
+        total = sum(counts.values()) or 1
+        logs = _logs(counts, total)
+        ranked: list[tuple[float, int, Candidate | Piece]] = [
+            (self._scored(c, logs), i, c) for i, c in enumerate(pool)
+        ]
+        # A piece is ranked without its decision bonus: that is read once it is cleaned.
+        ranked += [
+            (self._score_words(piece[3], piece[0], False, logs), len(pool) + i, piece)
+            for i, piece in enumerate(pieces)
+        ]
+        ranked.sort(key=lambda entry: (-entry[0], entry[1]))
+        chosen: list[tuple[int, Candidate]] = []
+        for score, order, item in ranked[: MATERIALISED * size]:
+            if score <= 0:
+                break
+            if isinstance(item, Candidate):
+                chosen.append((order, item))
+            else:
+                position, speaker, raw, _ = item
+                chosen.extend(
+                    (order, Candidate(position, speaker, self._bounded(sentence)))
+                    for sentence in sentences(raw)
+                )
+        chosen.sort(key=lambda entry: entry[0])  # said order, as the pool was built
         unique: dict[str, Candidate] = {}
-        for candidate in pool:
+        for _, candidate in chosen:
             unique.setdefault(candidate.text.lower(), candidate)
-        total = sum(counts.values())
-        scores = {id(c): self._score(c, counts, total) for c in unique.values()}
+        scores = {id(c): self._scored(c, logs) for c in unique.values()}
         scored = sorted(unique.values(), key=lambda c: -scores[id(c)])
         kept = [c for c in scored if scores[id(c)] > 0][:size]
         return sorted(kept, key=lambda c: c.position), {id(c): scores[id(c)] for c in kept}
@@ -284,33 +348,33 @@ class DigestSummariser:
         chosen so far, updated as each one is chosen: the same values as comparing against
         every chosen candidate on every round, in a pass over the pool per round.
         """
-        remaining = {id(c): (c, scores[id(c)], frozenset(_candidate_terms(c.text))) for c in pool}
-        overlap = dict.fromkeys(remaining, 0.0)
-        nearby = dict.fromkeys(remaining, 0.0)
+        score = [scores[id(c)] for c in pool]
+        words = [frozenset(_candidate_terms(c.text)) for c in pool]
+        overlap = [0.0] * len(pool)
+        nearby = [0.0] * len(pool)
+        redundancy, spread = self.weights.redundancy, self.weights.spread
+
+        def value(i: int) -> float:
+            return score[i] * (1 - redundancy * overlap[i]) * (1 - spread * nearby[i])
+
+        remaining = list(range(len(pool)))
         chosen: list[Candidate] = []
         used = 0
         while remaining:
-            best_key, best_value = None, 0.0
-            for key, (_, score, _) in remaining.items():
-                value = (
-                    score
-                    * (1 - self.weights.redundancy * overlap[key])
-                    * (1 - self.weights.spread * nearby[key])
-                )
-                if best_key is None or value > best_value:
-                    best_key, best_value = key, value
-            assert best_key is not None
-            candidate, _, words = remaining.pop(best_key)
-            if overlap[best_key] >= NEAR_DUPLICATE:
+            best = max(remaining, key=value)  # the first of equals, in said order
+            remaining.remove(best)
+            if overlap[best] >= NEAR_DUPLICATE:
                 continue
+            candidate = pool[best]
             cost = len(candidate.speaker) + len(candidate.text) + 6
             if used + cost > room:
                 continue
             chosen.append(candidate)
             used += cost
-            for key, (other, _, other_words) in remaining.items():
-                overlap[key] = max(overlap[key], _jaccard(other_words, words))
-                nearby[key] = max(nearby[key], _closeness(other.position, candidate.position, seen))
+            chosen_words, at = words[best], candidate.position
+            for i in remaining:
+                overlap[i] = max(overlap[i], _jaccard(words[i], chosen_words))
+                nearby[i] = max(nearby[i], _closeness(pool[i].position, at, seen))
         return sorted(chosen, key=lambda c: c.position)
 
     def _foreign_material(
@@ -348,6 +412,20 @@ def _own_prefix(text: str, written: str | None) -> str:
         if text_hash(text[:end].rstrip()) == written:
             return text[:end]
     return ""
+
+
+# How many of the best-ranked places (times the pool's size) are cleaned and scored as they
+# will read: a piece's rough words rank it about as its cleaned text will.
+MATERIALISED = 2
+
+
+def _logs(counts: Counter[str], total: int) -> dict[str, float]:
+    return {term: math.log1p(count * 1000 / total) for term, count in counts.items()}
+
+
+@functools.lru_cache(maxsize=CANDIDATE_TERMS_CACHED)
+def _decides(text: str) -> bool:
+    return states_a_decision(text)
 
 
 def _closeness(a: int, b: int, seen: int) -> float:

@@ -20,14 +20,10 @@ from projections.summarise import (
     estimate_tokens,
     render_message,
 )
-from projections.summarise.digest import (
-    POOL_KEY,
-    DigestSummariser,
-    clean,
-    sentences,
-)
+from projections.summarise.digest import POOL_KEY, DigestSummariser
 from projections.summarise.pending import PendingBatch, add, fill
 from projections.summarise.synthesised import copy_ratio, unusable_answer
+from projections.text import clean, sentences
 
 T0 = datetime(2026, 5, 1, 9, tzinfo=UTC)
 TOPICS = [
