@@ -207,12 +207,37 @@ def term_key(word: str) -> str | None:
 
 
 def term_words(sentence: str, *, ids: bool = True) -> list[str]:
-    """The content words of a `rough_sentences` sentence, about as `content_words` reads it
-    once cleaned (fillers and ids out; a stutter, "button button", still counts twice).
-    `ids=False`: the caller knows the sentence holds none (`has_ids` of its whole text)."""
+    """The content words of a `rough_sentences` sentence, as `content_words` reads it once
+    cleaned, nearly: fillers and ids out, and a stutter ("button button", "the remote the
+    remote") counted once. `ids=False`: the caller knows the sentence holds no id
+    (`has_ids` of its whole text)."""
     if ids and _HEX_RUN.search(sentence):
         sentence = scrub_ids(sentence)
-    return [key for key in map(term_key, _WORD.findall(sentence)) if key is not None]
+    keys = list(map(term_key, _WORD.findall(sentence)))
+    words = [key for key in keys if key is not None]
+    # A stutter leaves a word next to itself, or a pair next to itself, among the content
+    # words; most sentences have neither, and need no look at each word.
+    if any(map(operator.eq, words, words[1:])) or any(map(operator.eq, words, words[2:])):
+        return _without_stutters(keys)
+    return words
+
+
+def _without_stutters(keys: Sequence[str | None]) -> list[str]:
+    """The content words of `keys` (a sentence's words, None for those that name nothing),
+    a word said again at once, or a pair of words said again at once, left out."""
+    out = []
+    last = len(keys) - 1
+    for i, key in enumerate(keys):
+        if key is None or (i >= 1 and keys[i - 1] == key):
+            continue
+        # The first or the second word of a pair said again at once ("the remote the remote").
+        again = i >= 2 and keys[i - 2] == key
+        if again and (
+            (i < last and keys[i + 1] == keys[i - 1]) or (i >= 3 and keys[i - 3] == keys[i - 1])
+        ):
+            continue
+        out.append(key)
+    return out
 
 
 def is_backchannel(text: str | None) -> bool:

@@ -19,8 +19,9 @@ import functools
 import hashlib
 import itertools
 import math
+import operator
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -112,9 +113,10 @@ class Candidate:
 
 
 # A sentence of this batch as read (`rough_sentences`), not yet cleaned: (position, speaker,
-# raw text, its `term_words`). Its words rank it; only a piece that may enter the pool is
-# cleaned into candidates. A plain tuple: a batch makes hundreds.
-Piece = tuple[int, str, str, list[str]]
+# raw text, how many words it has, its features: words and pairs). Its words rank it; only a
+# piece that may enter the pool is cleaned into candidates. A plain tuple: a batch makes
+# hundreds.
+Piece = tuple[int, str, str, int, set[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +200,7 @@ class DigestSummariser:
                 pieces.extend(self._read(content, seen, sender, counts))
                 seen += 1
 
-        counts = Counter(dict(counts.most_common(self.max_terms)))
+        counts = _top(counts, self.max_terms)
         pool, scores = self._best(pool, pieces, counts, self.pool_size)
         participants = _capped(
             merge_list_annotation(annotations.get("participants"), speakers), MAX_NAMES
@@ -256,18 +258,29 @@ class DigestSummariser:
         its words read (`rough_sentences`, `term_words`), not cleaned; the term model counts
         the content words and the pairs of adjacent ones, across the message as before.
         """
-        rough = rough_sentences(content)
         ids = has_ids(content)
-        said = [term_words(piece, ids=ids) for piece in rough]
-        words = list(itertools.chain.from_iterable(said))
-        counts.update(words)
-        counts.update(map("_".join, itertools.pairwise(words)))
         min_terms = self.weights.min_terms
-        return [
-            (position, speaker, piece, piece_words)
-            for piece, piece_words in zip(rough, said, strict=True)
-            if len(piece_words) >= min_terms
-        ]
+        words: list[str] = []
+        pairs: list[str] = []
+        pieces: list[Piece] = []
+        previous: str | None = None
+        for piece in rough_sentences(content):
+            said = term_words(piece, ids=ids)
+            if not said:
+                continue
+            if previous is not None:
+                pairs.append(f"{previous}_{said[0]}")
+            own = list(map("_".join, itertools.pairwise(said)))
+            words += said
+            pairs += own
+            previous = said[-1]
+            if len(said) >= min_terms:
+                distinct = set(said)
+                if len(distinct) >= min_terms:
+                    pieces.append((position, speaker, piece, len(said), distinct.union(own)))
+        counts.update(words)
+        counts.update(pairs)
+        return pieces
 
     def _score(self, candidate: Candidate, counts: Counter[str], total: int | None = None) -> float:
         """`total`: `sum(counts.values())`, when the caller scores many candidates at once."""
@@ -275,23 +288,24 @@ class DigestSummariser:
         return self._scored(candidate, _logs(counts, total))
 
     def _scored(self, candidate: Candidate, logs: dict[str, float]) -> float:
-        return self._score_words(
-            _candidate_terms(candidate.text),
-            candidate.position,
-            _decides(candidate.text),
-            logs,
-        )
-
-    def _score_words(
-        self, words: Sequence[str], position: int, decides: bool, logs: dict[str, float]
-    ) -> float:
-        """`logs`: each counted term's `log1p(count * 1000 / total)` (`_logs`)."""
-        if len(set(words)) < self.weights.min_terms:
+        length, unique, distinct, decides = _candidate_facts(candidate.text)
+        if unique < self.weights.min_terms:
             return 0.0
-        distinct = set(_features_of(words))
+        return self._score_features(length, distinct, candidate.position, decides, logs)
+
+    def _score_features(
+        self,
+        length: int,
+        distinct: Set[str],
+        position: int,
+        decides: bool,
+        logs: dict[str, float],
+    ) -> float:
+        """The score of a sentence of `length` words whose features are `distinct`; `logs`:
+        each counted term's `log1p(count * 1000 / total)` (`_logs`)."""
         # Exactly rounded, so the same in any order: a set's order changes with the hash seed.
         salience = math.fsum(map(logs.get, distinct, itertools.repeat(0.0)))
-        score = salience / math.pow(len(words), self.weights.length_exponent)
+        score = salience / math.pow(length, self.weights.length_exponent)
         if position < self.weights.opening_messages:
             score *= 1 + self.weights.opening_bonus
         if decides:
@@ -314,7 +328,7 @@ class DigestSummariser:
         ]
         # A piece is ranked without its decision bonus: that is read once it is cleaned.
         ranked += [
-            (self._score_words(piece[3], piece[0], False, logs), len(pool) + i, piece)
+            (self._score_features(piece[3], piece[4], piece[0], False, logs), len(pool) + i, piece)
             for i, piece in enumerate(pieces)
         ]
         ranked.sort(key=lambda entry: (-entry[0], entry[1]))
@@ -325,7 +339,7 @@ class DigestSummariser:
             if isinstance(item, Candidate):
                 chosen.append((order, item))
             else:
-                position, speaker, raw, _ = item
+                position, speaker, raw = item[:3]
                 chosen.extend(
                     (order, Candidate(position, speaker, self._bounded(sentence)))
                     for sentence in sentences(raw)
@@ -424,8 +438,29 @@ def _logs(counts: Counter[str], total: int) -> dict[str, float]:
 
 
 @functools.lru_cache(maxsize=CANDIDATE_TERMS_CACHED)
-def _decides(text: str) -> bool:
-    return states_a_decision(text)
+def _candidate_facts(text: str) -> tuple[int, int, frozenset[str], bool]:
+    """What scoring reads of a candidate's text: how many words, how many distinct, its
+    distinct features (words and pairs), and whether it states a decision."""
+    words = _candidate_terms(text)
+    distinct = frozenset(_features_of(words))
+    return len(words), len(set(words)), distinct, states_a_decision(text)
+
+
+def _top(counts: Counter[str], n: int) -> Counter[str]:
+    """`Counter(dict(counts.most_common(n)))`, without sorting every term: a batch adds
+    thousands, mostly counted once, and only those at or above the n-th count can stay."""
+    if len(counts) <= n:
+        return Counter(dict(counts.most_common()))
+    histogram = Counter(counts.values())
+    at_least, floor = 0, 0
+    for value in sorted(histogram, reverse=True):
+        at_least += histogram[value]
+        if at_least >= n:
+            floor = value
+            break
+    kept = itertools.compress(counts.items(), map(floor.__le__, counts.values()))
+    # A stable sort by count of those, in insertion order: the order most_common gives.
+    return Counter(dict(sorted(kept, key=operator.itemgetter(1), reverse=True)[:n]))
 
 
 def _closeness(a: int, b: int, seen: int) -> float:
