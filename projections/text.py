@@ -30,6 +30,7 @@ __all__ = [
     "has_ids",
     "is_backchannel",
     "keyphrase_candidates",
+    "may_stutter",
     "message_line",
     "parse_message_line",
     "person",
@@ -214,12 +215,16 @@ def term_words(sentence: str, *, ids: bool = True) -> list[str]:
     if ids and _HEX_RUN.search(sentence):
         sentence = scrub_ids(sentence)
     keys = list(map(term_key, _WORD.findall(sentence)))
-    words = [key for key in keys if key is not None]
-    # A stutter leaves a word next to itself, or a pair next to itself, among the content
-    # words; most sentences have neither, and need no look at each word.
-    if any(map(operator.eq, words, words[1:])) or any(map(operator.eq, words, words[2:])):
+    words: list[str] = list(filter(None, keys))  # keys are never empty
+    if may_stutter(words):
         return _without_stutters(keys)
     return words
+
+
+def may_stutter(words: Sequence[str]) -> bool:
+    """False when `words` (content words, in order) certainly hold no stutter: a stutter
+    leaves a word next to itself, or a pair next to itself, among them."""
+    return any(map(operator.eq, words, words[1:])) or any(map(operator.eq, words, words[2:]))
 
 
 def _without_stutters(keys: Sequence[str | None]) -> list[str]:

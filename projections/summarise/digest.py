@@ -259,12 +259,13 @@ class DigestSummariser:
         the content words and the pairs of adjacent ones, across the message as before.
         """
         ids = has_ids(content)
+        rough = rough_sentences(content)
         min_terms = self.weights.min_terms
         words: list[str] = []
         pairs: list[str] = []
         pieces: list[Piece] = []
         previous: str | None = None
-        for piece in rough_sentences(content):
+        for piece in rough:
             said = term_words(piece, ids=ids)
             if not said:
                 continue
@@ -364,9 +365,13 @@ class DigestSummariser:
         """
         score = [scores[id(c)] for c in pool]
         words = [frozenset(_candidate_terms(c.text)) for c in pool]
+        sizes = [len(w) for w in words]
+        positions = [c.position for c in pool]
+        costs = [len(c.speaker) + len(c.text) + 6 for c in pool]
         overlap = [0.0] * len(pool)
         nearby = [0.0] * len(pool)
         redundancy, spread = self.weights.redundancy, self.weights.spread
+        scale = max(seen, 1)
 
         def value(i: int) -> float:
             return score[i] * (1 - redundancy * overlap[i]) * (1 - spread * nearby[i])
@@ -374,21 +379,27 @@ class DigestSummariser:
         remaining = list(range(len(pool)))
         chosen: list[Candidate] = []
         used = 0
-        while remaining:
+        # Once nothing left fits, every later round would pass over the rest.
+        while remaining and used + min(map(costs.__getitem__, remaining)) <= room:
             best = max(remaining, key=value)  # the first of equals, in said order
             remaining.remove(best)
-            if overlap[best] >= NEAR_DUPLICATE:
+            if overlap[best] >= NEAR_DUPLICATE or used + costs[best] > room:
                 continue
             candidate = pool[best]
-            cost = len(candidate.speaker) + len(candidate.text) + 6
-            if used + cost > room:
-                continue
             chosen.append(candidate)
-            used += cost
-            chosen_words, at = words[best], candidate.position
+            used += costs[best]
+            chosen_words, chosen_size, at = words[best], sizes[best], positions[best]
             for i in remaining:
-                overlap[i] = max(overlap[i], _jaccard(words[i], chosen_words))
-                nearby[i] = max(nearby[i], _closeness(pool[i].position, at, seen))
+                # _jaccard and _closeness, inline: this runs for every pair chosen and left.
+                other = words[i]
+                if other and chosen_words and not other.isdisjoint(chosen_words):
+                    common = len(other & chosen_words)
+                    similar = common / (sizes[i] + chosen_size - common)
+                    if similar > overlap[i]:
+                        overlap[i] = similar
+                close = math.exp(-abs(positions[i] - at) * 12 / scale)
+                if close > nearby[i]:
+                    nearby[i] = close
         return sorted(chosen, key=lambda c: c.position)
 
     def _foreign_material(
