@@ -419,6 +419,22 @@ _HEDGE = re.compile(
     re.IGNORECASE,
 )
 _REPEATED_WORD = re.compile(r"\b(\w++(?:\s++\w++)?)(?:\s+\1\b)+", re.IGNORECASE)
+# What `clean` looks for before a pass: the \w tokens (a filler or a repeat is made of them);
+# a token that is a filler, or starts one ("uh" of "uh-huh"); the hedges' words.
+_TOKEN = re.compile(r"\w+")
+_FILLER_TOKEN = re.compile(r"u+m+|u+h+|h+m+|m+h+m+|m+|ah+|oh+|er+|erm|eh|huh")
+_filler_token = functools.lru_cache(maxsize=4096)(_FILLER_TOKEN.fullmatch)
+_HEDGES = (
+    "you know",
+    "i mean",
+    "kind of",
+    "sort of",
+    "i guess",
+    "i think",
+    "i dunno",
+    "or something",
+    "or whatever",
+)
 # These two run once spaces are normalised (one space between words), so a literal space
 # is every space they can meet, and the engine scans for it instead of trying `\s` anywhere.
 _SPLIT_CONTRACTION = re.compile(r" ('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
@@ -441,13 +457,27 @@ _DECISION = re.compile(
 
 
 def clean(text: str) -> str:
-    """Transcript noise out: markup, fillers, stutters, spaces before punctuation."""
-    text = _MARKUP.sub(" ", text)
-    text = _FILLER.sub(" ", text)
-    text = _HEDGE.sub(" ", text)
+    """Transcript noise out: markup, fillers, stutters, spaces before punctuation.
+
+    A pass that cannot match is skipped (each is looked for in the words first): the same
+    text, at about half the cost on a sentence (the digest cleans the ones it may show).
+    """
+    if "{" in text or "<" in text:
+        text = _MARKUP.sub(" ", text)
+    low = text.lower()
+    tokens = _TOKEN.findall(low)
+    if any(map(_filler_token, tokens)):
+        text = _FILLER.sub(" ", text)
+    if any(hedge in low for hedge in _HEDGES):
+        text = _HEDGE.sub(" ", text)
+    if len(text) != len(low):  # a filler or a hedge went: what is left may repeat
+        tokens = _TOKEN.findall(text.lower())
     text = " ".join(text.split())
-    text = _SPLIT_CONTRACTION.sub(_FIRST_GROUP, text)
-    text = _REPEATED_WORD.sub(_FIRST_GROUP, text)
+    if "'" in text:
+        text = _SPLIT_CONTRACTION.sub(_FIRST_GROUP, text)
+    # A repeat is a word, or two, again at once: some token equals the next or the one after.
+    if any(map(operator.eq, tokens, tokens[1:])) or any(map(operator.eq, tokens, tokens[2:])):
+        text = _REPEATED_WORD.sub(_FIRST_GROUP, text)
     text = _SPACE_BEFORE_PUNCT.sub(_FIRST_GROUP, text)
     text = _REPEATED_PUNCT.sub(_FIRST_GROUP, text)
     return text.strip(" ,;:")

@@ -495,8 +495,14 @@ def _int(value: str | None) -> int:
 
 
 def _load_terms(raw: str | None) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for pair in (raw or "").split(","):
+    return Counter(_parsed_terms(raw or ""))
+
+
+# The term model a run wrote is what the channel's next run reads: parsed once.
+@functools.lru_cache(maxsize=1024)
+def _parsed_terms(raw: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pair in raw.split(","):
         term, _, count = pair.rpartition(":")
         if term and count.isdigit():
             counts[term] = int(count)
