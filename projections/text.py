@@ -208,41 +208,24 @@ def term_key(word: str) -> str | None:
 
 
 def term_words(sentence: str, *, ids: bool = True) -> list[str]:
-    """The content words of a `rough_sentences` sentence, as `content_words` reads it once
-    cleaned, nearly: fillers and ids out, and a stutter ("button button", "the remote the
-    remote") counted once. `ids=False`: the caller knows the sentence holds no id
-    (`has_ids` of its whole text)."""
+    """The content words of a `rough_sentences` sentence as `content_words` reads it once
+    cleaned: fillers, ids and split contractions' stems ("Adam 's") out, a stutter
+    ("button button", "the remote the remote") counted once. `ids=False`: the caller knows
+    the sentence holds no id (`has_ids` of its whole text)."""
     if ids and _HEX_RUN.search(sentence):
         sentence = scrub_ids(sentence)
-    keys = list(map(term_key, _WORD.findall(sentence)))
-    words: list[str] = list(filter(None, keys))  # keys are never empty
-    if may_stutter(words):
-        return _without_stutters(keys)
+    if "'" in sentence:
+        sentence = _SPLIT_CONTRACTION_ANY.sub(_FIRST_GROUP, sentence)
+    words: list[str] = list(filter(None, map(term_key, _WORD.findall(sentence))))
+    if may_stutter(words):  # seldom: the cleaner says what the stutter was
+        return list(filter(None, map(term_key, _WORD.findall(clean(sentence)))))
     return words
 
 
 def may_stutter(words: Sequence[str]) -> bool:
-    """False when `words` (content words, in order) certainly hold no stutter: a stutter
-    leaves a word next to itself, or a pair next to itself, among them."""
+    """False when `words` (content words, in order) certainly hold no stutter `clean` would
+    take out: it leaves a word next to itself, or one word apart, among them."""
     return any(map(operator.eq, words, words[1:])) or any(map(operator.eq, words, words[2:]))
-
-
-def _without_stutters(keys: Sequence[str | None]) -> list[str]:
-    """The content words of `keys` (a sentence's words, None for those that name nothing),
-    a word said again at once, or a pair of words said again at once, left out."""
-    out = []
-    last = len(keys) - 1
-    for i, key in enumerate(keys):
-        if key is None or (i >= 1 and keys[i - 1] == key):
-            continue
-        # The first or the second word of a pair said again at once ("the remote the remote").
-        again = i >= 2 and keys[i - 2] == key
-        if again and (
-            (i < last and keys[i + 1] == keys[i - 1]) or (i >= 3 and keys[i - 3] == keys[i - 1])
-        ):
-            continue
-        out.append(key)
-    return out
 
 
 def is_backchannel(text: str | None) -> bool:
@@ -439,6 +422,8 @@ _HEDGES = (
 # is every space they can meet, and the engine scans for it instead of trying `\s` anywhere.
 _SPLIT_CONTRACTION = re.compile(r" ('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
 _SPACE_BEFORE_PUNCT = re.compile(r" ([,.?!;:])")
+# The same as _SPLIT_CONTRACTION before spaces are normalised (for `term_words`).
+_SPLIT_CONTRACTION_ANY = re.compile(r"\s+('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
 _REPEATED_PUNCT = re.compile(r"([,.?!;:])(?:\s*[,.;:])+")
 # `sub` with a template such as r"\1" expands it in Python for every match; a C callable
 # returning the group does the same without a Python frame.

@@ -92,8 +92,11 @@ def test_term_words_read_the_words_the_cleaner_would_leave() -> None:
     assert read[1] == [] and read[2] == ["battery"]  # fillers, hedges, "the the", a stutter
     assert read[3] == ["decided", "rubber"] and read[4] == ["ids"]  # the id is out
     assert [w for words in read for w in words] == content_words(clean(TRANSCRIPT))
-    # A word said again after another is no stutter.
-    assert term_words("button the button, button") == ["button", "button"]
+    # A stutter is what the cleaner says it is: a word said again at once, not after
+    # another word or a comma; and a split contraction's stem is no word ("Adam 's").
+    assert term_words("the button button") == ["button"]
+    assert term_words("button the button, button") == ["button"] * 3
+    assert term_words("Adam 's laptop , Adam") == ["laptop", "adam"]
 
 
 @pytest.mark.parametrize(
