@@ -11,6 +11,7 @@ so a channel of any length keeps a record of fixed size.
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import re
 from collections.abc import Mapping, Sequence
@@ -37,6 +38,7 @@ __all__ = [
     "rough_sentences",
     "salience",
     "scrub_ids",
+    "sentence_words",
     "sentences",
     "split_sentences",
     "states_a_decision",
@@ -220,6 +222,28 @@ def term_words(sentence: str, *, ids: bool = True) -> list[str]:
     if may_stutter(words):  # seldom: the cleaner says what the stutter was
         return list(filter(None, map(term_key, _WORD.findall(clean(sentence)))))
     return words
+
+
+def sentence_words(pieces: Sequence[str], *, ids: bool = True) -> list[list[str]]:
+    """`[term_words(piece, ids=ids) for piece in pieces]` for the pieces of one text's
+    `rough_sentences`, in one scan of the words when it holds no id."""
+    joined = _PIECE_BREAK.join(pieces)
+    if ids or joined.count(_PIECE_BREAK) != len(pieces) - 1:  # an id, or a NUL of its own
+        return [term_words(piece, ids=ids) for piece in pieces]
+    tokens = _WORD_OR_BREAK.findall(joined)
+    keys = list(map(term_key, tokens))
+    ends = [*itertools.compress(range(len(tokens)), map(_PIECE_BREAK.__eq__, tokens)), len(tokens)]
+    out = []
+    start = 0
+    for piece, end in zip(pieces, ends, strict=True):
+        words: list[str] = list(filter(None, keys[start:end]))
+        start = end + 1
+        out.append(term_words(piece, ids=False) if may_stutter(words) else words)
+    return out
+
+
+_PIECE_BREAK = "\x00"
+_WORD_OR_BREAK = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|\x00")
 
 
 def may_stutter(words: Sequence[str]) -> bool:
@@ -475,6 +499,8 @@ def rough_sentences(text: str) -> list[str]:
     cleaned (`sentences`) only when it is to be shown."""
     if "{" in text or "<" in text:
         text = _MARKUP.sub(" ", text)
+    if "'" in text:  # "that 's" -> "that's", as the cleaner joins them
+        text = _SPLIT_CONTRACTION_ANY.sub(_FIRST_GROUP, text)
     return _SENTENCE_END.split(text)
 
 

@@ -43,9 +43,9 @@ from projections.text import (
     message_line,
     parse_message_line,
     rough_sentences,
+    sentence_words,
     sentences,
     states_a_decision,
-    term_words,
 )
 
 TERMS_KEY = "digestTerms"
@@ -258,15 +258,13 @@ class DigestSummariser:
         its words read (`rough_sentences`, `term_words`), not cleaned; the term model counts
         the content words and the pairs of adjacent ones, across the message as before.
         """
-        ids = has_ids(content)
         rough = rough_sentences(content)
         min_terms = self.weights.min_terms
         words: list[str] = []
         pairs: list[str] = []
         pieces: list[Piece] = []
         previous: str | None = None
-        for piece in rough:
-            said = term_words(piece, ids=ids)
+        for piece, said in zip(rough, sentence_words(rough, ids=has_ids(content)), strict=True):
             if not said:
                 continue
             if previous is not None:
