@@ -322,12 +322,22 @@ class DigestSummariser:
         """
         total = sum(counts.values()) or 1
         logs = _logs(counts, total)
+        known = {id(c): self._scored(c, logs) for c in pool}
         ranked: list[tuple[float, int, Candidate | Piece]] = [
-            (self._scored(c, logs), i, c) for i, c in enumerate(pool)
+            (known[id(c)], i, c) for i, c in enumerate(pool)
         ]
-        # A piece is ranked without its decision bonus: that is read once it is cleaned.
+        # A piece is ranked as `_score_features` would score it, inline (a batch has hundreds),
+        # without its decision bonus: that is read once it is cleaned.
+        exponent, opening = self.weights.length_exponent, self.weights.opening_messages
+        bonus, salience, zero = 1 + self.weights.opening_bonus, logs.get, itertools.repeat(0.0)
         ranked += [
-            (self._score_features(piece[3], piece[4], piece[0], False, logs), len(pool) + i, piece)
+            (
+                math.fsum(map(salience, piece[4], zero))
+                / math.pow(piece[3], exponent)
+                * (bonus if piece[0] < opening else 1.0),
+                len(pool) + i,
+                piece,
+            )
             for i, piece in enumerate(pieces)
         ]
         ranked.sort(key=lambda entry: (-entry[0], entry[1]))
@@ -347,7 +357,7 @@ class DigestSummariser:
         unique: dict[str, Candidate] = {}
         for _, candidate in chosen:
             unique.setdefault(candidate.text.lower(), candidate)
-        scores = {id(c): self._scored(c, logs) for c in unique.values()}
+        scores = {id(c): known.get(id(c)) or self._scored(c, logs) for c in unique.values()}
         scored = sorted(unique.values(), key=lambda c: -scores[id(c)])
         kept = [c for c in scored if scores[id(c)] > 0][:size]
         return sorted(kept, key=lambda c: c.position), {id(c): scores[id(c)] for c in kept}
