@@ -53,6 +53,8 @@ def bench_messages(count: int, channels: int) -> dict[str, list[Message]]:
 
 
 def best_of(repeat: int, run: Callable[[], float]) -> float:
+    """The least CPU time of `repeat` runs: the machine is shared, and the least is the
+    one the least disturbed."""
     return min(run() for _ in range(repeat))
 
 
@@ -73,7 +75,10 @@ def batches(
     }
 
 
-def digest_costs(by_channel: dict[str, list[Message]], repeat: int) -> dict[str, float]:
+def digest_costs(
+    by_channel: dict[str, list[Message]], repeat: int
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The digest's figures, and each channel's last summary narrative (for the titles)."""
     settings = Settings()
     summariser = summariser_from_settings(settings, None)
     planned = batches(by_channel, settings)
@@ -122,8 +127,7 @@ def digest_costs(by_channel: dict[str, list[Message]], repeat: int) -> dict[str,
     }
     if hasattr(digest, "_read"):  # not in the digest before it read messages this way
         out["per_message_us"] = 1e6 * best_of(repeat, read_all) / len(contents)
-    digest_costs.summaries = last  # type: ignore[attr-defined]
-    return out
+    return out, last
 
 
 def recap_costs(
@@ -168,8 +172,7 @@ def recap_costs(
 
 def measure(count: int = 2000, channels: int = 20, repeat: int = 3) -> dict[str, Any]:
     by_channel = bench_messages(count, channels)
-    digest = digest_costs(by_channel, repeat)
-    summaries: dict[str, str] = getattr(digest_costs, "summaries", {})
+    digest, summaries = digest_costs(by_channel, repeat)
     return {
         "messages": count,
         "channels": channels,

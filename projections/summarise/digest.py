@@ -259,26 +259,22 @@ class DigestSummariser:
         the content words and the pairs of adjacent ones, across the message as before.
         """
         rough = rough_sentences(content)
-        min_terms = self.weights.min_terms
-        words: list[str] = []
-        pairs: list[str] = []
-        pieces: list[Piece] = []
-        previous: str | None = None
-        for piece, said in zip(rough, sentence_words(rough, ids=has_ids(content)), strict=True):
-            if not said:
-                continue
-            if previous is not None:
-                pairs.append(f"{previous}_{said[0]}")
-            own = list(map("_".join, itertools.pairwise(said)))
-            words += said
-            pairs += own
-            previous = said[-1]
-            if len(said) >= min_terms:
-                distinct = set(said)
-                if len(distinct) >= min_terms:
-                    pieces.append((position, speaker, piece, len(said), distinct.union(own)))
+        said = sentence_words(rough, ids=has_ids(content))
+        words = list(itertools.chain.from_iterable(said))
+        pairs = list(map("_".join, itertools.pairwise(words)))  # across sentences too
         counts.update(words)
         counts.update(pairs)
+        min_terms = self.weights.min_terms
+        pieces: list[Piece] = []
+        first = 0  # the index of the piece's first word in `words`
+        for piece, piece_words in zip(rough, said, strict=True):
+            length = len(piece_words)
+            if length >= min_terms:
+                distinct = set(piece_words)
+                if len(distinct) >= min_terms:
+                    own = pairs[first : first + length - 1]
+                    pieces.append((position, speaker, piece, length, distinct.union(own)))
+            first += length
         return pieces
 
     def _score(self, candidate: Candidate, counts: Counter[str], total: int | None = None) -> float:
