@@ -21,8 +21,20 @@ SUMMARY_STRUCTURE = (PARTICIPANTS_HEADER, DISCUSSED_HEADER)
 def channel_keyphrases(window: Sequence[Message], summary: str | None = None) -> KeyphraseCounts:
     """The channel's keyphrase counts: what its latest summary says (`summary_material`)
     and its recent window's messages, counted as one text (bounded, `count_keyphrases`)."""
-    texts = [*summary_material(summary), *(m.content for m in window if m.content)]
-    return count_keyphrases({}, ". ".join(texts))
+    said = [m.content for m in window if m.content]
+    # A summary line that quotes a message of the window (the verbatim tier's do) is not
+    # counted twice: a phrase repeats when the channel says it again, not when it is quoted.
+    quoted = [line for line in summary_material(summary) if not _quotes(line, said)]
+    return count_keyphrases({}, ". ".join([*quoted, *said]))
+
+
+# How much of a summary line is looked for in the window's messages (cut to 300 characters).
+QUOTE_CHARS = 120
+
+
+def _quotes(line: str, said: Sequence[str]) -> bool:
+    head = line[:QUOTE_CHARS]
+    return any(head in content for content in said)
 
 
 def channel_title(

@@ -42,3 +42,14 @@ def test_before_a_phrase_repeats_the_opening_is_the_title() -> None:
         "Plan the release train"
     )
     assert channel_title([said("yeah"), said("okay")], None) is None
+
+
+def test_a_summary_quoting_the_window_does_not_make_its_phrases_repeat() -> None:
+    # The verbatim tier's summary of a one-message channel is that message: the title is
+    # still the opening until the channel says a phrase again.
+    opening = "we are migrating the billing tables"
+    window = [said(opening)]
+    assert channel_title(window, opening, f"[ann] {opening}") == opening
+    assert channel_keyphrases(window, f"[ann] {opening}")["billing table"][0] == 1
+    again = [*window, said("the billing tables move on Friday")]
+    assert channel_title(again, opening, f"[ann] {opening}") == "Billing table"
