@@ -248,8 +248,11 @@ _WORD_OR_BREAK = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|\x00")
 
 def may_stutter(words: Sequence[str]) -> bool:
     """False when `words` (content words, in order) certainly hold no stutter `clean` would
-    take out: it leaves a word next to itself, or one word apart, among them."""
-    return any(map(operator.eq, words, words[1:])) or any(map(operator.eq, words, words[2:]))
+    take out. It removes a word said twice at once, or a pair: among the content words that
+    leaves a word next to itself, or a pair next to itself ("remote control remote control")."""
+    return any(map(operator.eq, words, words[1:])) or any(
+        map(operator.eq, itertools.pairwise(words), itertools.pairwise(words[2:]))
+    )
 
 
 def is_backchannel(text: str | None) -> bool:
