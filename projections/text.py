@@ -226,24 +226,36 @@ def term_words(sentence: str, *, ids: bool = True) -> list[str]:
 
 def sentence_words(pieces: Sequence[str], *, ids: bool = True) -> list[list[str]]:
     """`[term_words(piece, ids=ids) for piece in pieces]` for the pieces of one text's
-    `rough_sentences`, in one scan of the words when it holds no id."""
-    joined = _PIECE_BREAK.join(pieces)
-    if ids or joined.count(_PIECE_BREAK) != len(pieces) - 1:  # an id, or a NUL of its own
+    `rough_sentences`, in one scan of the words when it holds no id.
+
+    Each piece is followed by a break, the three breaks in turn: a break is never equal to
+    a word, nor to the breaks next to it or two further, so no stutter is seen across
+    pieces and the whole text is looked at once (`may_stutter`)."""
+    joined = "".join(map(operator.add, pieces, itertools.cycle(_BREAKS)))
+    if ids or sum(map(joined.count, _BREAKS)) != len(pieces):  # an id, or a break of its own
         return [term_words(piece, ids=ids) for piece in pieces]
-    tokens = _WORD_OR_BREAK.findall(joined)
-    keys = list(map(term_key, tokens))
-    ends = [*itertools.compress(range(len(tokens)), map(_PIECE_BREAK.__eq__, tokens)), len(tokens)]
-    out = []
-    start = 0
-    for piece, end in zip(pieces, ends, strict=True):
-        words: list[str] = list(filter(None, keys[start:end]))
-        start = end + 1
-        out.append(term_words(piece, ids=False) if may_stutter(words) else words)
-    return out
+    words = list(filter(None, map(_term_or_break, _WORD_OR_BREAK.findall(joined))))
+    if may_stutter(words):  # some piece has one: each is looked at
+        ends = [*itertools.compress(range(len(words)), map(_is_break, words))]
+        starts = [0, *(end + 1 for end in ends[:-1])]
+        return [
+            term_words(piece, ids=False) if may_stutter(said) else said
+            for piece, said in zip(
+                pieces, (words[a:b] for a, b in zip(starts, ends, strict=True)), strict=True
+            )
+        ]
+    ends = [*itertools.compress(range(len(words)), map(_is_break, words))]
+    return [words[a:b] for a, b in zip([0, *(end + 1 for end in ends[:-1])], ends, strict=True)]
 
 
-_PIECE_BREAK = "\x00"
-_WORD_OR_BREAK = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|\x00")
+_BREAKS = ("\x00", "\x01", "\x02")
+_is_break = frozenset(_BREAKS).__contains__
+_WORD_OR_BREAK = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|[\x00-\x02]")
+
+
+@functools.lru_cache(maxsize=8192)
+def _term_or_break(token: str) -> str | None:
+    return token if _is_break(token) else term_key(token)
 
 
 def may_stutter(words: Sequence[str]) -> bool:
