@@ -347,9 +347,12 @@ class DigestSummariser:
                 chosen.append((order, item))
             else:
                 position, speaker, raw = item[:3]
+                # A candidate is cut to max_sentence_chars: a long piece is cleaned no
+                # further than can still be shown (cleaning only ever shortens a text).
+                shown = raw[: self.weights.max_sentence_chars * RAW_CHARS_CLEANED]
                 chosen.extend(
                     (order, Candidate(position, speaker, self._bounded(sentence)))
-                    for sentence in sentences(raw)
+                    for sentence in sentences(shown)
                 )
         chosen.sort(key=lambda entry: entry[0])  # said order, as the pool was built
         unique: dict[str, Candidate] = {}
@@ -445,6 +448,8 @@ def _own_prefix(text: str, written: str | None) -> str:
     return ""
 
 
+# A piece is cleaned up to this many times `max_sentence_chars` of its raw text.
+RAW_CHARS_CLEANED = 4
 # How many of the best-ranked places (times the pool's size) are cleaned and scored as they
 # will read: a piece's rough words rank it about as its cleaned text will.
 MATERIALISED = 2
