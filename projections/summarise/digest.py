@@ -250,6 +250,18 @@ class DigestSummariser:
         text = "\n".join(parts)
         return cut(text, budget)
 
+    def _shown(self, raw: str) -> list[str]:
+        """`sentences(raw)` as far as they can be shown: a candidate is cut to
+        `max_sentence_chars`, so a long piece is cleaned only as far as that (and as much
+        again), unless what that gives is no longer than can be shown."""
+        limit = self.weights.max_sentence_chars
+        if len(raw) <= limit * RAW_CHARS_CLEANED:
+            return sentences(raw)
+        found = sentences(raw[: limit * RAW_CHARS_CLEANED])
+        if len(found) == 1 and len(found[0]) > limit + CLEANED_MARGIN:
+            return found  # cut to the same candidate as the whole piece would be
+        return sentences(raw)
+
     def _bounded(self, sentence: str) -> str:
         return cut(sentence, self.weights.max_sentence_chars, at_word=True)
 
@@ -347,12 +359,9 @@ class DigestSummariser:
                 chosen.append((order, item))
             else:
                 position, speaker, raw = item[:3]
-                # A candidate is cut to max_sentence_chars: a long piece is cleaned no
-                # further than can still be shown (cleaning only ever shortens a text).
-                shown = raw[: self.weights.max_sentence_chars * RAW_CHARS_CLEANED]
                 chosen.extend(
                     (order, Candidate(position, speaker, self._bounded(sentence)))
-                    for sentence in sentences(shown)
+                    for sentence in self._shown(raw)
                 )
         chosen.sort(key=lambda entry: entry[0])  # said order, as the pool was built
         unique: dict[str, Candidate] = {}
@@ -448,8 +457,11 @@ def _own_prefix(text: str, written: str | None) -> str:
     return ""
 
 
-# A piece is cleaned up to this many times `max_sentence_chars` of its raw text.
-RAW_CHARS_CLEANED = 4
+# A long piece is cleaned up to this many times `max_sentence_chars` of its raw text; what
+# that gives stands when it is longer than `max_sentence_chars` by CLEANED_MARGIN (far from
+# where the raw text was cut, the cleaner reads the same text).
+RAW_CHARS_CLEANED = 2
+CLEANED_MARGIN = 60
 # How many of the best-ranked places (times the pool's size) are cleaned and scored as they
 # will read: a piece's rough words rank it about as its cleaned text will.
 MATERIALISED = 2

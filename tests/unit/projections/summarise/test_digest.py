@@ -338,3 +338,27 @@ async def test_a_batch_cleans_only_the_sentences_that_may_be_shown() -> None:
     terms = dict(pair.rsplit(":", 1) for pair in result.annotations["digestTerms"].split(","))
     assert int(terms["invoice_queue"]) == 27  # 14 + 13 mentions, each counted once
     assert "the" not in terms and "uh" not in terms
+
+
+def test_a_long_piece_is_cleaned_only_as_far_as_it_can_be_shown() -> None:
+    from unittest.mock import patch
+
+    from projections.summarise import digest as digest_module
+
+    digest = DigestSummariser()
+    limit = digest.weights.max_sentence_chars
+    long = " ".join(f"um the invoice queue {i} uh needs sharding" for i in range(60))
+    cleaned: list[int] = []
+    real = digest_module.sentences
+
+    def counted(text: str) -> list[str]:
+        cleaned.append(len(text))
+        return real(text)
+
+    with patch.object(digest_module, "sentences", counted):
+        shown = digest._shown(long)
+    assert cleaned == [limit * digest_module.RAW_CHARS_CLEANED]  # a prefix, once
+    assert [digest._bounded(s) for s in shown] == [digest._bounded(s) for s in real(long)]
+    # Mostly noise: the prefix cleans to too little to tell, so the whole piece is cleaned.
+    noisy = "um uh " * 200 + "the invoice queue needs sharding"
+    assert digest._shown(noisy) == real(noisy)
