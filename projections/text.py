@@ -231,10 +231,14 @@ def sentence_words(pieces: Sequence[str], *, ids: bool = True) -> list[list[str]
     Each piece is followed by a break, the three breaks in turn: a break is never equal to
     a word, nor to the breaks next to it or two further, so no stutter is seen across
     pieces and the whole text is looked at once (`may_stutter`)."""
-    joined = "".join(map(operator.add, pieces, itertools.cycle(_BREAKS)))
+    joined = "".join(map(operator.add, pieces, itertools.cycle(_SPACED_BREAKS)))
     if ids or sum(map(joined.count, _BREAKS)) != len(pieces):  # an id, or a break of its own
         return [term_words(piece, ids=ids) for piece in pieces]
-    words = list(filter(None, map(_term_or_break, _WORD_OR_BREAK.findall(joined))))
+    if joined.isascii():  # most text: split on what is not a letter, ' or -, in C
+        tokens = joined.translate(_NOT_IN_WORDS).split()
+        words = list(filter(None, map(_token_or_break, tokens)))
+    else:
+        words = list(filter(None, map(_term_or_break, _WORD_OR_BREAK.findall(joined))))
     if may_stutter(words):  # some piece has one: each is looked at
         ends = [*itertools.compress(range(len(words)), map(_is_break, words))]
         starts = [0, *(end + 1 for end in ends[:-1])]
@@ -249,6 +253,7 @@ def sentence_words(pieces: Sequence[str], *, ids: bool = True) -> list[list[str]
 
 
 _BREAKS = ("\x00", "\x01", "\x02")
+_SPACED_BREAKS = tuple(f" {b} " for b in _BREAKS)
 _is_break = frozenset(_BREAKS).__contains__
 _WORD_OR_BREAK = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|[\x00-\x02]")
 
@@ -256,6 +261,26 @@ _WORD_OR_BREAK = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|[\x00-\x02]")
 @functools.lru_cache(maxsize=8192)
 def _term_or_break(token: str) -> str | None:
     return token if _is_break(token) else term_key(token)
+
+
+# ASCII that _WORD never takes (all but letters, ' and -) becomes a space, a break a token of
+# its own: the text's whitespace-separated tokens are then _WORD's words, each with its
+# leading and trailing ' and - still on (`_token_or_break` strips them).
+_NOT_IN_WORDS = str.maketrans(
+    {
+        code: " "
+        for code in range(128)
+        if not (chr(code).isalpha() or chr(code) in "'-" or chr(code) in _BREAKS)
+    }
+)
+
+
+@functools.lru_cache(maxsize=16384)
+def _token_or_break(token: str) -> str | None:
+    if _is_break(token):
+        return token
+    word = token.strip("'-")
+    return term_key(word) if word else None
 
 
 def may_stutter(words: Sequence[str]) -> bool:
