@@ -134,3 +134,22 @@ def test_states_a_decision_is_the_pattern_whatever_the_shortcut(sentence: str) -
     from projections.text import _DECISION, states_a_decision
 
     assert states_a_decision(sentence) is (_DECISION.search(sentence) is not None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        TRANSCRIPT,
+        "Plain words. More plain words here? Yes!",
+        "Café naïve façade — the résumé’s owner said: don't-stop. Next one.",  # not ASCII
+        "A break \x00 of its own. And \x01 another.",
+        "the the remote remote. control control? x - y -- 'quoted' words.",
+        "",
+    ],
+)
+def test_sentence_words_read_each_sentence_as_term_words_does(text: str) -> None:
+    from projections.text import has_ids, rough_sentences, sentence_words, term_words
+
+    pieces = rough_sentences(text)
+    ids = has_ids(text)
+    assert sentence_words(pieces, ids=ids) == [term_words(p, ids=ids) for p in pieces]
