@@ -11,6 +11,7 @@ so a channel of any length keeps a record of fixed size.
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import re
 from collections.abc import Mapping, Sequence
@@ -27,16 +28,21 @@ __all__ = [
     "content_words",
     "count_keyphrases",
     "cut",
+    "has_ids",
     "is_backchannel",
     "keyphrase_candidates",
+    "may_stutter",
     "message_line",
     "parse_message_line",
     "person",
+    "rough_sentences",
     "salience",
     "scrub_ids",
+    "sentence_words",
     "sentences",
     "split_sentences",
     "states_a_decision",
+    "term_words",
     "title",
     "top_keyphrases",
 ]
@@ -86,6 +92,18 @@ _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?)])")
 # one scan is cheaper than either pattern (scrub_ids runs on every message, for titles).
 # Both cases spelled out rather than IGNORECASE, which scans at half the speed.
 _HEX_RUN = re.compile(r"[0-9a-fA-F]{8}")
+
+
+def has_ids(text: str) -> bool:
+    """False when `text` certainly holds no id `scrub_ids` would take out: both patterns
+    need eight hex characters in a row and, but for an all-letter UUID, a digit; a text
+    without a digit (most) needs no scan of the pattern."""
+    if not any(digit in text for digit in _DIGITS):
+        return False
+    return _HEX_RUN.search(text) is not None
+
+
+_DIGITS = "0123456789"
 
 
 def scrub_ids(text: str) -> str:
@@ -176,6 +194,102 @@ def content_words(text: str) -> list[str]:
     """The words of `text` that can name a subject (normalised), in order."""
     keys = (content_key(word) for word in _WORD.findall(scrub_ids(text)))
     return [key for key in keys if key is not None]
+
+
+# The fillers `clean` takes out that would otherwise read as words ("uhh", "hmmm", "ahh"),
+# and "dunno" (of the hedge "I dunno"): `term_words` leaves them out.
+_FILLER_WORD = re.compile(
+    r"u+m+|u+h+|h+m+|m+-?h+m+|m+|uh-huh|um-hmm|ah+|oh+|er+|erm|eh|huh|mm-hmm|dunno", re.IGNORECASE
+)
+
+
+@functools.lru_cache(maxsize=8192)
+def term_key(word: str) -> str | None:
+    """`content_key`, and None for a filler."""
+    return None if _FILLER_WORD.fullmatch(word) else content_key(word)
+
+
+def term_words(sentence: str, *, ids: bool = True) -> list[str]:
+    """The content words of a `rough_sentences` sentence as `content_words` reads it once
+    cleaned: fillers, ids and split contractions' stems ("Adam 's") out, a stutter
+    ("button button", "the remote the remote") counted once. `ids=False`: the caller knows
+    the sentence holds no id (`has_ids` of its whole text)."""
+    if ids and _HEX_RUN.search(sentence):
+        sentence = scrub_ids(sentence)
+    if "'" in sentence:
+        sentence = _SPLIT_CONTRACTION_ANY.sub(_FIRST_GROUP, sentence)
+    words: list[str] = list(filter(None, map(term_key, _WORD.findall(sentence))))
+    if may_stutter(words):  # seldom: the cleaner says what the stutter was
+        return list(filter(None, map(term_key, _WORD.findall(clean(sentence)))))
+    return words
+
+
+def sentence_words(pieces: Sequence[str], *, ids: bool = True) -> list[list[str]]:
+    """`[term_words(piece, ids=ids) for piece in pieces]` for the pieces of one text's
+    `rough_sentences`, in one scan of the words when it holds no id.
+
+    Each piece is followed by a break, the three breaks in turn: a break is never equal to
+    a word, nor to the breaks next to it or two further, so no stutter is seen across
+    pieces and the whole text is looked at once (`may_stutter`)."""
+    joined = "".join(map(operator.add, pieces, itertools.cycle(_SPACED_BREAKS)))
+    if ids or sum(map(joined.count, _BREAKS)) != len(pieces):  # an id, or a break of its own
+        return [term_words(piece, ids=ids) for piece in pieces]
+    if joined.isascii():  # most text: split on what is not a letter, ' or -, in C
+        tokens = joined.translate(_NOT_IN_WORDS).split()
+        words = list(filter(None, map(_token_or_break, tokens)))
+    else:
+        words = list(filter(None, map(_term_or_break, _WORD_OR_BREAK.findall(joined))))
+    if may_stutter(words):  # some piece has one: each is looked at
+        ends = [*itertools.compress(range(len(words)), map(_is_break, words))]
+        starts = [0, *(end + 1 for end in ends[:-1])]
+        return [
+            term_words(piece, ids=False) if may_stutter(said) else said
+            for piece, said in zip(
+                pieces, (words[a:b] for a, b in zip(starts, ends, strict=True)), strict=True
+            )
+        ]
+    ends = [*itertools.compress(range(len(words)), map(_is_break, words))]
+    return [words[a:b] for a, b in zip([0, *(end + 1 for end in ends[:-1])], ends, strict=True)]
+
+
+_BREAKS = ("\x00", "\x01", "\x02")
+_SPACED_BREAKS = tuple(f" {b} " for b in _BREAKS)
+_is_break = frozenset(_BREAKS).__contains__
+_WORD_OR_BREAK = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|[\x00-\x02]")
+
+
+@functools.lru_cache(maxsize=8192)
+def _term_or_break(token: str) -> str | None:
+    return token if _is_break(token) else term_key(token)
+
+
+# ASCII that _WORD never takes (all but letters, ' and -) becomes a space, a break a token of
+# its own: the text's whitespace-separated tokens are then _WORD's words, each with its
+# leading and trailing ' and - still on (`_token_or_break` strips them).
+_NOT_IN_WORDS = str.maketrans(
+    {
+        code: " "
+        for code in range(128)
+        if not (chr(code).isalpha() or chr(code) in "'-" or chr(code) in _BREAKS)
+    }
+)
+
+
+@functools.lru_cache(maxsize=16384)
+def _token_or_break(token: str) -> str | None:
+    if _is_break(token):
+        return token
+    word = token.strip("'-")
+    return term_key(word) if word else None
+
+
+def may_stutter(words: Sequence[str]) -> bool:
+    """False when `words` (content words, in order) certainly hold no stutter `clean` would
+    take out. It removes a word said twice at once, or a pair: among the content words that
+    leaves a word next to itself, or a pair next to itself ("remote control remote control")."""
+    return any(map(operator.eq, words, words[1:])) or any(
+        map(operator.eq, itertools.pairwise(words), itertools.pairwise(words[2:]))
+    )
 
 
 def is_backchannel(text: str | None) -> bool:
@@ -352,10 +466,28 @@ _HEDGE = re.compile(
     re.IGNORECASE,
 )
 _REPEATED_WORD = re.compile(r"\b(\w++(?:\s++\w++)?)(?:\s+\1\b)+", re.IGNORECASE)
+# What `clean` looks for before a pass: the \w tokens (a filler or a repeat is made of them);
+# a token that is a filler, or starts one ("uh" of "uh-huh"); the hedges' words.
+_TOKEN = re.compile(r"\w+")
+_FILLER_TOKEN = re.compile(r"u+m+|u+h+|h+m+|m+h+m+|m+|ah+|oh+|er+|erm|eh|huh")
+_filler_token = functools.lru_cache(maxsize=4096)(_FILLER_TOKEN.fullmatch)
+_HEDGES = (
+    "you know",
+    "i mean",
+    "kind of",
+    "sort of",
+    "i guess",
+    "i think",
+    "i dunno",
+    "or something",
+    "or whatever",
+)
 # These two run once spaces are normalised (one space between words), so a literal space
 # is every space they can meet, and the engine scans for it instead of trying `\s` anywhere.
 _SPLIT_CONTRACTION = re.compile(r" ('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
 _SPACE_BEFORE_PUNCT = re.compile(r" ([,.?!;:])")
+# The same as _SPLIT_CONTRACTION before spaces are normalised (for `term_words`).
+_SPLIT_CONTRACTION_ANY = re.compile(r"\s+('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
 _REPEATED_PUNCT = re.compile(r"([,.?!;:])(?:\s*[,.;:])+")
 # `sub` with a template such as r"\1" expands it in Python for every match; a C callable
 # returning the group does the same without a Python frame.
@@ -374,16 +506,42 @@ _DECISION = re.compile(
 
 
 def clean(text: str) -> str:
-    """Transcript noise out: markup, fillers, stutters, spaces before punctuation."""
-    text = _MARKUP.sub(" ", text)
-    text = _FILLER.sub(" ", text)
-    text = _HEDGE.sub(" ", text)
+    """Transcript noise out: markup, fillers, stutters, spaces before punctuation.
+
+    A pass that cannot match is skipped (each is looked for in the words first): the same
+    text, at about half the cost on a sentence (the digest cleans the ones it may show).
+    """
+    if "{" in text or "<" in text:
+        text = _MARKUP.sub(" ", text)
+    low = text.lower()
+    tokens = _TOKEN.findall(low)
+    if any(map(_filler_token, tokens)):
+        text = _FILLER.sub(" ", text)
+    if any(hedge in low for hedge in _HEDGES):
+        text = _HEDGE.sub(" ", text)
+    if len(text) != len(low):  # a filler or a hedge went: what is left may repeat
+        tokens = _TOKEN.findall(text.lower())
     text = " ".join(text.split())
-    text = _SPLIT_CONTRACTION.sub(_FIRST_GROUP, text)
-    text = _REPEATED_WORD.sub(_FIRST_GROUP, text)
+    if "'" in text:
+        text = _SPLIT_CONTRACTION.sub(_FIRST_GROUP, text)
+    # A repeat is a word, or two, again at once: some token equals the next or the one after.
+    if any(map(operator.eq, tokens, tokens[1:])) or any(map(operator.eq, tokens, tokens[2:])):
+        text = _REPEATED_WORD.sub(_FIRST_GROUP, text)
     text = _SPACE_BEFORE_PUNCT.sub(_FIRST_GROUP, text)
     text = _REPEATED_PUNCT.sub(_FIRST_GROUP, text)
     return text.strip(" ,;:")
+
+
+def rough_sentences(text: str) -> list[str]:
+    """The pieces `sentences(text)` would come from, without the cleaner (fillers, hedges,
+    stutters, spacing: 150 µs or more for a 1 KB transcript): markup out, cut where a
+    sentence ends. For reading the words of every message (`term_words`); a piece is
+    cleaned (`sentences`) only when it is to be shown."""
+    if "{" in text or "<" in text:
+        text = _MARKUP.sub(" ", text)
+    if "'" in text:  # "that 's" -> "that's", as the cleaner joins them
+        text = _SPLIT_CONTRACTION_ANY.sub(_FIRST_GROUP, text)
+    return _SENTENCE_END.split(text)
 
 
 def sentences(text: str) -> list[str]:
@@ -401,6 +559,30 @@ def split_sentences(cleaned: str) -> list[str]:
     return out
 
 
+# Each of _DECISION's phrases holds one of these: a text without any (most) needs no scan
+# of the pattern, which tries every word boundary in turn.
+_DECISION_HINTS = (
+    "agree",
+    "decid",
+    "decision",
+    "settled",
+    "go with",
+    "we will",
+    "going to",
+    "conclusion",
+    "final",
+    "chose",
+    "choose",
+    "done",
+    "finished",
+    "completed",
+    "fixed",
+)
+
+
 def states_a_decision(sentence: str) -> bool:
     """True for a sentence that says something was agreed, decided or done."""
+    low = sentence.lower()
+    if not any(hint in low for hint in _DECISION_HINTS):
+        return False
     return _DECISION.search(sentence) is not None

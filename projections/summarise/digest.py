@@ -19,8 +19,9 @@ import functools
 import hashlib
 import itertools
 import math
+import operator
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -36,13 +37,14 @@ from projections.summarise.result import (
     previous_text,
 )
 from projections.text import (
-    clean,
     content_words,
     cut,
+    has_ids,
     message_line,
     parse_message_line,
+    rough_sentences,
+    sentence_words,
     sentences,
-    split_sentences,
     states_a_decision,
 )
 
@@ -110,13 +112,22 @@ class Candidate:
     text: str
 
 
+# A sentence of this batch as read (`rough_sentences`), not yet cleaned: (position, speaker,
+# raw text, how many words it has, its features: words and pairs). Its words rank it; only a
+# piece that may enter the pool is cleaned into candidates. A plain tuple: a batch makes
+# hundreds.
+Piece = tuple[int, str, str, int, set[str]]
+
+
 @dataclass(frozen=True, slots=True)
 class DigestWeights:
-    """Scoring knobs (tuned on QMSum train, see bench/summary_quality.py)."""
+    """Scoring knobs (tuned on QMSum train, see bench/summary_quality.py; the length
+    exponent and the opening bonus again once sentences were read rather than cleaned,
+    0.6 and 0.25 before)."""
 
-    length_exponent: float = 0.6
+    length_exponent: float = 0.55
     opening_messages: int = 40
-    opening_bonus: float = 0.25
+    opening_bonus: float = 0.3
     decision_bonus: float = 0.15
     redundancy: float = 0.7
     min_terms: int = 2
@@ -184,19 +195,15 @@ class DigestSummariser:
         pool.extend(foreign)
 
         speakers: list[str] = []
+        pieces: list[Piece] = []
         for message in items:
             for sender, content in spoken(message):
                 speakers.append(sender)
-                cleaned = clean(content)
-                counts.update(features(cleaned))
-                pool.extend(
-                    Candidate(seen, sender, self._bounded(sentence))
-                    for sentence in split_sentences(cleaned)
-                )
+                pieces.extend(self._read(content, seen, sender, counts))
                 seen += 1
 
-        counts = Counter(dict(counts.most_common(self.max_terms)))
-        pool, scores = self._best(pool, counts, self.pool_size)
+        counts = _top(counts, self.max_terms)
+        pool, scores = self._best(pool, pieces, counts, self.pool_size)
         participants = _capped(
             merge_list_annotation(annotations.get("participants"), speakers), MAX_NAMES
         )
@@ -243,34 +250,124 @@ class DigestSummariser:
         text = "\n".join(parts)
         return cut(text, budget)
 
+    def _shown(self, raw: str) -> list[str]:
+        """`sentences(raw)` as far as they can be shown: a candidate is cut to
+        `max_sentence_chars`, so a long piece is cleaned only as far as that (and as much
+        again), unless what that gives is no longer than can be shown."""
+        limit = self.weights.max_sentence_chars
+        if len(raw) <= limit * RAW_CHARS_CLEANED:
+            return sentences(raw)
+        found = sentences(raw[: limit * RAW_CHARS_CLEANED])
+        if len(found) == 1 and len(found[0]) > limit + CLEANED_MARGIN:
+            return found  # cut to the same candidate as the whole piece would be
+        return sentences(raw)
+
     def _bounded(self, sentence: str) -> str:
         return cut(sentence, self.weights.max_sentence_chars, at_word=True)
 
+    def _read(self, content: str, position: int, speaker: str, counts: Counter[str]) -> list[Piece]:
+        """Count the words of one message's `content` and return its pieces worth ranking.
+
+        The digest's work per message, kept light: the message is cut into sentences and
+        its words read (`rough_sentences`, `term_words`), not cleaned; the term model counts
+        the content words and the pairs of adjacent ones, across the message as before.
+        """
+        rough = rough_sentences(content)
+        said = sentence_words(rough, ids=has_ids(content))
+        words = list(itertools.chain.from_iterable(said))
+        pairs = list(map("_".join, itertools.pairwise(words)))  # across sentences too
+        counts.update(words)
+        counts.update(pairs)
+        min_terms = self.weights.min_terms
+        pieces: list[Piece] = []
+        first = 0  # the index of the piece's first word in `words`
+        for piece, piece_words in zip(rough, said, strict=True):
+            length = len(piece_words)
+            if length >= min_terms:
+                distinct = set(piece_words)
+                if len(distinct) >= min_terms:
+                    own = pairs[first : first + length - 1]
+                    pieces.append((position, speaker, piece, length, distinct.union(own)))
+            first += length
+        return pieces
+
     def _score(self, candidate: Candidate, counts: Counter[str], total: int | None = None) -> float:
         """`total`: `sum(counts.values())`, when the caller scores many candidates at once."""
-        words = _candidate_terms(candidate.text)
-        distinct = set(_features_of(words))
-        if len(set(words)) < self.weights.min_terms:
-            return 0.0
         total = (sum(counts.values()) if total is None else total) or 1
+        return self._scored(candidate, _logs(counts, total))
+
+    def _scored(self, candidate: Candidate, logs: dict[str, float]) -> float:
+        length, unique, distinct, decides = _candidate_facts(candidate.text)
+        if unique < self.weights.min_terms:
+            return 0.0
+        return self._score_features(length, distinct, candidate.position, decides, logs)
+
+    def _score_features(
+        self,
+        length: int,
+        distinct: Set[str],
+        position: int,
+        decides: bool,
+        logs: dict[str, float],
+    ) -> float:
+        """The score of a sentence of `length` words whose features are `distinct`; `logs`:
+        each counted term's `log1p(count * 1000 / total)` (`_logs`)."""
         # Exactly rounded, so the same in any order: a set's order changes with the hash seed.
-        salience = math.fsum(math.log1p(counts[t] * 1000 / total) for t in distinct)
-        score = salience / math.pow(len(words), self.weights.length_exponent)
-        if candidate.position < self.weights.opening_messages:
+        salience = math.fsum(map(logs.get, distinct, itertools.repeat(0.0)))
+        score = salience / math.pow(length, self.weights.length_exponent)
+        if position < self.weights.opening_messages:
             score *= 1 + self.weights.opening_bonus
-        if states_a_decision(candidate.text):
+        if decides:
             score *= 1 + self.weights.decision_bonus
         return score
 
     def _best(
-        self, pool: list[Candidate], counts: Counter[str], size: int
+        self, pool: list[Candidate], pieces: list[Piece], counts: Counter[str], size: int
     ) -> tuple[list[Candidate], dict[int, float]]:
-        """The `size` best-scored candidates, in said order, and the score of each (by id)."""
+        """The `size` best-scored candidates, in said order, and the score of each (by id).
+
+        The pool's candidates are scored as they read; this batch's pieces first by their
+        rough words, and only the best (`MATERIALISED` times `size` places, with the pool's
+        candidates) are cleaned into candidates and scored as they will read.
+        """
+        total = sum(counts.values()) or 1
+        logs = _logs(counts, total)
+        known = {id(c): self._scored(c, logs) for c in pool}
+        ranked: list[tuple[float, int, Candidate | Piece]] = [
+            (known[id(c)], i, c) for i, c in enumerate(pool)
+        ]
+        # A piece is ranked as `_score_features` would score it, inline (a batch has hundreds),
+        # without its decision bonus: that is read once it is cleaned.
+        exponent, opening = self.weights.length_exponent, self.weights.opening_messages
+        bonus, salience, zero = 1 + self.weights.opening_bonus, logs.get, itertools.repeat(0.0)
+        ranked += [
+            (
+                math.fsum(map(salience, piece[4], zero))
+                / math.pow(piece[3], exponent)
+                * (bonus if piece[0] < opening else 1.0),
+                len(pool) + i,
+                piece,
+            )
+            for i, piece in enumerate(pieces)
+        ]
+        ranked.sort(key=lambda entry: (-entry[0], entry[1]))
+        chosen: list[tuple[int, Candidate]] = []
+        for score, order, item in ranked[: MATERIALISED * size]:
+            if score <= 0:
+                break
+            if isinstance(item, Candidate):
+                chosen.append((order, item))
+            else:
+                position, speaker, raw = item[:3]
+                chosen.extend(
+                    (order, Candidate(position, speaker, self._bounded(sentence)))
+                    for sentence in self._shown(raw)
+                )
+        chosen.sort(key=lambda entry: entry[0])  # said order, as the pool was built
         unique: dict[str, Candidate] = {}
-        for candidate in pool:
+        for _, candidate in chosen:
             unique.setdefault(candidate.text.lower(), candidate)
-        total = sum(counts.values())
-        scores = {id(c): self._score(c, counts, total) for c in unique.values()}
+        scores = {id(c): known.get(id(c)) or self._scored(c, logs) for c in unique.values()}
         scored = sorted(unique.values(), key=lambda c: -scores[id(c)])
         kept = [c for c in scored if scores[id(c)] > 0][:size]
         return sorted(kept, key=lambda c: c.position), {id(c): scores[id(c)] for c in kept}
@@ -284,33 +381,43 @@ class DigestSummariser:
         chosen so far, updated as each one is chosen: the same values as comparing against
         every chosen candidate on every round, in a pass over the pool per round.
         """
-        remaining = {id(c): (c, scores[id(c)], frozenset(_candidate_terms(c.text))) for c in pool}
-        overlap = dict.fromkeys(remaining, 0.0)
-        nearby = dict.fromkeys(remaining, 0.0)
+        score = [scores[id(c)] for c in pool]
+        words = [frozenset(_candidate_terms(c.text)) for c in pool]
+        sizes = [len(w) for w in words]
+        positions = [c.position for c in pool]
+        costs = [len(c.speaker) + len(c.text) + 6 for c in pool]
+        overlap = [0.0] * len(pool)
+        nearby = [0.0] * len(pool)
+        redundancy, spread = self.weights.redundancy, self.weights.spread
+        scale = max(seen, 1)
+
+        def value(i: int) -> float:
+            return score[i] * (1 - redundancy * overlap[i]) * (1 - spread * nearby[i])
+
+        remaining = list(range(len(pool)))
         chosen: list[Candidate] = []
         used = 0
-        while remaining:
-            best_key, best_value = None, 0.0
-            for key, (_, score, _) in remaining.items():
-                value = (
-                    score
-                    * (1 - self.weights.redundancy * overlap[key])
-                    * (1 - self.weights.spread * nearby[key])
-                )
-                if best_key is None or value > best_value:
-                    best_key, best_value = key, value
-            assert best_key is not None
-            candidate, _, words = remaining.pop(best_key)
-            if overlap[best_key] >= NEAR_DUPLICATE:
+        # Once nothing left fits, every later round would pass over the rest.
+        while remaining and used + min(map(costs.__getitem__, remaining)) <= room:
+            best = max(remaining, key=value)  # the first of equals, in said order
+            remaining.remove(best)
+            if overlap[best] >= NEAR_DUPLICATE or used + costs[best] > room:
                 continue
-            cost = len(candidate.speaker) + len(candidate.text) + 6
-            if used + cost > room:
-                continue
+            candidate = pool[best]
             chosen.append(candidate)
-            used += cost
-            for key, (other, _, other_words) in remaining.items():
-                overlap[key] = max(overlap[key], _jaccard(other_words, words))
-                nearby[key] = max(nearby[key], _closeness(other.position, candidate.position, seen))
+            used += costs[best]
+            chosen_words, chosen_size, at = words[best], sizes[best], positions[best]
+            for i in remaining:
+                # _jaccard and _closeness, inline: this runs for every pair chosen and left.
+                other = words[i]
+                if other and chosen_words and not other.isdisjoint(chosen_words):
+                    common = len(other & chosen_words)
+                    similar = common / (sizes[i] + chosen_size - common)
+                    if similar > overlap[i]:
+                        overlap[i] = similar
+                close = math.exp(-abs(positions[i] - at) * 12 / scale)
+                if close > nearby[i]:
+                    nearby[i] = close
         return sorted(chosen, key=lambda c: c.position)
 
     def _foreign_material(
@@ -350,6 +457,46 @@ def _own_prefix(text: str, written: str | None) -> str:
     return ""
 
 
+# A long piece is cleaned up to this many times `max_sentence_chars` of its raw text; what
+# that gives stands when it is longer than `max_sentence_chars` by CLEANED_MARGIN (far from
+# where the raw text was cut, the cleaner reads the same text).
+RAW_CHARS_CLEANED = 2
+CLEANED_MARGIN = 60
+# How many of the best-ranked places (times the pool's size) are cleaned and scored as they
+# will read: a piece's rough words rank it about as its cleaned text will.
+MATERIALISED = 2
+
+
+def _logs(counts: Counter[str], total: int) -> dict[str, float]:
+    return {term: math.log1p(count * 1000 / total) for term, count in counts.items()}
+
+
+@functools.lru_cache(maxsize=CANDIDATE_TERMS_CACHED)
+def _candidate_facts(text: str) -> tuple[int, int, frozenset[str], bool]:
+    """What scoring reads of a candidate's text: how many words, how many distinct, its
+    distinct features (words and pairs), and whether it states a decision."""
+    words = _candidate_terms(text)
+    distinct = frozenset(_features_of(words))
+    return len(words), len(set(words)), distinct, states_a_decision(text)
+
+
+def _top(counts: Counter[str], n: int) -> Counter[str]:
+    """`Counter(dict(counts.most_common(n)))`, without sorting every term: a batch adds
+    thousands, mostly counted once, and only those at or above the n-th count can stay."""
+    if len(counts) <= n:
+        return Counter(dict(counts.most_common()))
+    histogram = Counter(counts.values())
+    at_least, floor = 0, 0
+    for value in sorted(histogram, reverse=True):
+        at_least += histogram[value]
+        if at_least >= n:
+            floor = value
+            break
+    kept = itertools.compress(counts.items(), map(floor.__le__, counts.values()))
+    # A stable sort by count of those, in insertion order: the order most_common gives.
+    return Counter(dict(sorted(kept, key=operator.itemgetter(1), reverse=True)[:n]))
+
+
 def _closeness(a: int, b: int, seen: int) -> float:
     """1 for the same position, falling off over about a twelfth of the channel so far."""
     return math.exp(-abs(a - b) * 12 / max(seen, 1))
@@ -371,8 +518,14 @@ def _int(value: str | None) -> int:
 
 
 def _load_terms(raw: str | None) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for pair in (raw or "").split(","):
+    return Counter(_parsed_terms(raw or ""))
+
+
+# The term model a run wrote is what the channel's next run reads: parsed once.
+@functools.lru_cache(maxsize=1024)
+def _parsed_terms(raw: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pair in raw.split(","):
         term, _, count = pair.rpartition(":")
         if term and count.isdigit():
             counts[term] = int(count)

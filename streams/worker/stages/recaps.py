@@ -38,9 +38,10 @@ from projections.recap import (
     on_message,
     presentation_transcript,
 )
+from projections.recap.title import channel_keyphrases, channel_title
 from projections.summarise.llm import ChatClient, LlmError
 from projections.summarise.pending import PendingBatch, PendingItem
-from projections.text import count_keyphrases, cut, is_backchannel, title
+from projections.text import cut, is_backchannel, title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
 from streams.worker.staging import CACHED_KEYS, Codec
@@ -78,10 +79,11 @@ class ChannelRecap(BaseModel):
     window: list[dict[str, Any]] = []
     window_offsets: list[int] = []
     message_count: int = 0
+    # The title as of the latest recap (`channel_title` of the window then): what a view
+    # shows while memory does not hold the window (after a restart or a move). A record of
+    # an older format also holds the channel's `keyphrases`; they are ignored when read.
     title: str | None = None
-    # The channel's keyphrase counts (bounded, see projections.readable) and its first
-    # message that says something: the title comes from these, not from the first message.
-    keyphrases: dict[str, list[int]] = {}
+    # The channel's first message that says something: the title until a phrase repeats.
     opening: str | None = None
     tools: list[str] = []
     last_message_at: datetime | None = None
@@ -118,8 +120,9 @@ def with_message(
     tools = recap.tools
     if message.actor_type.value == "TOOL" and message.sender not in tools:
         tools = [*tools, message.sender]
+    # No text work here beyond the opening (once): titles and keyphrases are read from the
+    # window when a recap or a title is asked for (`channel_title`).
     content = message.content or ""
-    keyphrases = count_keyphrases(recap.keyphrases, content) if content else recap.keyphrases
     opening = recap.opening
     if opening is None and content and not is_backchannel(content):
         opening = content[:WINDOW_CONTENT_CHARS]
@@ -129,8 +132,6 @@ def with_message(
             "window": window,
             "window_offsets": window_offsets,
             "message_count": recap.message_count + 1,
-            "title": title(keyphrases, fallback=opening),
-            "keyphrases": keyphrases,
             "opening": opening,
             "tools": tools,
             "last_message_at": now,
@@ -208,6 +209,9 @@ class Recapper:
         self.bodies = LogBodies(
             chorus, MessageBodies(WINDOW_KEPT_MESSAGES, WINDOW_KEPT_CHARS), windowed_message
         )
+        # channel -> (its window's message count, the summary, the title read from them): a
+        # view reads the keyphrases once per window and summary, not on every request.
+        self.titles: dict[str, tuple[int, str | None, str | None]] = {}
         self.generating: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # channel -> its recap status, for the deadline timer: kept by every write, rebuilt
@@ -240,6 +244,31 @@ class Recapper:
         else:
             bodies = await self.bodies.of(channel, partition, batch, is_conversation_change)
         return [(offset, bodies[offset]) for offset in recap.window_offsets if offset in bodies]
+
+    def window_in_memory(self, channel: str, recap: ChannelRecap) -> list[Message] | None:
+        """The window's messages, oldest first, when memory holds all of them; else None
+        (the log has them, but a view does not wait for a read)."""
+        if recap.window:
+            return recap.messages()
+        kept = self.bodies.memory.of(channel)
+        if not all(offset in kept for offset in recap.window_offsets):
+            return None
+        return [kept[offset] for offset in recap.window_offsets]
+
+    def title_of(self, channel: str, recap: ChannelRecap) -> str | None:
+        """The channel's title now (`channel_title`): read from its latest summary and its
+        window when memory holds the window, once per window and summary; else the title
+        of its latest recap; else its opening message."""
+        summary = self.narrative(channel)
+        cached = self.titles.get(channel)
+        if cached is not None and cached[:2] == (recap.message_count, summary):
+            return cached[2]
+        window = self.window_in_memory(channel, recap)
+        if window is None:
+            return recap.title or title({}, fallback=recap.opening)
+        found = channel_title(window, recap.opening, summary)
+        self.titles[channel] = (recap.message_count, summary, found)
+        return found
 
     def recap_of(self, channel: str) -> ChannelRecap:
         recap: ChannelRecap | None = self.table.get(channel)
@@ -288,7 +317,10 @@ class Recapper:
             )
             self.generating.pop(channel, None)
         latest = recap.latest if record.phase == RecapPhase.GENERATING else record
-        self.store(channel, recap.model_copy(update={"status": status, "latest": latest}))
+        update: dict[str, Any] = {"status": status, "latest": latest}
+        if record.phase == RecapPhase.COMPLETED:  # shown while memory lacks the window
+            update["title"] = self.title_of(channel, recap)
+        self.store(channel, recap.model_copy(update=update))
 
     async def check_deadlines(self) -> None:
         now = utc_now()
@@ -331,7 +363,7 @@ class Recapper:
             folded = self.chorus.folded(channel, CommitmentProjection.name)
             commitments = channel_commitments(folded.state if folded else None, window)
             text, cost = await write_recap(
-                self.client, window, summary, commitments, recap.keyphrases
+                self.client, window, summary, commitments, channel_keyphrases(window, summary)
             )
             done = base.model_copy(
                 update={
@@ -366,7 +398,7 @@ class Recapper:
             "label": countdown_label(recap.status, now),
             "due_at": recap.status.due_at,
             "message_count": recap.message_count,
-            "title": recap.title,
+            "title": self.title_of(channel, recap),
             "tools": recap.tools,
             "activity": "active" if active else "idle",
             "model": (latest.model if latest and latest.model else None)

@@ -64,3 +64,92 @@ def test_a_table_over_capacity_is_cut_first_and_capacity_must_be_positive() -> N
     assert set(count_keyphrases(big, "", capacity=3)) == {"w7", "w8", "w9"}
     with pytest.raises(ValueError, match="capacity"):
         count_keyphrases({}, "x", capacity=0)
+
+
+# --------------------------------------------------------------------------- rough reading
+
+TRANSCRIPT = (
+    "Um , so the remote control {disfmarker} the remote control needs fewer buttons . "
+    "Uhh , yeah . I mean , the the battery battery is fine , I dunno why . "
+    "We decided on rubber ! Hmmm what about 9f8e7d6c5b4a3f2e ids ?"
+)
+
+
+def test_rough_sentences_are_the_pieces_the_cleaned_sentences_come_from_nearly() -> None:
+    from projections.text import rough_sentences, sentences
+
+    pieces = rough_sentences(TRANSCRIPT)
+    assert "disfmarker" not in " ".join(pieces) and len(pieces) == 5
+    assert [s for piece in pieces for s in sentences(piece)] == sentences(TRANSCRIPT)
+
+
+def test_term_words_read_the_words_the_cleaner_would_leave() -> None:
+    from projections.text import clean, content_words, rough_sentences, term_words
+
+    pieces = rough_sentences(TRANSCRIPT)
+    read = [term_words(piece) for piece in pieces]
+    assert read[0] == ["remote", "control", "remote", "control", "button"]
+    assert read[1] == [] and read[2] == ["battery"]  # fillers, hedges, "the the", a stutter
+    assert read[3] == ["decided", "rubber"] and read[4] == ["ids"]  # the id is out
+    assert [w for words in read for w in words] == content_words(clean(TRANSCRIPT))
+    # A stutter is what the cleaner says it is: a word said again at once, not after
+    # another word or a comma; and a split contraction's stem is no word ("Adam 's").
+    assert term_words("the button button") == ["button"]
+    assert term_words("button the button, button") == ["button"] * 3
+    assert term_words("Adam 's laptop , Adam") == ["laptop", "adam"]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("no digits here at all, deadbeefcafe", False),
+        ("ten 10 and 2026", False),
+        ("message 9f8e7d6c5b4a3f2e1d0c came in", True),
+        ("id 123e4567-e89b-12d3-a456-426614174000", True),
+    ],
+)
+def test_has_ids_is_false_only_when_no_id_can_be_there(text: str, found: bool) -> None:
+    from projections.text import has_ids, scrub_ids
+
+    assert has_ids(text) is found
+    if not found:
+        assert scrub_ids(text) == " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "We agreed on the plan.",
+        "Let's go with rubber.",
+        "It is DONE now",
+        "Finally some rest",
+        "we will see",
+        "we're going to ship",
+        "nothing happened here",
+        "the agreement is pending",
+        "undone work",
+    ],
+)
+def test_states_a_decision_is_the_pattern_whatever_the_shortcut(sentence: str) -> None:
+    from projections.text import _DECISION, states_a_decision
+
+    assert states_a_decision(sentence) is (_DECISION.search(sentence) is not None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        TRANSCRIPT,
+        "Plain words. More plain words here? Yes!",
+        "Café naïve façade — the résumé’s owner said: don't-stop. Next one.",  # not ASCII
+        "A break \x00 of its own. And \x01 another.",
+        "the the remote remote. control control? x - y -- 'quoted' words.",
+        "",
+    ],
+)
+def test_sentence_words_read_each_sentence_as_term_words_does(text: str) -> None:
+    from projections.text import has_ids, rough_sentences, sentence_words, term_words
+
+    pieces = rough_sentences(text)
+    ids = has_ids(text)
+    assert sentence_words(pieces, ids=ids) == [term_words(p, ids=ids) for p in pieces]

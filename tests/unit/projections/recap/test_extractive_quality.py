@@ -12,6 +12,7 @@ from projections.commitments import CommitmentProjection, expiry_event
 from projections.model import Message
 from projections.projection import fold
 from projections.recap import extractive_recap
+from projections.recap.title import channel_keyphrases, channel_title
 from projections.text import is_backchannel
 from streams.conversations import as_messages, qmsum_meetings, shared_data_dir
 from streams.interfaces.demo import scenario_messages
@@ -28,13 +29,19 @@ def stage(messages: list[Message]) -> ChannelRecap:
     return recap
 
 
-def recap_of(messages: list[Message], summary: str | None = None) -> tuple[ChannelRecap, str]:
+def recap_of(
+    messages: list[Message], summary: str | None = None
+) -> tuple[ChannelRecap, str | None, str]:
+    """The stage's record, the channel's title and the recap, as the stage reads them when a
+    recap is due: from the summary and the window."""
     recap = stage(messages)
+    window = recap.messages()
     state = fold(CommitmentProjection(), messages).model_dump(mode="json")
-    views = channel_commitments(state, recap.messages())
+    views = channel_commitments(state, window)
     owed = [v for v in views if v.is_open]
     ended = [v for v in reversed(views) if not v.is_open]
-    return recap, extractive_recap(recap.messages(), owed, recap.keyphrases, summary, ended)
+    text = extractive_recap(window, owed, channel_keyphrases(window, summary), summary, ended)
+    return recap, channel_title(window, recap.opening, summary), text
 
 
 def meetings() -> list[list[Message]]:
@@ -48,11 +55,10 @@ def meetings() -> list[list[Message]]:
 def test_meeting_recaps_and_titles_read_as_a_person_would_write_them() -> None:
     for messages in meetings():
         lead = " ".join(m.content or "" for m in messages)[:2000]
-        recap, text = recap_of(messages, summary=lead)
+        _, title, text = recap_of(messages, summary=lead)
         assert 40 <= len(text.split()) <= 80, text
         assert not IDS.search(text), text
         assert "Hmm hmm" not in text and "I think so, yeah" not in text
-        title = recap.title
         assert title is not None and 0 < len(title) <= 60
         assert title != messages[0].content and not is_backchannel(title), title
 
@@ -64,12 +70,12 @@ def test_the_scenario_recap_names_the_goal_the_open_work_and_who_owes_it() -> No
     expired = expiry_event(bench.channel, str(bench.correlation_id), bench.deadline)  # type: ignore[arg-type]
     at_expiry = sum(m.created_at <= expired.created_at for m in messages)
     timeline = [*messages[:at_expiry], expired, *messages[at_expiry:]]
-    recap, text = recap_of(timeline)
+    _, title, text = recap_of(timeline)
     assert 40 <= len(text.split()) <= 80, text
     assert not IDS.search(text), text
     assert "Open: worker-a owes planner “Fix the sample service config" in text
     assert "Next: worker-a to deliver" in text and "Done: worker-a" in text
-    assert recap.title is not None and len(recap.title) <= 60
-    assert recap.title != messages[0].content
-    assert re.search(r"guide|config|release|pull request", recap.title, re.IGNORECASE)
+    assert title is not None and len(title) <= 60
+    assert title != messages[0].content
+    assert re.search(r"guide|config|release|pull request", title, re.IGNORECASE)
     assert timedelta(0) < bench.deadline - bench.created_at  # type: ignore[operator]

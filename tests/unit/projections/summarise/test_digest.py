@@ -20,14 +20,10 @@ from projections.summarise import (
     estimate_tokens,
     render_message,
 )
-from projections.summarise.digest import (
-    POOL_KEY,
-    DigestSummariser,
-    clean,
-    sentences,
-)
+from projections.summarise.digest import POOL_KEY, DigestSummariser
 from projections.summarise.pending import PendingBatch, add, fill
 from projections.summarise.synthesised import copy_ratio, unusable_answer
+from projections.text import clean, sentences
 
 T0 = datetime(2026, 5, 1, 9, tzinfo=UTC)
 TOPICS = [
@@ -300,3 +296,69 @@ def test_only_candidate_sentences_enter_the_terms_cache() -> None:
     cached = digest_module._candidate_terms.cache_info()
     assert (cached.currsize, cached.misses, cached.hits) == (1, 1, 1)
     assert cached.maxsize == digest_module.CANDIDATE_TERMS_CACHED
+
+
+def test_the_term_model_is_cut_to_its_top_terms_as_most_common_would() -> None:
+    import random
+    from collections import Counter
+
+    from projections.summarise.digest import _top
+
+    rng = random.Random(5)
+    for _ in range(200):
+        counts = Counter({f"t{rng.randrange(400)}": rng.randint(1, 4) for _ in range(600)})
+        n = rng.randint(1, 300)
+        assert list(_top(counts, n).items()) == counts.most_common(n)
+
+
+async def test_a_batch_cleans_only_the_sentences_that_may_be_shown() -> None:
+    """Every message's words are read (the term model), but the cleaner runs only on the
+    best-ranked sentences: MATERIALISED times the pool's size at most."""
+    from unittest.mock import patch
+
+    from projections.summarise import digest as digest_module
+
+    lines = [
+        f"Um, the {TOPICS[i % 3]} {{disfmarker}} uh, right. So item {i} item {i} is next. "
+        f"The the queue {i} waits. Yeah. Okay, the cache {i} is cold."
+        for i in range(40)
+    ]
+    cleaned: list[str] = []
+    real = digest_module.sentences
+
+    def counted(text: str) -> list[str]:
+        cleaned.append(text)
+        return real(text)
+
+    summariser = DigestSummariser()
+    with patch.object(digest_module, "sentences", counted):
+        result = await summariser.summarise([say("ann", line, i) for i, line in enumerate(lines)])
+    assert 0 < len(cleaned) <= digest_module.MATERIALISED * summariser.pool_size
+    assert "disfmarker" not in result.text and " uh" not in result.text
+    terms = dict(pair.rsplit(":", 1) for pair in result.annotations["digestTerms"].split(","))
+    assert int(terms["invoice_queue"]) == 27  # 14 + 13 mentions, each counted once
+    assert "the" not in terms and "uh" not in terms
+
+
+def test_a_long_piece_is_cleaned_only_as_far_as_it_can_be_shown() -> None:
+    from unittest.mock import patch
+
+    from projections.summarise import digest as digest_module
+
+    digest = DigestSummariser()
+    limit = digest.weights.max_sentence_chars
+    long = " ".join(f"um the invoice queue {i} uh needs sharding" for i in range(60))
+    cleaned: list[int] = []
+    real = digest_module.sentences
+
+    def counted(text: str) -> list[str]:
+        cleaned.append(len(text))
+        return real(text)
+
+    with patch.object(digest_module, "sentences", counted):
+        shown = digest._shown(long)
+    assert cleaned == [limit * digest_module.RAW_CHARS_CLEANED]  # a prefix, once
+    assert [digest._bounded(s) for s in shown] == [digest._bounded(s) for s in real(long)]
+    # Mostly noise: the prefix cleans to too little to tell, so the whole piece is cleaned.
+    noisy = "um uh " * 200 + "the invoice queue needs sharding"
+    assert digest._shown(noisy) == real(noisy)

@@ -2,15 +2,18 @@
 
 from datetime import UTC, datetime, timedelta
 
+import orjson
 from rich.console import Console
 
 from projections.commitments import CommitmentProjection
 from projections.model import ActorType, Message, MessageType
 from projections.projection import fold
 from projections.recap import RecapPhase
+from projections.recap.title import channel_title
 from projections.summarise.llm import Completion
 from streams.interfaces.watch import render, status_line
 from streams.worker.stages.recaps import (
+    RECAP_CODEC,
     ChannelRecap,
     channel_commitments,
     with_message,
@@ -18,6 +21,7 @@ from streams.worker.stages.recaps import (
 )
 
 NOW = datetime(2026, 6, 1, 10, tzinfo=UTC)
+CHANNEL = "store/age"  # on partition 0 of the offline worker's topic
 
 
 def msg(content: str | None, kind: MessageType = MessageType.STATUS, **extra: object) -> Message:
@@ -30,7 +34,8 @@ def test_messages_arm_the_countdown_and_fill_the_window() -> None:
     recap = with_message(ChannelRecap(), msg("Plan the release train"), 0, 30, NOW)
     assert recap.status.phase is RecapPhase.PENDING
     assert recap.status.due_at == NOW + timedelta(seconds=30)
-    assert recap.title == "Plan the release train"  # until a phrase repeats
+    assert recap.title is None  # not read per message: when a recap or a view asks
+    assert channel_title(recap.messages(), recap.opening) == "Plan the release train"
     assert recap.message_count == 1 and len(recap.window) == 1
     typing = msg(None, MessageType.EVENT, payload={"kind": "typing"})
     later = with_message(recap, typing, 1, 30, NOW + timedelta(seconds=10))
@@ -63,9 +68,11 @@ def test_the_title_follows_what_the_channel_is_about_not_its_first_message() -> 
     recap = ChannelRecap()
     for offset, line in enumerate(lines):
         recap = with_message(recap, msg(line), offset, 30, NOW)
-        assert recap.title is None or len(recap.title) <= 60
-    assert recap.title is not None and recap.title.startswith("Remote control")
-    assert "rubber case" in recap.title and "button" in recap.title
+        found = channel_title(recap.messages(), recap.opening)
+        assert found is None or len(found) <= 60
+    found = channel_title(recap.messages(), recap.opening)
+    assert found is not None and found.startswith("Remote control")
+    assert "rubber case" in found and "button" in found
     assert recap.opening == "So the remote control needs fewer buttons."
 
 
@@ -73,7 +80,24 @@ def test_a_channel_of_backchannel_has_no_title() -> None:
     recap = ChannelRecap()
     for offset, line in enumerate(["Hmm hmm hmm .", "yeah", "okay", "I think so, yeah."]):
         recap = with_message(recap, msg(line), offset, 30, NOW)
-    assert recap.title is None
+    assert channel_title(recap.messages(), recap.opening) is None
+
+
+def test_a_message_costs_no_keyphrase_counts_and_old_records_still_read() -> None:
+    recap = ChannelRecap()
+    for offset in range(200):
+        recap = with_message(
+            recap, msg(f"The invoice queue {offset} needs sharding."), offset, 30, NOW
+        )
+    stored = RECAP_CODEC.encode(recap)
+    assert "keyphrases" not in stored and stored["title"] is None
+    assert len(orjson.dumps(stored)) < 1500  # positions and a few fields, whatever the count
+    # A record of the older format (keyphrase counts, a title kept per message) reads fine;
+    # its title stands until the next recap, and its counts are not written back.
+    old = {**stored, "title": "Invoice queue", "keyphrases": {"invoice queue": [200, 0]}}
+    read = RECAP_CODEC.decode(old)
+    assert read.title == "Invoice queue" and read.message_count == 200
+    assert "keyphrases" not in RECAP_CODEC.encode(with_message(read, msg("more"), 200, 30, NOW))
 
 
 def test_channel_commitments_read_the_fold_as_dicts_with_excerpts_from_the_window() -> None:
@@ -157,3 +181,56 @@ def test_watch_renders_status_lines_and_recaps() -> None:
     console = Console(record=True, width=120)
     console.print(render([], "cannot reach the worker"))
     assert "cannot reach the worker" in console.export_text()
+
+
+async def test_a_view_reads_the_title_from_the_summary_and_the_window_once_per_change() -> None:
+    """The stage keeps no keyphrase counts: a view reads the title from the latest summary
+    and the window in memory, once per window and summary; without the window in memory it
+    shows the title stored with the latest recap."""
+    from unittest.mock import patch
+
+    from streams.records import RecapRecord
+    from streams.settings import Settings
+    from streams.worker.compose import build_worker
+    from streams.worker.runtime import Runtime
+
+    worker = build_worker(
+        Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1"),
+        broker="127.0.0.1:1",
+        stages=("fold", "summaries", "recaps"),
+    )
+    chorus, recapper = worker.runtime, worker.recapper
+    assert recapper is not None
+    summary = "Key terms: invoice, queue\nDiscussed:\n- [bob] Shard the invoice queue by region."
+    recapper.narrative = lambda channel: summary
+
+    async def discard(*_: object, **__: object) -> None:
+        return None
+
+    async def publish(*_: object, **__: object) -> list[object]:
+        return []
+
+    lines = ["Lunch at noon?", "The invoice queue is slow again.", "Sure, noon works."]
+    with patch("faust.topics.Topic.send", discard), patch.object(Runtime, "publish", publish):
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            for line in lines:
+                value = {"channel": CHANNEL, "sender": "ann", "type": "STATUS", "content": line}
+                await agent.put(orjson.dumps(value), key=CHANNEL.encode())
+        view = recapper.view(CHANNEL, NOW)
+        assert view["title"] == "Invoice queue, noon"  # the summary and the window
+        assert recapper.titles[CHANNEL][0] == 3
+        with patch("streams.worker.stages.recaps.channel_title") as read:
+            assert recapper.view(CHANNEL, NOW)["title"] == "Invoice queue, noon"
+            read.assert_not_called()  # once per window and summary
+        done = RecapRecord(channel=CHANNEL, text="Recap.", phase=RecapPhase.COMPLETED)
+        async with chorus.app.agents["record-recaps"].test_context() as agent:
+            await agent.put(done.to_bytes(), key=CHANNEL.encode())
+    assert recapper.recap_of(CHANNEL).title == "Invoice queue, noon"  # stored with the recap
+    # After a restart memory has neither the window nor the title read from it.
+    recapper.titles.clear()
+    recapper.bodies.memory.drop_through(CHANNEL, 10)
+    restarted = recapper.recap_of(CHANNEL).model_copy(update={"window": []})
+    assert recapper.window_in_memory(CHANNEL, restarted) is None
+    assert recapper.title_of(CHANNEL, restarted) == "Invoice queue, noon"
+    untitled = restarted.model_copy(update={"title": None})
+    assert recapper.title_of(CHANNEL, untitled) == "Lunch at noon?"  # the opening
