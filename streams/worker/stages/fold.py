@@ -69,6 +69,11 @@ MISPLACED_LOGGED_LIMIT = 10_000
 # doubling from the first to the last, then the last until it does.
 PUBLISH_RETRY_SECONDS = (1.0, 30.0)
 
+# Split folds' replaced parts are deleted at most this often, or once this many are staged
+# (`Folder.delete_replaced`): each flush waits for the producer's acknowledgements.
+DELETIONS_EVERY_SECONDS = 1.0
+DELETIONS_KEPT = 10_000
+
 # A later stage that sees every valid message after it is folded: (message, partition, offset).
 Follower = Callable[[Message, int, int], Awaitable[None]]
 
@@ -122,6 +127,7 @@ class Folder:
         }
         self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
         self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
+        self._deleted_at = float("-inf")
 
     def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
         """States in memory that still match the table (same version and offset)."""
@@ -254,12 +260,26 @@ class Folder:
 
         Split folds' deletions come last, once the producer has every write before them
         acknowledged: a crash can then lose a deletion (the part stays, unread) but never
-        leave a stored fold record whose parts were deleted (bug 17)."""
+        leave a stored fold record whose parts were deleted (bug 17). They are kept staged
+        across batches and flushed at most every `DELETIONS_EVERY_SECONDS` (or once
+        `DELETIONS_KEPT` are staged), so waiting for the acknowledgements costs a round trip
+        per interval, not per batch."""
         self.chorus.staging.flush()
         await self.signal(signals)
-        if any(table.staged for table in self.chorus.staging.deferred):
-            await self.chorus.acknowledged()
-            self.chorus.staging.flush_deferred()
+        await self.delete_replaced(time.monotonic())
+
+    async def delete_replaced(self, now: float, *, force: bool = False) -> int:
+        """Flush the staged deletions of split folds' parts once the producer has every
+        earlier write acknowledged; only when due (see `wake`) unless `force`."""
+        staged = sum(table.staged for table in self.chorus.staging.deferred)
+        if not staged:
+            return 0
+        due = now - self._deleted_at >= DELETIONS_EVERY_SECONDS or staged >= DELETIONS_KEPT
+        if not (due or force):
+            return 0
+        await self.chorus.acknowledged()
+        self._deleted_at = now
+        return self.chorus.staging.flush_deferred()
         for refused in self.chorus.staging.drain_refused():
             await self.send_dead_letter(
                 refused.reason,

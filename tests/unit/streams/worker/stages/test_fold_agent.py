@@ -346,3 +346,39 @@ async def test_the_overview_is_stored_in_versioned_buckets_and_replaced_ones_go_
     whole = chorus.folded(channel, "overview")
     assert whole is not None
     assert whole.state == dump_state(fold(ChannelOverviewProjection(), messages))
+
+
+async def test_replaced_parts_are_deleted_at_most_once_a_second_after_the_acknowledgements() -> (
+    None
+):
+    """Deletions wait for the producer's acknowledgements, so they are flushed when due (the
+    first at once, then at most every DELETIONS_EVERY_SECONDS) or when forced, not with
+    every batch; until then a reader sees the part as deleted."""
+    from streams.fold_store import part_key
+    from streams.worker.stages.fold import DELETIONS_EVERY_SECONDS
+
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    worker = build_worker(settings, broker="127.0.0.1:1")
+    chorus, folder = worker.runtime, worker.folder
+    assert folder is not None
+    waited: list[float] = []
+
+    async def acknowledged() -> None:
+        waited.append(0.0)
+
+    table: dict[str, Any] = {}  # the second table's store (Faust's needs a stream's event)
+    folder.parts["overview"].table = table
+    folder.removed["overview"].table = table
+    read = folder._reader("overview")
+    with patch.object(chorus, "acknowledged", acknowledged):
+        for at, key in ((100.0, "a"), (100.5, "b"), (100.0 + DELETIONS_EVERY_SECONDS, "c")):
+            table[part_key("x/y", key)] = {"kept": True}
+            folder.removed["overview"].discard(part_key("x/y", key))
+            assert read(part_key("x/y", key)) is None  # staged: gone for a reader
+            flushed = await folder.delete_replaced(at)
+            assert flushed == {"a": 1, "b": 0, "c": 2}[key]
+        assert len(waited) == 2
+        table[part_key("x/y", "d")] = {"kept": True}
+        folder.removed["overview"].discard(part_key("x/y", "d"))
+        assert await folder.delete_replaced(100.0 + DELETIONS_EVERY_SECONDS, force=True) == 1
+    assert table == {}
