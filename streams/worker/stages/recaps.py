@@ -8,6 +8,11 @@ topic before the table records it, exactly like summaries.
 The recent window is positions in the status record; its messages are kept in memory
 (cut as the transcript reads them) and read back from `chorus.messages` when memory no
 longer has them (`streams.worker.bodies`): no message body goes to a changelog.
+
+Both worker roles keep the table. The context role generates (`generates`: titles,
+deadlines, recaps; the commitments read from the fold role, `streams.worker.fold_state`);
+the fold role keeps the phase and the window for its views (`with_window`, no text work) and
+takes the title from the recap records (`TitledRecapRecord`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from projections.summarise.pending import PendingBatch, PendingItem
 from projections.text import count_keyphrases, cut, is_backchannel, title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
+from streams.worker.fold_state import FoldState, FoldUnreachable, LocalFoldState
 from streams.worker.staging import CACHED_KEYS, Codec
 
 if TYPE_CHECKING:
@@ -99,9 +105,30 @@ RECAP_CODEC = Codec(
 )
 
 
+class TitledRecapRecord(RecapRecord):
+    """A recap record with the channel's title when the recap was generated: the fold role
+    shows it (it does no keyphrase work); a reader of RecapRecord ignores the field."""
+
+    title: str | None = None
+
+
 def with_message(
     recap: ChannelRecap, message: Message, offset: int, debounce: float, now: datetime
 ) -> ChannelRecap:
+    after = with_window(recap, message, offset, debounce, now)
+    if after.message_count == recap.message_count:
+        return after
+    content = message.content or ""
+    keyphrases = count_keyphrases(recap.keyphrases, content) if content else recap.keyphrases
+    return after.model_copy(
+        update={"title": title(keyphrases, fallback=after.opening), "keyphrases": keyphrases}
+    )
+
+
+def with_window(
+    recap: ChannelRecap, message: Message, offset: int, debounce: float, now: datetime
+) -> ChannelRecap:
+    """`with_message` without the title: the phase, the window and the counts."""
     status = on_message(
         recap.status,
         offset=offset,
@@ -119,7 +146,6 @@ def with_message(
     if message.actor_type.value == "TOOL" and message.sender not in tools:
         tools = [*tools, message.sender]
     content = message.content or ""
-    keyphrases = count_keyphrases(recap.keyphrases, content) if content else recap.keyphrases
     opening = recap.opening
     if opening is None and content and not is_backchannel(content):
         opening = content[:WINDOW_CONTENT_CHARS]
@@ -129,8 +155,6 @@ def with_message(
             "window": window,
             "window_offsets": window_offsets,
             "message_count": recap.message_count + 1,
-            "title": title(keyphrases, fallback=opening),
-            "keyphrases": keyphrases,
             "opening": opening,
             "tools": tools,
             "last_message_at": now,
@@ -194,11 +218,22 @@ async def write_recap(
 
 
 class Recapper:
-    def __init__(self, chorus: Runtime, client: ChatClient | None, narrative: NarrativeOf) -> None:
+    def __init__(
+        self,
+        chorus: Runtime,
+        client: ChatClient | None,
+        narrative: NarrativeOf,
+        fold_state: FoldState | None = None,
+        *,
+        generates: bool = True,
+    ) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.client = client
         self.narrative = narrative
+        self.fold_state: FoldState = fold_state or LocalFoldState(chorus)
+        # False in the fold role: no titles, no deadlines, no generation (see the module).
+        self.generates = generates
         # Staged: the fold agent flushes it once per batch (see streams.worker.staging).
         self.table = chorus.staging.stage(
             chorus.table("recap-status"),
@@ -253,7 +288,8 @@ class Recapper:
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
         channel = message.channel
         before = self.recap_of(channel)
-        after = with_message(before, message, offset, self.debounce(channel), utc_now())
+        update = with_message if self.generates else with_window
+        after = update(before, message, offset, self.debounce(channel), utc_now())
         if after is before:
             return
         if after.message_count > before.message_count:
@@ -264,7 +300,7 @@ class Recapper:
 
     async def on_recap(self, value: bytes | None) -> None:
         try:
-            record = RecapRecord.model_validate_json(value or b"")
+            record = TitledRecapRecord.model_validate_json(value or b"")
         except ValidationError as error:
             log.warning("ignoring an invalid record on the recaps topic: %s", error)
             return
@@ -288,7 +324,10 @@ class Recapper:
             )
             self.generating.pop(channel, None)
         latest = recap.latest if record.phase == RecapPhase.GENERATING else record
-        self.store(channel, recap.model_copy(update={"status": status, "latest": latest}))
+        update: dict[str, Any] = {"status": status, "latest": latest}
+        if not self.generates and record.title:
+            update["title"] = record.title
+        self.store(channel, recap.model_copy(update=update))
 
     async def check_deadlines(self) -> None:
         now = utc_now()
@@ -317,18 +356,23 @@ class Recapper:
     async def generate(self, channel: str, recap: ChannelRecap, partition: int) -> None:
         generation = recap.status.generation
         previous_text = recap.latest.text if recap.latest else None
-        base = RecapRecord(
+        base = TitledRecapRecord(
             channel=channel,
             text=previous_text,
             phase=RecapPhase.GENERATING,
             covered_offset=recap.status.covered_offset,
             generation=generation,
+            title=recap.title,
         )
+        try:
+            folded = await self.fold_state.folded(channel, CommitmentProjection.name)
+        except FoldUnreachable:  # logged once; the next check tries again
+            self.generating.pop(channel, None)
+            return
         try:
             await self.publish(base, partition)
             summary = self.narrative(channel)
             window = await self.window_of(channel, recap)
-            folded = self.chorus.folded(channel, CommitmentProjection.name)
             commitments = channel_commitments(folded.state if folded else None, window)
             text, cost = await write_recap(
                 self.client, window, summary, commitments, recap.keyphrases
@@ -366,7 +410,8 @@ class Recapper:
             "label": countdown_label(recap.status, now),
             "due_at": recap.status.due_at,
             "message_count": recap.message_count,
-            "title": recap.title,
+            # The fold role has the title of the latest recap record; before it, the opening.
+            "title": recap.title or recap.opening,
             "tools": recap.tools,
             "activity": "active" if active else "idle",
             "model": (latest.model if latest and latest.model else None)
@@ -376,15 +421,26 @@ class Recapper:
         }
 
 
-def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
+def install(
+    chorus: Runtime,
+    narrative: NarrativeOf,
+    fold_state: FoldState | None = None,
+    *,
+    generates: bool = True,
+) -> Recapper:
     """The recap stage; `narrative` is what the channel's latest summary says was said
-    (handed over by the composition root: no stage imports another)."""
+    (handed over by the composition root: no stage imports another). With `generates`
+    False (the fold role) it keeps the table for the views and runs no timer."""
     from streams.llm.client import client_from_settings
     from streams.llm.metering import MeteredChatClient
 
     client = client_from_settings(chorus.settings, secondary=True)
     recapper = Recapper(
-        chorus, MeteredChatClient(client, chorus.meter, "recap") if client else None, narrative
+        chorus,
+        MeteredChatClient(client, chorus.meter, "recap") if client else None,
+        narrative,
+        fold_state,
+        generates=generates,
     )
 
     @chorus.app.agent(chorus.recaps, name="record-recaps")
@@ -392,6 +448,9 @@ def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
         async for event in stream.events():
             await recapper.on_recap(event.value)
             chorus.staging.flush()
+
+    if not generates:
+        return recapper
 
     @chorus.app.timer(chorus.settings.recap_check_seconds, name="recap-deadlines")
     async def deadlines() -> None:
