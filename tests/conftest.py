@@ -73,13 +73,15 @@ def chorus_settings(chorus_env: dict[str, str], monkeypatch: pytest.MonkeyPatch)
 
 
 class WorkerProcess:
-    """`chorus worker` in its own process, as a user runs it."""
+    """`chorus worker` in its own process, as a user runs it: a supervisor and its two roles'
+    processes (fold on CHORUS_WEB_PORT, context on the next port), one process group."""
 
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         self.env = {**os.environ, **env}
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = f"http://127.0.0.1:{env['CHORUS_WEB_PORT']}"
+        self.context_url = f"http://127.0.0.1:{int(env['CHORUS_WEB_PORT']) + 1}"
         token = env.get("CHORUS_API_TOKEN")
         self.auth = {"Authorization": f"Bearer {token}"} if token else {}
         # What the readiness probe got before the worker was ready: (status, Retry-After).
@@ -108,7 +110,7 @@ class WorkerProcess:
                 # a routed view answers only once the worker has its partitions
                 probe = f"{self.base_url}/ready"
                 answer = httpx.get(probe, headers=self.auth, timeout=2)
-                if answer.status_code == 200:
+                if answer.status_code == 200 and self.context_ready():
                     return
                 self.not_ready_answers.append(
                     (answer.status_code, answer.headers.get("Retry-After"))
@@ -117,6 +119,28 @@ class WorkerProcess:
                 pass
             time.sleep(0.5)
         raise TimeoutError(f"worker not ready in {timeout}s:\n{self.log_tail()}")
+
+    def context_ready(self) -> bool:
+        """The context role has its partitions (its web server: readiness only)."""
+        try:
+            answer = httpx.get(f"{self.context_url}/ready", headers=self.auth, timeout=2)
+        except httpx.HTTPError:
+            return False
+        return answer.status_code == 200
+
+    def role_pids(self) -> dict[str, int]:
+        """The pids of the supervisor's children by role (from /proc, Linux)."""
+        assert self.process is not None
+        found: dict[str, int] = {}
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        for pid in children.read_text().split():
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--role" in command:
+                found[command[command.index(b"--role") + 1].decode()] = int(pid)
+        return found
 
     def log_tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
