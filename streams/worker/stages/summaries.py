@@ -149,6 +149,14 @@ class SummaryBook:
         return rendered(record, self.chorus.folded(record.channel, CommitmentProjection.name))
 
 
+def changed(changes: Any) -> bool:
+    """Whether a driver event's commitments `changes` name anything: null, or a mapping of
+    empty lists (`{"commitments": []}`), is no change."""
+    if isinstance(changes, dict):
+        return any(bool(value) for value in changes.values())
+    return bool(changes)
+
+
 def rendered(record: SummaryRecord, folded: Folded | None) -> SummaryRecord:
     """`record` with its state part rendered from the commitments fold `folded`."""
     narrative = narrative_of(record.text, record.narrative)
@@ -270,7 +278,7 @@ class Summariser(SummaryBook):
             channel, offset = str(event["channel"]), int(event["offset"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             return
-        if not changes:
+        if not changed(changes):
             return
         self.state_changed.setdefault(channel, utc_now())
         marked = self.state_marks.get(channel)

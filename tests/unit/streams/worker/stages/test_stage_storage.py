@@ -1,6 +1,6 @@
-"""How the summary and recap stages (the context role) store messages: the summary stage keeps positions only
-(bodies in memory, else the log), the recap window one key per slot, and in-memory indexes
-for the timers. Through Faust's test harness: no Kafka, sends captured."""
+"""How the summary and recap stages (the context role) store messages: the summary stage
+keeps positions only (bodies in memory, else the log), the recap window one key per slot,
+and in-memory indexes for the timers. Through Faust's test harness: no Kafka, sends captured."""
 
 from __future__ import annotations
 
