@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import faust
@@ -20,7 +21,7 @@ from streams.registry import registered_projections
 from streams.replay import catch_up_rebuilds
 from streams.settings import Settings
 from streams.worker.compose import build_worker
-from streams.worker.runtime import ROLES, Role
+from streams.worker.runtime import ROLES, Role, role_data_dir
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,9 @@ def create_role_topics(settings: Settings, roles: tuple[Role, ...] = ROLES) -> N
 def run_worker(settings: Settings, loglevel: str = "info", role: Role = "fold") -> None:
     """Run one role in this process until it is stopped."""
     create_role_topics(settings, (role,))
+    # Faust creates its data directory but not its parents (the context role's is inside the
+    # fold role's, which may not exist yet).
+    Path(role_data_dir(settings, role)).mkdir(parents=True, exist_ok=True)
     if settings.rebuild_on_start and role == "fold":
         # A projection or version added to a running system must not start mid-log from
         # an empty state: fold what it missed into its changelog before Faust recovers it.
