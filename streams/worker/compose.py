@@ -94,7 +94,7 @@ def build_worker(
         raise ValueError("the http stage serves summaries and recaps: include both")
     runtime = Runtime(settings, projections, broker=broker, role=role)
     if "config" in stages:
-        config.install(runtime)
+        config.install(runtime, dead_letters=role == "fold")
     _track_messages_metadata(runtime)
     if role == "context":
         return _context_role(runtime, stages, fold_state or RemoteFoldState(settings))
