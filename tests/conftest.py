@@ -46,18 +46,35 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stop_cluster(run_dir)
 
 
-@pytest.fixture
-def chorus_env(kafka_bootstrap: str, tmp_path: Path) -> dict[str, str]:
-    """Environment for one test: its own topics, consumer group, data dir and web port."""
+def free_web_port(taken: int | None = None) -> int:
+    """A port for CHORUS_WEB_PORT whose next port, the context role's, is free too (and
+    neither is one of the two of another worker's CHORUS_WEB_PORT `taken`)."""
+    import socket
+
     from streams.ops.broker import free_port
 
+    while True:
+        port = free_port()
+        if taken is not None and abs(port - taken) <= 1:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
+@pytest.fixture
+def chorus_env(kafka_bootstrap: str, tmp_path: Path) -> dict[str, str]:
+    """Environment for one test: its own topics, consumer group, data dir and web ports."""
     tag = uuid.uuid4().hex[:8]
     return {
         "CHORUS_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "CHORUS_TOPIC_PREFIX": f"t{tag}.",
         "CHORUS_APP_ID": f"chorus-test-{tag}",
         "CHORUS_DATA_DIR": str(tmp_path / "worker-data"),
-        "CHORUS_WEB_PORT": str(free_port()),
+        "CHORUS_WEB_PORT": str(free_web_port()),
         "CHORUS_PARTITIONS": "4",
         "CHORUS_STORE": "rocksdb://",
         "CHORUS_STANDBY_REPLICAS": "0",
