@@ -127,11 +127,13 @@ class WorkerProcess:
                 # a routed view answers only once the worker has its partitions
                 probe = f"{self.base_url}/ready"
                 answer = httpx.get(probe, headers=self.auth, timeout=2)
-                if answer.status_code == 200 and self.context_ready():
-                    return
-                self.not_ready_answers.append(
-                    (answer.status_code, answer.headers.get("Retry-After"))
-                )
+                if answer.status_code == 200:
+                    if self.context_ready():
+                        return
+                else:
+                    self.not_ready_answers.append(
+                        (answer.status_code, answer.headers.get("Retry-After"))
+                    )
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
