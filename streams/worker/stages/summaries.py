@@ -351,11 +351,16 @@ class Summariser(SummaryBook):
         """`record` with its state part rendered from the commitments fold as the fold role
         holds it now. When the fold role does not answer, the previous record's state part
         and `state_offset` stand (so the record counts as stale) and the refresh is retried
-        at the next check: the narrative is never held back for the state part."""
+        at the next check: the narrative is never held back for the state part. So too when
+        it knows no fold of a channel whose commitments changed (it is still recovering)."""
+        channel = record.channel
         try:
-            folded = await self.fold_state.folded(record.channel, CommitmentProjection.name)
+            folded = await self.fold_state.folded(channel, CommitmentProjection.name)
+            missing = folded is None and self.state_marks.get(channel) is not None
         except FoldUnreachable:
-            self.state_changed.setdefault(record.channel, utc_now())
+            folded, missing = None, True
+        if missing:
+            self.state_changed.setdefault(channel, utc_now())
             previous = previous_raw or {}
             narrative = narrative_of(record.text, record.narrative)
             part = state_part_of(previous.get("text") or "", previous.get("narrative"))
@@ -393,6 +398,9 @@ class Summariser(SummaryBook):
             except FoldUnreachable:
                 self.state_changed.setdefault(channel, since)
                 break  # logged once; every channel waits for the next check
+            if folded is None:  # its commitments changed: the fold role is still recovering
+                self.state_changed.setdefault(channel, since)
+                continue
             current = rendered(record, folded)
             if current.text == record.text:
                 continue

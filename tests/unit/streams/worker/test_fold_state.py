@@ -122,3 +122,22 @@ async def test_a_driver_event_that_changed_commitments_schedules_a_refresh() -> 
     summariser.on_driver_event(event("a/b", 6, {"commitments": [{"id": "x"}]}))
     assert set(summariser.state_changed) == {"a/b"}
     assert summariser.state_marks.get("a/b") == 6
+
+
+class Recovering:
+    async def folded(self, channel: str, name: str) -> Folded | None:
+        return None  # the fold role answers, but its tables are not restored yet
+
+
+async def test_no_fold_of_a_channel_whose_commitments_changed_keeps_the_previous_part() -> None:
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    worker = build_worker(settings, broker="127.0.0.1:1", role="context", fold_state=Recovering())
+    summariser = worker.summariser
+    assert isinstance(summariser, Summariser)
+    previous = {"text": "Before.\n\nOpen (1):\n- x", "narrative": "Before.", "state_offset": 3}
+    new = SummaryRecord(channel="a/b", text="Now.", narrative="Now.")
+    # A channel the fold role never had commitments of: no state part, nothing to wait for.
+    assert (await summariser.with_fold_state(new, previous)).text == "Now."
+    summariser.state_marks["a/b"] = 5  # a driver event said its commitments changed
+    record = await summariser.with_fold_state(new, previous)
+    assert record.text == "Now.\n\nOpen (1):\n- x" and record.state_offset == 3
