@@ -21,22 +21,29 @@ from streams.settings import Settings
 from streams.worker.compose import EVERY_STAGE
 
 
-def app_for(module: str, settings: Settings) -> Any:
+def apps_for(module: str, settings: Settings) -> list[Any]:
+    """The Faust apps `module` runs: `chorus worker` runs both roles."""
     if module == "bench.faust_floor":
         from bench.faust_floor import build
 
-        return build(settings, "table", settings.topic("floor-out"))
+        return [build(settings, "table", settings.topic("floor-out"))]
     from bench.fold_worker import FOLD_ONLY
     from streams.worker.compose import build_worker
 
-    stages = FOLD_ONLY if module == "bench.fold_worker" else EVERY_STAGE
-    return build_worker(settings, stages=stages).runtime.app
+    if module == "bench.fold_worker":
+        return [build_worker(settings, stages=FOLD_ONLY).runtime.app]
+    return [
+        build_worker(settings, stages=EVERY_STAGE).runtime.app,
+        build_worker(settings, role="context").runtime.app,
+    ]
 
 
 def main() -> None:
     settings = Settings()
-    app = app_for(sys.argv[1] if len(sys.argv) > 1 else "streams.interfaces.cli", settings)
-    names = sorted(table.changelog_topic.get_topic_name() for table in app.tables.values())
+    apps = apps_for(sys.argv[1] if len(sys.argv) > 1 else "streams.interfaces.cli", settings)
+    names = sorted(
+        table.changelog_topic.get_topic_name() for app in apps for table in app.tables.values()
+    )
     asyncio.run(create_topics(settings, names))
     print("\n".join(names))
 

@@ -269,9 +269,17 @@ class Worker:
         return found
 
     def rss(self) -> int:
+        """The worker's resident memory: `chorus worker` and its roles' processes."""
         import psutil
 
-        return int(psutil.Process(self.pid).memory_info().rss)
+        process = psutil.Process(self.pid)
+        total = process.memory_info().rss
+        for child in process.children(recursive=True):
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                continue
+        return int(total)
 
     def stop(self, timeout: float = 60.0) -> None:
         if self.process and self.process.poll() is None:

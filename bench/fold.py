@@ -10,6 +10,7 @@ window, sampled with psutil.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -43,8 +44,14 @@ class CpuSampler:
 
     def __call__(self, total: int) -> None:
         try:
-            times = psutil.Process(self.pid).cpu_times()
+            process = psutil.Process(self.pid)
+            times = process.cpu_times()
             cpu = times.user + times.system + times.children_user + times.children_system
+            # `chorus worker` is a supervisor: its roles' processes do the work.
+            for child in process.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    child_times = child.cpu_times()
+                    cpu += child_times.user + child_times.system
         except psutil.Error:
             return
         self.samples.append((time.time(), total, cpu))

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     web_host: str = "127.0.0.1"
     web_port: int = 6066
     api_token: SecretStr | None = None
+    # Where the context role reads folds (the fold role's public API); unset: this host's
+    # web_port, where `chorus worker` starts the fold role.
+    fold_url: str | None = None
     projections: list[str] = Field(default_factory=list)
     standby_replicas: int = 1
     # How long a silent worker keeps its partitions before the group moves them.

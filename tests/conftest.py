@@ -46,18 +46,35 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stop_cluster(run_dir)
 
 
-@pytest.fixture
-def chorus_env(kafka_bootstrap: str, tmp_path: Path) -> dict[str, str]:
-    """Environment for one test: its own topics, consumer group, data dir and web port."""
+def free_web_port(taken: int | None = None) -> int:
+    """A port for CHORUS_WEB_PORT whose next port, the context role's, is free too (and
+    neither is one of the two of another worker's CHORUS_WEB_PORT `taken`)."""
+    import socket
+
     from streams.ops.broker import free_port
 
+    while True:
+        port = free_port()
+        if taken is not None and abs(port - taken) <= 1:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
+@pytest.fixture
+def chorus_env(kafka_bootstrap: str, tmp_path: Path) -> dict[str, str]:
+    """Environment for one test: its own topics, consumer group, data dir and web ports."""
     tag = uuid.uuid4().hex[:8]
     return {
         "CHORUS_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "CHORUS_TOPIC_PREFIX": f"t{tag}.",
         "CHORUS_APP_ID": f"chorus-test-{tag}",
         "CHORUS_DATA_DIR": str(tmp_path / "worker-data"),
-        "CHORUS_WEB_PORT": str(free_port()),
+        "CHORUS_WEB_PORT": str(free_web_port()),
         "CHORUS_PARTITIONS": "4",
         "CHORUS_STORE": "rocksdb://",
         "CHORUS_STANDBY_REPLICAS": "0",
@@ -73,13 +90,15 @@ def chorus_settings(chorus_env: dict[str, str], monkeypatch: pytest.MonkeyPatch)
 
 
 class WorkerProcess:
-    """`chorus worker` in its own process, as a user runs it."""
+    """`chorus worker` in its own process, as a user runs it: a supervisor and its two roles'
+    processes (fold on CHORUS_WEB_PORT, context on the next port), one process group."""
 
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         self.env = {**os.environ, **env}
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = f"http://127.0.0.1:{env['CHORUS_WEB_PORT']}"
+        self.context_url = f"http://127.0.0.1:{int(env['CHORUS_WEB_PORT']) + 1}"
         token = env.get("CHORUS_API_TOKEN")
         self.auth = {"Authorization": f"Bearer {token}"} if token else {}
         # What the readiness probe got before the worker was ready: (status, Retry-After).
@@ -109,14 +128,38 @@ class WorkerProcess:
                 probe = f"{self.base_url}/ready"
                 answer = httpx.get(probe, headers=self.auth, timeout=2)
                 if answer.status_code == 200:
-                    return
-                self.not_ready_answers.append(
-                    (answer.status_code, answer.headers.get("Retry-After"))
-                )
+                    if self.context_ready():
+                        return
+                else:
+                    self.not_ready_answers.append(
+                        (answer.status_code, answer.headers.get("Retry-After"))
+                    )
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
         raise TimeoutError(f"worker not ready in {timeout}s:\n{self.log_tail()}")
+
+    def context_ready(self) -> bool:
+        """The context role has its partitions (its web server: readiness only)."""
+        try:
+            answer = httpx.get(f"{self.context_url}/ready", headers=self.auth, timeout=2)
+        except httpx.HTTPError:
+            return False
+        return answer.status_code == 200
+
+    def role_pids(self) -> dict[str, int]:
+        """The pids of the supervisor's children by role (from /proc, Linux)."""
+        assert self.process is not None
+        found: dict[str, int] = {}
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        for pid in children.read_text().split():
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--role" in command:
+                found[command[command.index(b"--role") + 1].decode()] = int(pid)
+        return found
 
     def log_tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

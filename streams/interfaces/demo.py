@@ -36,6 +36,8 @@ from streams.kafka.consume import read_topic
 from streams.kafka.produce import send_messages
 from streams.ops.topics import create_topics
 from streams.settings import Settings
+from streams.worker.fold_state import role_url
+from streams.worker.runtime import ROLES
 
 console = Console(highlight=False)
 
@@ -49,13 +51,14 @@ def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
         start_new_session=True,
         env=os.environ.copy(),
     )
-    probe = f"http://{settings.web_host}:{settings.web_port}/ready"
+    # Both roles: the fold role's API, and the context role (summaries, recaps).
+    probes = [f"{role_url(settings, role)}/ready" for role in ROLES]
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the worker exited; see {log_path}")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(probe, timeout=2).status_code == 200:
+            if all(httpx.get(probe, timeout=2).status_code == 200 for probe in probes):
                 return process
         time.sleep(0.5)
     process.terminate()

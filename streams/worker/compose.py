@@ -1,19 +1,29 @@
 """The composition root: the one place that imports the stages and wires them together.
 
-Data flow, one module per stage (`streams.worker.stages`):
+The worker runs in two roles, each a Faust app with its own consumer group, so the fold
+never waits for text work and each role scales on its own (`chorus worker` starts both as
+child processes and supervises them, `streams.worker.supervise`):
 
+  fold role (app id CHORUS_APP_ID, the public HTTP API on CHORUS_WEB_PORT)
   chorus.channel-config ─► config: the config table (read by every stage)
   chorus.messages ─► fold: validate once, fold ─► fold tables ─► chorus.driver-events
         │               └────────────────────────────────────────► chorus.dead-letters
-        │          then, in the same batch, its followers:
-        ├─────────► summaries: pending batch ─► task ─► chorus.summaries (compacted)
-        └─────────► recaps: phase + deadline ─► timer ─► chorus.recaps (compacted)
-  chorus.summaries / chorus.recaps ─► their stage's table (tables change only from the log)
+        └─► (same batch) recaps, read side: phase + window positions, for the views
+  chorus.summaries / chorus.recaps ─► the tables the views read (latest summary, recap)
   shadow: re-folds a sample of channels from the log now and then (off by default)
-  http: the worker's views over the read model (`streams.worker.read_model`)
+  http: the views over the read model (`streams.worker.read_model`)
+
+  context role (app id CHORUS_APP_ID-context, readiness on CHORUS_WEB_PORT + 1)
+  chorus.channel-config ─► config
+  chorus.messages ─► feed: validate ─► summaries: pending batch ─► task ─► chorus.summaries
+                                 └──► recaps: phase + deadline ─► timer ─► chorus.recaps
+  chorus.driver-events ─► summaries: a commitment changed ─► the state part again in 2 s
+  chorus.summaries / chorus.recaps ─► their tables (what the next batch builds on)
+  commitments at generation time: GET /channels/{c}/state of the fold role
+  (`streams.worker.fold_state`; unreachable: logged once, retried at the next check)
 
 Stages share the `Runtime` and reach each other only through what `build_worker` hands
-them here (the fold stage's followers, the summaries the recap and HTTP stages read).
+them here (the followers of the fold or the feed, the summaries the recaps and views read).
 """
 
 from __future__ import annotations
@@ -25,21 +35,34 @@ from typing import Any, Literal
 from projections.projection import ChannelProjection
 from streams.settings import Settings
 from streams.worker import http
-from streams.worker.runtime import Runtime
-from streams.worker.stages import config, fold, recaps, shadow, summaries
+from streams.worker.fold_state import FoldState, RemoteFoldState
+from streams.worker.runtime import Role, Runtime
+from streams.worker.stages import config, feed, fold, recaps, shadow, summaries
+from streams.worker.stages.feed import Feed
 
 Stage = Literal["config", "fold", "summaries", "recaps", "shadow", "http"]
+# The fold role's stages: its summaries and recaps are their read side (the views').
 EVERY_STAGE: tuple[Stage, ...] = ("config", "fold", "summaries", "recaps", "shadow", "http")
+# Per role, the stages it runs by default and those it may run.
+ROLE_STAGES: dict[Role, tuple[Stage, ...]] = {
+    "fold": EVERY_STAGE,
+    # "http" here is readiness (and this process's LLM costs and metrics) on its own port.
+    "context": ("config", "summaries", "recaps", "http"),
+}
 
 
 @dataclass(frozen=True)
 class Worker:
-    """A wired worker: the runtime and the stage objects (None for a stage left out)."""
+    """A wired worker: the runtime and the stage objects (None for a stage left out).
+
+    `summariser` is the writing `Summariser` in the context role, the read-only
+    `SummaryBook` in the fold role; `recapper` generates only in the context role."""
 
     runtime: Runtime
     folder: fold.Folder | None
-    summariser: summaries.Summariser | None
+    summariser: summaries.SummaryBook | None
     recapper: recaps.Recapper | None
+    feed: Feed | None = None
 
 
 def build_worker(
@@ -47,38 +70,62 @@ def build_worker(
     projections: list[ChannelProjection[Any]] | None = None,
     *,
     broker: str | None = None,
-    stages: Collection[Stage] = EVERY_STAGE,
+    stages: Collection[Stage] | None = None,
+    role: Role = "fold",
+    fold_state: FoldState | None = None,
 ) -> Worker:
-    """A worker with `stages` registered on its Faust app (agents, timers, views).
+    """A worker of `role` with `stages` (the role's, `ROLE_STAGES`, when left out)
+    registered on its Faust app (agents, timers, views).
 
-    The worker runs every stage; the bench's fold-only worker runs `("config", "fold")`.
-    The summaries stage is needed by the recaps and HTTP stages.
+    The bench's fold-only worker runs `("config", "fold")`. The summaries stage is needed by
+    the recaps and HTTP stages. The context role reads folds through `fold_state` (the fold
+    role's HTTP API when left out).
     """
-    unknown = set(stages) - set(EVERY_STAGE)
+    stages = ROLE_STAGES[role] if stages is None else stages
+    unknown = set(stages) - set(ROLE_STAGES[role])
     if unknown:
-        raise ValueError(f"unknown stages {sorted(unknown)}; known: {list(EVERY_STAGE)}")
+        raise ValueError(
+            f"unknown stages {sorted(unknown)} for the {role} role; "
+            f"known: {list(ROLE_STAGES[role])}"
+        )
     if "recaps" in stages and "summaries" not in stages:
         raise ValueError("the recaps stage reads the summaries stage: include it")
-    if "http" in stages and not {"summaries", "recaps"} <= set(stages):
+    if role == "fold" and "http" in stages and not {"summaries", "recaps"} <= set(stages):
         raise ValueError("the http stage serves summaries and recaps: include both")
-    runtime = Runtime(settings, projections, broker=broker)
+    runtime = Runtime(settings, projections, broker=broker, role=role)
     if "config" in stages:
-        config.install(runtime)
+        config.install(runtime, dead_letters=role == "fold")
     _track_messages_metadata(runtime)
+    if role == "context":
+        return _context_role(runtime, stages, fold_state or RemoteFoldState(settings))
+    book = recapper = None
     followers: list[fold.Follower] = []
-    summariser = recapper = None
     if "summaries" in stages:
-        summariser = summaries.install(runtime)
-        followers.append(summariser.on_message)
-    if summariser is not None and "recaps" in stages:
-        recapper = recaps.install(runtime, summariser.narrative)
+        book = summaries.install_book(runtime)
+    if book is not None and "recaps" in stages:
+        recapper = recaps.install(runtime, book.narrative, generates=False)
         followers.append(recapper.on_message)
     folder = fold.install(runtime, followers=followers) if "fold" in stages else None
     if "shadow" in stages:
         shadow.install(runtime)
-    if summariser is not None and recapper is not None and "http" in stages:
-        http.install(runtime, summariser, recapper)
-    return Worker(runtime, folder, summariser, recapper)
+    if book is not None and recapper is not None and "http" in stages:
+        http.install(runtime, book, recapper)
+    return Worker(runtime, folder, book, recapper)
+
+
+def _context_role(runtime: Runtime, stages: Collection[Stage], fold_state: FoldState) -> Worker:
+    summariser = recapper = None
+    followers: list[fold.Follower] = []
+    if "summaries" in stages:
+        summariser = summaries.install(runtime, fold_state)
+        followers.append(summariser.on_message)
+    if summariser is not None and "recaps" in stages:
+        recapper = recaps.install(runtime, summariser.narrative, fold_state)
+        followers.append(recapper.on_message)
+    fed = feed.install(runtime, followers) if followers else None
+    if "http" in stages:
+        http.install_readiness(runtime)
+    return Worker(runtime, None, summariser, recapper, fed)
 
 
 def _track_messages_metadata(runtime: Runtime) -> None:

@@ -1,20 +1,26 @@
 """HTTP views on the worker's web server (127.0.0.1 by default; optional bearer token).
 
-Per-channel views are routed by Faust to the worker that owns the channel's partition.
+The fold role serves every public view on CHORUS_WEB_PORT (`install`); per-channel views
+are routed by Faust to the fold worker that owns the channel's partition. The context role
+serves its readiness, its LLM costs and its metrics on CHORUS_WEB_PORT + 1
+(`install_readiness`); the fold role's `/costs` adds those of the context role on its host.
 """
 
 from __future__ import annotations
 
 import hmac
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.model import utc_now
 from streams.records import SummaryRecord, summary_view
+from streams.worker.fold_state import role_url
 from streams.worker.read_model import (
     UnknownChannel,
     channel_context,
@@ -26,7 +32,9 @@ from streams.worker.read_model import (
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
     from streams.worker.stages.recaps import Recapper
-    from streams.worker.stages.summaries import Summariser
+    from streams.worker.stages.summaries import SummaryBook
+
+log = logging.getLogger(__name__)
 
 
 # What a 503 tells a client to wait before it asks again, in seconds.
@@ -55,8 +63,11 @@ def local_channels(chorus: Runtime) -> list[str]:
     return sorted(str(key) for key in overview)
 
 
-def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None:
-    app = chorus.app
+Answer = Callable[[View, Request], Response | Awaitable[Response]]
+
+
+def _pages(chorus: Runtime) -> tuple[Callable[[View, Request], Response | None], Any]:
+    """`denied` (the bearer-token check) and `page(path, answer)` for the app's views."""
     token = chorus.settings.api_token
 
     def denied(view: View, request: Request) -> Response | None:
@@ -68,12 +79,69 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
             return None
         return view.json({"error": "missing or wrong bearer token"}, status=401)
 
-    def page(path: str, answer: Callable[[View, Request], Response]) -> None:
-        @app.page(path)
+    def page(path: str, answer: Answer) -> None:
+        @chorus.app.page(path)
         class Page(View):
             async def get(self, request: Request) -> Response:
                 refusal = denied(self, request)
-                return refusal if refusal is not None else answer(self, request)
+                if refusal is not None:
+                    return refusal
+                answered = answer(self, request)
+                return await answered if inspect.isawaitable(answered) else answered
+
+    return denied, page
+
+
+def _ready(chorus: Runtime) -> Callable[[View, Request], Response]:
+    def ready(view: View, _: Request) -> Response:
+        """200 once the per-channel views answer (the group assigned the partitions and no
+        rebalance is under way); 503 with Retry-After before."""
+        if not routable(chorus):
+            return not_yet(view, "the worker is still learning its partitions")
+        return view.json({"ready": True})
+
+    return ready
+
+
+def _metrics(chorus: Runtime) -> Callable[[View, Request], Response]:
+    def metrics(view: View, _: Request) -> Response:
+        body = generate_latest(chorus.meter.registry)
+        # aiohttp wants the charset out of content_type
+        return view.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
+
+    return metrics
+
+
+def install_readiness(chorus: Runtime) -> None:
+    """The context role's web server: readiness, and this process's LLM costs and metrics
+    (the summaries and recaps call the models here)."""
+    _, page = _pages(chorus)
+    page("/ready", _ready(chorus))
+    page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
+    page("/metrics", _metrics(chorus))
+
+
+async def context_role_costs(chorus: Runtime) -> list[dict[str, Any]]:
+    """The LLM costs of the context role next to this fold worker ([] when it does not
+    answer: costs are per process, like the metrics)."""
+    url = f"{role_url(chorus.settings, 'context')}/costs"
+    headers = {}
+    if chorus.settings.api_token:
+        headers["Authorization"] = f"Bearer {chorus.settings.api_token.get_secret_value()}"
+    try:
+        async with httpx.AsyncClient(timeout=2.0, headers=headers) as client:
+            response = await client.get(url)
+        response.raise_for_status()
+        rows: list[dict[str, Any]] = response.json().get("llm", [])
+        return rows
+    except (httpx.HTTPError, ValueError) as error:
+        log.debug("no costs from the context role at %s: %r", url, error)
+        return []
+
+
+def install(chorus: Runtime, summariser: SummaryBook, recapper: Recapper) -> None:
+    app = chorus.app
+    denied, page = _pages(chorus)
 
     def channel_page(
         suffix: str, answer: Callable[[View, str, Request], Response | Awaitable[Response]]
@@ -131,11 +199,6 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
             )
         return view.json({"channels": names})
 
-    def metrics(view: View) -> Response:
-        body = generate_latest(chorus.meter.registry)
-        # aiohttp wants the charset out of content_type
-        return view.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
-
     async def context(view: View, channel: str, request: Request) -> Response:
         try:
             budget = context_budget(request.query.get("max_tokens"))
@@ -148,14 +211,10 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
             return view.json({"error": str(error)}, status=404)
         return view.json(found.as_json())
 
-    def ready(view: View, _: Request) -> Response:
-        """200 once the per-channel views answer (the group assigned the partitions and no
-        rebalance is under way); 503 with Retry-After before."""
-        if not routable(chorus):
-            return not_yet(view, "the worker is still learning its partitions")
-        return view.json({"ready": True})
+    async def costs(view: View, _: Request) -> Response:
+        return view.json({"llm": chorus.meter.as_json() + await context_role_costs(chorus)})
 
-    page("/ready", ready)
+    page("/ready", _ready(chorus))
     page("/channels", channels)
     channel_page("state", state)
 
@@ -171,7 +230,8 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
 
     def current_summary(channel: str) -> dict[str, Any]:
         """The latest summary with its state part rendered from the fold as it is now (the
-        record on the topic follows within seconds, see `Summariser.refresh_states`)."""
+        record on the topic follows within seconds: the context role's
+        `Summariser.refresh_states`)."""
         latest = summariser.latest.get(channel)
         if latest:
             record = summariser.with_current_state(SummaryRecord.model_validate(latest))
@@ -182,5 +242,5 @@ def install(chorus: Runtime, summariser: Summariser, recapper: Recapper) -> None
     channel_page("recap", known(recap_view))
     channel_page("context", context)
     page("/recaps", lambda view, _: recaps(view))
-    page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
-    page("/metrics", lambda view, _: metrics(view))
+    page("/costs", costs)
+    page("/metrics", _metrics(chorus))

@@ -27,7 +27,7 @@ from streams.worker.runtime import Runtime
 
 if TYPE_CHECKING:
     from streams.worker.stages.recaps import Recapper
-    from streams.worker.stages.summaries import Summariser
+    from streams.worker.stages.summaries import SummaryBook
 
 
 class UnknownChannel(LookupError):
@@ -73,7 +73,7 @@ MAX_CONTEXT_TOKENS = 100_000
 
 async def channel_context(
     chorus: Runtime,
-    summariser: Summariser,
+    summariser: SummaryBook,
     recapper: Recapper,
     channel: str,
     max_tokens: int,

@@ -1,4 +1,5 @@
-"""Starting a worker: create the topics, build the app, hand the loop to Faust."""
+"""Starting one role of the worker: create the topics, build the app, hand the loop to
+Faust. `chorus worker` starts both roles as child processes (`streams.worker.supervise`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import faust
@@ -19,6 +21,7 @@ from streams.registry import registered_projections
 from streams.replay import catch_up_rebuilds
 from streams.settings import Settings
 from streams.worker.compose import build_worker
+from streams.worker.runtime import ROLES, Role, role_data_dir
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +93,26 @@ async def with_retries(
     raise AssertionError("unreachable")
 
 
-def run_worker(settings: Settings, loglevel: str = "info") -> None:
-    # Faust creates the changelogs itself, but only as its clients start: create them first
-    # and wait until metadata lists them, so no client starts with a view that predates them.
-    asyncio.run(create_topics(settings, build_worker(settings).runtime.changelog_topics()))
-    if settings.rebuild_on_start:
+def create_role_topics(settings: Settings, roles: tuple[Role, ...] = ROLES) -> None:
+    """The chorus topics and the changelogs of `roles`' tables. Faust creates the changelogs
+    itself, but only as its clients start: create them first and wait until metadata lists
+    them, so no client starts with a view that predates them. Raises (one line) when the
+    broker cannot be reached."""
+    changelogs = [
+        name
+        for role in roles
+        for name in build_worker(settings, role=role).runtime.changelog_topics()
+    ]
+    asyncio.run(create_topics(settings, sorted(set(changelogs))))
+
+
+def run_worker(settings: Settings, loglevel: str = "info", role: Role = "fold") -> None:
+    """Run one role in this process until it is stopped."""
+    create_role_topics(settings, (role,))
+    # Faust creates its data directory but not its parents (the context role's is inside the
+    # fold role's, which may not exist yet).
+    Path(role_data_dir(settings, role)).mkdir(parents=True, exist_ok=True)
+    if settings.rebuild_on_start and role == "fold":
         # A projection or version added to a running system must not start mid-log from
         # an empty state: fold what it missed into its changelog before Faust recovers it.
         projections = registered_projections(settings.projections, settings)
@@ -110,7 +128,7 @@ def run_worker(settings: Settings, loglevel: str = "info") -> None:
                 )
     # asyncio.run leaves no current loop behind; Faust's worker needs one.
     asyncio.set_event_loop(asyncio.new_event_loop())
-    chorus = build_worker(settings).runtime
+    chorus = build_worker(settings, role=role).runtime
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     worker = ChorusWorker(chorus.app, loglevel=loglevel, quiet=True)
     worker.spinner = None  # else Faust sets the root logger to DEBUG at WARNING and above

@@ -11,7 +11,7 @@ import ssl
 from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import faust
 from aiokafka.errors import (
@@ -63,6 +63,30 @@ REFUSED_FOR_GOOD = (MessageSizeTooLargeError, RecordListTooLargeError, RecordToo
 # Channels whose standing (`Runtime.standing`) is kept between views.
 STANDINGS_KEPT = 10_000
 
+# The worker's two roles, each a Faust app with its own consumer group (`streams.worker.
+# compose`): "fold" validates, folds and serves the public HTTP API on CHORUS_WEB_PORT;
+# "context" writes summaries and recaps and serves readiness on CHORUS_WEB_PORT + 1.
+Role = Literal["fold", "context"]
+ROLES: tuple[Role, ...] = ("fold", "context")
+# The one place the context role's port is derived from the public one.
+CONTEXT_WEB_PORT_OFFSET = 1
+
+
+def role_app_id(settings: Settings, role: Role) -> str:
+    """The role's Faust app id (its consumer group, the prefix of its changelogs): the fold
+    role keeps CHORUS_APP_ID, so the fold tables' changelogs of earlier versions stay valid."""
+    return settings.app_id if role == "fold" else f"{settings.app_id}-context"
+
+
+def role_web_port(settings: Settings, role: Role) -> int:
+    """Where the role's web server listens: the public API for the fold role."""
+    return settings.web_port + (CONTEXT_WEB_PORT_OFFSET if role == "context" else 0)
+
+
+def role_data_dir(settings: Settings, role: Role) -> str:
+    """The role's local table stores; two processes must not share a RocksDB directory."""
+    return str(settings.data_dir if role == "fold" else settings.data_dir / "context")
+
 
 def _refused_for_good(error: BaseException) -> bool:
     """Faust's producer wraps what aiokafka raises at queue time (`ProducerSendError`)."""
@@ -102,8 +126,10 @@ class Runtime:
         projections: list[ChannelProjection[Any]] | None = None,
         *,
         broker: str | None = None,
+        role: Role = "fold",
     ) -> None:
         self.settings = settings
+        self.role = role
         self.projections = (
             projections
             if projections is not None
@@ -112,17 +138,17 @@ class Runtime:
         servers = broker or bootstrap_servers(settings)
         self.servers = servers
         self.app = faust.App(
-            settings.app_id,
+            role_app_id(settings, role),
             broker=[f"kafka://{server}" for server in servers.split(",")],
             broker_credentials=_credentials(settings),
             store=settings.store,
-            datadir=str(settings.data_dir),
+            datadir=role_data_dir(settings, role),
             topic_partitions=settings.partitions,
             topic_replication_factor=settings.replication_factor,
             topic_allow_declare=True,
             web_bind=settings.web_host,
             web_host=settings.web_host,
-            web_port=settings.web_port,
+            web_port=role_web_port(settings, role),
             # Faust's own /table views would serve table data without the bearer token.
             web_tables_enabled=False,
             producer_acks=-1,
@@ -146,18 +172,24 @@ class Runtime:
         self.summaries = self.app.topic(settings.topic(SUMMARIES), **RAW)
         self.recaps = self.app.topic(settings.topic(RECAPS), **RAW)
 
-        self.folds = {p.name: self.table(fold_table_name(p)) for p in self.projections}
+        # The fold tables live in the fold role only; the context role asks it for a fold
+        # (`streams.worker.fold_state`), so `folded` and `standing` find nothing there.
+        folding = role == "fold"
+        self.folds = {p.name: self.table(fold_table_name(p)) for p in self.projections if folding}
         self._standings: OrderedDict[str, tuple[Any, Any, ChannelStanding]] = OrderedDict()
         # The second tables of split folds (`streams.fold_store`: commitments one record
         # each, the overview's participants in buckets): read a fold through `folded`, never
         # from `folds` directly.
         self.parts = {
-            p.name: self.table(parts_table_name(p)) for p in self.projections if is_split(p)
+            p.name: self.table(parts_table_name(p))
+            for p in self.projections
+            if folding and is_split(p)
         }
         self.channel_config = self.table("channel-config")
         self.configs = ChannelConfigs(self.channel_config)
-        # Next offset to fold per messages partition: the fold never applies past a gap.
-        self.positions = self.table("fold-positions")
+        # Next offset to fold (or, in the context role, to follow) per messages partition:
+        # neither role applies a message past a gap.
+        self.positions = self.table("fold-positions" if folding else "context-positions")
         self.meter = CostMeter()
         # Table writes of the stages, applied once per key per fold batch; a value that
         # would not fit a changelog record is refused and reported, never sent.

@@ -69,7 +69,8 @@ class FaultWorker(WorkerProcess):
             if self.process.poll() is not None:
                 raise RuntimeError(f"worker exited early:\n{self.log_tail()}")
             try:
-                if httpx.get(probe, timeout=2, headers=self.headers).status_code == 200:
+                answer = httpx.get(probe, timeout=2, headers=self.headers)
+                if answer.status_code == 200 and self.context_ready():
                     return
             except httpx.HTTPError:
                 pass

@@ -162,8 +162,13 @@ async def prepare_topics(settings: Settings, timeout: float = 60.0) -> None:
     from streams.ops.topics import create_topics
     from streams.topology import topic_specs
     from streams.worker.compose import build_worker
+    from streams.worker.runtime import ROLES
 
-    changelogs = set(build_worker(settings).runtime.changelog_topics())  # no I/O
+    changelogs = {  # both roles' tables; no I/O
+        name
+        for role in ROLES
+        for name in build_worker(settings, role=role).runtime.changelog_topics()
+    }
     await create_topics(settings, sorted(changelogs))
     wanted = {spec.name for spec in topic_specs(settings)} | changelogs
 

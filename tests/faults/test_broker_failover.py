@@ -21,7 +21,6 @@ from streams.kafka.clients import consumer
 from streams.kafka.produce import send_messages
 from streams.ops.broker import (
     ClusterInfo,
-    free_port,
     start_cluster,
     stop_cluster,
 )
@@ -29,6 +28,7 @@ from streams.ops.topics import create_topics
 from streams.settings import Settings
 from streams.topology import MESSAGES
 from tests.broker_faults import kill_node, restart_node
+from tests.conftest import free_web_port
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import (
     Producing,
@@ -71,7 +71,7 @@ def cluster_env(cluster: ClusterInfo, tmp_path: Path) -> dict[str, str]:
         "CHORUS_TOPIC_PREFIX": f"f{tag}.",
         "CHORUS_APP_ID": f"chorus-failover-{tag}",
         "CHORUS_DATA_DIR": str(tmp_path / "worker-data"),
-        "CHORUS_WEB_PORT": str(free_port()),
+        "CHORUS_WEB_PORT": str(free_web_port()),
         "CHORUS_PARTITIONS": "4",
         "CHORUS_REPLICATION_FACTOR": "3",
         "CHORUS_STANDBY_REPLICAS": "0",

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.produce import send_messages
-from streams.ops.broker import ClusterInfo, free_port, start_cluster, stop_cluster
+from streams.ops.broker import ClusterInfo, start_cluster, stop_cluster
 from streams.settings import Settings
 from tests.broker_faults import kill_node
+from tests.conftest import free_web_port
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import channel_names, prepare_topics, report, traffic
 
@@ -61,7 +62,7 @@ async def test_a_worker_whose_broker_is_gone_exits_on_sigterm_within_10_s(
         "CHORUS_TOPIC_PREFIX": f"g{tag}.",
         "CHORUS_APP_ID": f"chorus-gone-{tag}",
         "CHORUS_DATA_DIR": str(tmp_path / "worker-data"),
-        "CHORUS_WEB_PORT": str(free_port()),
+        "CHORUS_WEB_PORT": str(free_web_port()),
         "CHORUS_PARTITIONS": "2",
         "CHORUS_STANDBY_REPLICAS": "0",
     }

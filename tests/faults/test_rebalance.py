@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streams.ops.broker import free_port
 from streams.settings import Settings
+from tests.conftest import free_web_port
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import (
     Producing,
@@ -61,7 +61,7 @@ async def test_killed_group_member_hands_over_from_changelogs_and_rejoins(
     survivor = fault_workers(**group)
     victim_env = {
         **group,
-        "CHORUS_WEB_PORT": str(free_port()),
+        "CHORUS_WEB_PORT": str(free_web_port(taken=int(survivor.env["CHORUS_WEB_PORT"]))),
         "CHORUS_DATA_DIR": str(tmp_path / "worker-b-data"),
     }
     victim = fault_workers(**victim_env)

@@ -21,9 +21,8 @@ import httpx
 import orjson
 import pytest
 
-from streams.ops.broker import free_port
 from streams.settings import Settings
-from tests.conftest import REPO
+from tests.conftest import REPO, free_web_port
 from tests.faults.conftest import FaultWorker
 from tests.faults.secure_broker import SecureBroker, start_secure_broker
 from tests.faults.support import eventually, prepare_topics, report, settings_from
@@ -55,7 +54,7 @@ def secure_env(broker: SecureBroker, tmp_path: Path, **changes: str) -> dict[str
         "CHORUS_TOPIC_PREFIX": f"s{tag}.",
         "CHORUS_APP_ID": f"chorus-secure-{tag}",
         "CHORUS_DATA_DIR": str(tmp_path / f"data-{tag}"),
-        "CHORUS_WEB_PORT": str(free_port()),
+        "CHORUS_WEB_PORT": str(free_web_port()),
         "CHORUS_PARTITIONS": "2",
         "CHORUS_STANDBY_REPLICAS": "0",
         "CHORUS_SESSION_TIMEOUT_SECONDS": "6",

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import httpx
 import orjson
 import pytest
 
@@ -119,7 +120,8 @@ async def test_recap_fires_after_a_kill_during_the_countdown_and_costs_are_visib
         costs = second.get("/costs").json()["llm"]
         assert [row["purpose"] for row in costs] == ["recap"]
         assert costs[0]["calls"] == 1 and costs[0]["model"] == "tiny-recapper"
-        metrics = second.get("/metrics").text
+        # The models are called by the context role: its metrics are on its own port.
+        metrics = httpx.get(f"{second.context_url}/metrics", timeout=10).text
         assert (
             'chorus_llm_calls_total{model="tiny-recapper",outcome="ok",purpose="recap"} 1.0'
             in metrics

@@ -316,12 +316,24 @@ def consume(topic: str, from_beginning: bool, channels: tuple[str, ...], follow:
 
 @main.command()
 @click.option("--loglevel", default="info", show_default=True)
-def worker(loglevel: str) -> None:
-    """Run a Faust worker: fold channels, summarise, recap, serve the HTTP API."""
-    from streams.worker.run import run_worker
-
+@click.option(
+    "--role",
+    type=click.Choice(["fold", "context"]),
+    default=None,
+    help="Run one role in this process: fold (fold, driver events, the HTTP API on "
+    "CHORUS_WEB_PORT) or context (summaries and recaps; readiness on CHORUS_WEB_PORT + 1). "
+    "Without it, both run as supervised child processes.",
+)
+def worker(loglevel: str, role: str | None) -> None:
+    """Run the worker: fold channels, summarise, recap, serve the HTTP API."""
     try:
-        run_worker(get_settings(), loglevel)
+        if role is None:
+            from streams.worker.supervise import supervise
+
+            sys.exit(supervise(get_settings(), loglevel))
+        from streams.worker.run import run_worker
+
+        run_worker(get_settings(), loglevel, "fold" if role == "fold" else "context")
     except NoBrokerError as error:
         raise click.ClickException(str(error)) from None
 

@@ -13,13 +13,18 @@ from streams.worker.configs import parse_config
 from streams.worker.runtime import Runtime
 
 
-def install(chorus: Runtime) -> None:
+def install(chorus: Runtime, dead_letters: bool = True) -> None:
+    """`dead_letters`: whether this role dead-letters an invalid config (the fold role does;
+    the context role reads the same topic and skips it, so each gets one dead letter)."""
+
     @chorus.app.agent(chorus.channel_config_topic, name="channel-config")
     async def fold_config(stream: Any) -> None:
         async for event in stream.events():
             try:
                 config = parse_config(event.value)
             except ValueError as error:
+                if not dead_letters:
+                    continue
                 letter = dead_letter_for(
                     f"invalid channel config: {error}",
                     "config",

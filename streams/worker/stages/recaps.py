@@ -8,6 +8,11 @@ topic before the table records it, exactly like summaries.
 The recent window is positions in the status record; its messages are kept in memory
 (cut as the transcript reads them) and read back from `chorus.messages` when memory no
 longer has them (`streams.worker.bodies`): no message body goes to a changelog.
+
+Both worker roles keep the table. The context role generates (`generates`: titles,
+deadlines, recaps; the commitments read from the fold role, `streams.worker.fold_state`);
+the fold role keeps the phase and the window for its views (`with_message`, no text work) and
+takes the title from the recap records (`TitledRecapRecord`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from projections.summarise.pending import PendingBatch, PendingItem
 from projections.text import cut, is_backchannel, title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
+from streams.worker.fold_state import FoldState, FoldUnreachable, LocalFoldState
 from streams.worker.staging import CACHED_KEYS, Codec
 
 if TYPE_CHECKING:
@@ -101,9 +107,18 @@ RECAP_CODEC = Codec(
 )
 
 
+class TitledRecapRecord(RecapRecord):
+    """A recap record with the channel's title when the recap was generated: the fold role
+    shows it (it does no keyphrase work); a reader of RecapRecord ignores the field."""
+
+    title: str | None = None
+
+
 def with_message(
     recap: ChannelRecap, message: Message, offset: int, debounce: float, now: datetime
 ) -> ChannelRecap:
+    """The recap after one more message: the phase, the window and the counts, no text
+    work (titles and keyphrases are read when a recap or a view asks)."""
     status = on_message(
         recap.status,
         offset=offset,
@@ -195,11 +210,22 @@ async def write_recap(
 
 
 class Recapper:
-    def __init__(self, chorus: Runtime, client: ChatClient | None, narrative: NarrativeOf) -> None:
+    def __init__(
+        self,
+        chorus: Runtime,
+        client: ChatClient | None,
+        narrative: NarrativeOf,
+        fold_state: FoldState | None = None,
+        *,
+        generates: bool = True,
+    ) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.client = client
         self.narrative = narrative
+        self.fold_state: FoldState = fold_state or LocalFoldState(chorus)
+        # False in the fold role: no titles, no deadlines, no generation (see the module).
+        self.generates = generates
         # Staged: the fold agent flushes it once per batch (see streams.worker.staging).
         self.table = chorus.staging.stage(
             chorus.table("recap-status"),
@@ -293,7 +319,7 @@ class Recapper:
 
     async def on_recap(self, value: bytes | None) -> None:
         try:
-            record = RecapRecord.model_validate_json(value or b"")
+            record = TitledRecapRecord.model_validate_json(value or b"")
         except ValidationError as error:
             log.warning("ignoring an invalid record on the recaps topic: %s", error)
             return
@@ -318,7 +344,10 @@ class Recapper:
             self.generating.pop(channel, None)
         latest = recap.latest if record.phase == RecapPhase.GENERATING else record
         update: dict[str, Any] = {"status": status, "latest": latest}
-        if record.phase == RecapPhase.COMPLETED:  # shown while memory lacks the window
+        if not self.generates:  # the fold role shows the title the context role read
+            if record.title:
+                update["title"] = record.title
+        elif record.phase == RecapPhase.COMPLETED:  # shown while memory lacks the window
             update["title"] = self.title_of(channel, recap)
         self.store(channel, recap.model_copy(update=update))
 
@@ -349,18 +378,23 @@ class Recapper:
     async def generate(self, channel: str, recap: ChannelRecap, partition: int) -> None:
         generation = recap.status.generation
         previous_text = recap.latest.text if recap.latest else None
-        base = RecapRecord(
+        base = TitledRecapRecord(
             channel=channel,
             text=previous_text,
             phase=RecapPhase.GENERATING,
             covered_offset=recap.status.covered_offset,
             generation=generation,
+            title=self.title_of(channel, recap),
         )
+        try:
+            folded = await self.fold_state.folded(channel, CommitmentProjection.name)
+        except FoldUnreachable:  # logged once; the next check tries again
+            self.generating.pop(channel, None)
+            return
         try:
             await self.publish(base, partition)
             summary = self.narrative(channel)
             window = await self.window_of(channel, recap)
-            folded = self.chorus.folded(channel, CommitmentProjection.name)
             commitments = channel_commitments(folded.state if folded else None, window)
             text, cost = await write_recap(
                 self.client, window, summary, commitments, channel_keyphrases(window, summary)
@@ -398,7 +432,10 @@ class Recapper:
             "label": countdown_label(recap.status, now),
             "due_at": recap.status.due_at,
             "message_count": recap.message_count,
-            "title": self.title_of(channel, recap),
+            # The fold role has the title of the latest recap record; before it, the opening.
+            "title": self.title_of(channel, recap)
+            if self.generates
+            else recap.title or recap.opening,
             "tools": recap.tools,
             "activity": "active" if active else "idle",
             "model": (latest.model if latest and latest.model else None)
@@ -408,15 +445,26 @@ class Recapper:
         }
 
 
-def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
+def install(
+    chorus: Runtime,
+    narrative: NarrativeOf,
+    fold_state: FoldState | None = None,
+    *,
+    generates: bool = True,
+) -> Recapper:
     """The recap stage; `narrative` is what the channel's latest summary says was said
-    (handed over by the composition root: no stage imports another)."""
+    (handed over by the composition root: no stage imports another). With `generates`
+    False (the fold role) it keeps the table for the views and runs no timer."""
     from streams.llm.client import client_from_settings
     from streams.llm.metering import MeteredChatClient
 
     client = client_from_settings(chorus.settings, secondary=True)
     recapper = Recapper(
-        chorus, MeteredChatClient(client, chorus.meter, "recap") if client else None, narrative
+        chorus,
+        MeteredChatClient(client, chorus.meter, "recap") if client else None,
+        narrative,
+        fold_state,
+        generates=generates,
     )
 
     @chorus.app.agent(chorus.recaps, name="record-recaps")
@@ -424,6 +472,9 @@ def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
         async for event in stream.events():
             await recapper.on_recap(event.value)
             chorus.staging.flush()
+
+    if not generates:
+        return recapper
 
     @chorus.app.timer(chorus.settings.recap_check_seconds, name="recap-deadlines")
     async def deadlines() -> None:

@@ -1,6 +1,12 @@
 """Stage 2: batch each channel's messages and publish running summaries to the compacted
 `chorus.summaries` topic.
 
+Two parts, one per worker role: `Summariser` (the context role) batches, summarises and
+publishes; `SummaryBook` (both roles) records what the topic says, for the views (fold
+role) and as the summary the next batch builds on (context role). The context role reads
+the commitments fold from the fold role (`streams.worker.fold_state`) when it renders a
+record's state part, and learns that a commitment changed from `chorus.driver-events`.
+
 The agent never waits for a summariser: a due batch is handed to a task, so a slow LLM
 delays neither folding nor other channels (beyond the client's concurrency limit). The
 task publishes to `chorus.summaries`; the agent reads that topic too and, inside stream
@@ -20,10 +26,12 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from pydantic import ValidationError
 
-from projections.commitments import CommitmentProjection, may_change_commitments
+from projections.commitments import CommitmentProjection
 from projections.model import Message, utc_now
+from projections.projection import Folded
 from projections.summarise import (
     ChatClient,
     ContentSummariser,
@@ -42,10 +50,11 @@ from projections.summarise.pending import (
     summarisable,
     trim,
 )
-from projections.summarise.state import narrative_of, state_part, with_state
+from projections.summarise.state import narrative_of, state_part, state_part_of, with_state
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies
+from streams.worker.fold_state import FoldState, FoldUnreachable, LocalFoldState
 from streams.worker.staging import CACHED_KEYS, Codec
 
 if TYPE_CHECKING:
@@ -99,11 +108,79 @@ def item_of(offset: int, span: list[int] | None) -> PendingItem:
     return PendingItem.model_construct(offset=offset, first_offset=span[0], covers=span[1])
 
 
-class Summariser:
-    def __init__(self, chorus: Runtime, summariser: ContentSummariser[Message]) -> None:
+class SummaryBook:
+    """The latest summary of each channel, as `chorus.summaries` says (the read side)."""
+
+    def __init__(self, chorus: Runtime) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
+        self.latest = chorus.staging.stage(
+            chorus.table("summary-latest"),
+            cache=CACHED_KEYS,
+        )
+
+    def narrative(self, channel: str) -> str | None:
+        """What the channel's latest summary says was said (None before its first)."""
+        latest = self.latest.get(channel)
+        if not latest:
+            return None
+        return narrative_of(latest.get("text") or "", latest.get("narrative")) or None
+
+    def covered_offset(self, channel: str) -> int:
+        latest = self.latest.get(channel)
+        last = latest.get("last_offset") if latest else None
+        return last if last is not None else -1
+
+    async def on_summary(self, value: bytes | None, partition: int) -> SummaryRecord | None:
+        """Record a summary read from the topic (None: a tombstone or an invalid record)."""
+        if value is None:
+            return None
+        try:
+            record = SummaryRecord.model_validate_json(value)
+        except ValidationError as error:
+            log.warning("ignoring an invalid record on the summaries topic: %s", error)
+            return None
+        self.latest[record.channel] = record.model_dump(mode="json")
+        return record
+
+    def with_current_state(self, record: SummaryRecord) -> SummaryRecord:
+        """`record` with its state part rendered from this process's commitments fold as
+        it is now (the fold role's views)."""
+        return rendered(record, self.chorus.folded(record.channel, CommitmentProjection.name))
+
+
+def changed(changes: Any) -> bool:
+    """Whether a driver event's commitments `changes` name anything: null, or a mapping of
+    empty lists (`{"commitments": []}`), is no change."""
+    if isinstance(changes, dict):
+        return any(bool(value) for value in changes.values())
+    return bool(changes)
+
+
+def rendered(record: SummaryRecord, folded: Folded | None) -> SummaryRecord:
+    """`record` with its state part rendered from the commitments fold `folded`."""
+    narrative = narrative_of(record.text, record.narrative)
+    return record.model_copy(
+        update={
+            "text": with_state(narrative, state_part(folded.state if folded else None)),
+            "narrative": narrative,
+            "state_offset": folded.offset if folded else None,
+        }
+    )
+
+
+class Summariser(SummaryBook):
+    """The writing side (context role): pending batches, summaries, state refreshes."""
+
+    def __init__(
+        self,
+        chorus: Runtime,
+        summariser: ContentSummariser[Message],
+        fold_state: FoldState | None = None,
+    ) -> None:
+        super().__init__(chorus)
         self.summariser = summariser
+        self.fold_state: FoldState = fold_state or LocalFoldState(chorus)
         # Per channel, the pending batch's header (offsets, pending_since, compacted spans),
         # staged: the fold agent flushes it once per batch (see streams.worker.staging).
         self.pending = chorus.staging.stage(
@@ -112,10 +189,10 @@ class Summariser:
             codec=HEADER_CODEC,
         )
         self.bodies = LogBodies(chorus)
-        self.latest = chorus.staging.stage(
-            chorus.table("summary-latest"),
-            cache=CACHED_KEYS,
-        )
+        # Per channel, the offset of the last driver event that changed its commitments
+        # (read from chorus.driver-events): after a restart, a record whose state part is
+        # older is rendered again (`find_stale_states`).
+        self.state_marks = chorus.staging.stage(chorus.table("summary-state-marks"))
         # Last offset handed to a summariser and not yet seen back on the summaries topic:
         # the next batch waits for it, so it builds on the summary it follows.
         self.launched: dict[str, int] = {}
@@ -134,18 +211,6 @@ class Summariser:
             (config and config.summary_after_messages) or self.settings.summary_after_messages,
             (config and config.summary_after_seconds) or self.settings.summary_after_seconds,
         )
-
-    def narrative(self, channel: str) -> str | None:
-        """What the channel's latest summary says was said (None before its first)."""
-        latest = self.latest.get(channel)
-        if not latest:
-            return None
-        return narrative_of(latest.get("text") or "", latest.get("narrative")) or None
-
-    def covered_offset(self, channel: str) -> int:
-        latest = self.latest.get(channel)
-        last = latest.get("last_offset") if latest else None
-        return last if last is not None else -1
 
     def in_flight_through(self, channel: str) -> int:
         """The last offset of a batch being summarised (-1: none): compaction leaves it be."""
@@ -186,8 +251,6 @@ class Summariser:
             self.due_at[channel] = since + timedelta(seconds=after_seconds)
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
-        if may_change_commitments(message):
-            self.state_changed.setdefault(message.channel, utc_now())
         if not summarisable(message):
             return
         channel = message.channel
@@ -205,16 +268,28 @@ class Summariser:
             self.store(channel, batch)
         self.maybe_launch(channel, batch, partition, utc_now())
 
-    async def on_summary(self, value: bytes | None, partition: int) -> None:
-        if value is None:
-            return
+    def on_driver_event(self, value: bytes | None) -> None:
+        """A driver event whose message changed the channel's commitments schedules the
+        state refresh of its latest summary. Only `channel`, `offset` and the commitments'
+        `changes` are read: the rest of the event is the fold's business."""
         try:
-            record = SummaryRecord.model_validate_json(value)
-        except ValidationError as error:
-            log.warning("ignoring an invalid record on the summaries topic: %s", error)
+            event = orjson.loads(value or b"null")
+            changes = event["projections"]["commitments"]["changes"]
+            channel, offset = str(event["channel"]), int(event["offset"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             return
+        if not changed(changes):
+            return
+        self.state_changed.setdefault(channel, utc_now())
+        marked = self.state_marks.get(channel)
+        if marked is None or offset > marked:
+            self.state_marks[channel] = offset
+
+    async def on_summary(self, value: bytes | None, partition: int) -> SummaryRecord | None:
+        record = await super().on_summary(value, partition)
+        if record is None:
+            return None
         channel = record.channel
-        self.latest[channel] = record.model_dump(mode="json")
         if record.last_offset is not None:
             before = self.batch_of(channel)
             batch = trim(before, record.last_offset)
@@ -222,6 +297,7 @@ class Summariser:
                 self.store(channel, batch)
             self.bodies.memory.drop_through(channel, record.last_offset)
             self.maybe_launch(channel, batch, partition, utc_now())
+        return record
 
     def maybe_launch(
         self, channel: str, batch: PendingBatch, partition: int, now: datetime
@@ -251,7 +327,7 @@ class Summariser:
             messages = await self.messages_of(channel, batch, partition)
             record = await self.summary_of(channel, batch, messages, previous_raw)
             self.state_changed.pop(channel, None)
-            record = self.with_current_state(record)
+            record = await self.with_fold_state(record, previous_raw)
             await self.chorus.summaries.send(
                 key=channel.encode(), value=record.to_bytes(), partition=partition
             )
@@ -269,17 +345,33 @@ class Summariser:
         previous = SummaryRecord.model_validate(previous_raw) if previous_raw else None
         return await summarise_batch(self.summariser, channel, batch, messages, previous)
 
-    def with_current_state(self, record: SummaryRecord) -> SummaryRecord:
-        """`record` with its state part rendered from the commitments fold as it is now."""
-        folded = self.chorus.folded(record.channel, CommitmentProjection.name)
-        narrative = narrative_of(record.text, record.narrative)
-        return record.model_copy(
-            update={
-                "text": with_state(narrative, state_part(folded.state if folded else None)),
-                "narrative": narrative,
-                "state_offset": folded.offset if folded else None,
-            }
-        )
+    async def with_fold_state(
+        self, record: SummaryRecord, previous_raw: dict[str, Any] | None
+    ) -> SummaryRecord:
+        """`record` with its state part rendered from the commitments fold as the fold role
+        holds it now. When the fold role does not answer, the previous record's state part
+        and `state_offset` stand (so the record counts as stale) and the refresh is retried
+        at the next check: the narrative is never held back for the state part. So too when
+        it knows no fold of a channel whose commitments changed (it is still recovering)."""
+        channel = record.channel
+        try:
+            folded = await self.fold_state.folded(channel, CommitmentProjection.name)
+            missing = folded is None and self.state_marks.get(channel) is not None
+        except FoldUnreachable:
+            folded, missing = None, True
+        if missing:
+            self.state_changed.setdefault(channel, utc_now())
+            previous = previous_raw or {}
+            narrative = narrative_of(record.text, record.narrative)
+            part = state_part_of(previous.get("text") or "", previous.get("narrative"))
+            return record.model_copy(
+                update={
+                    "text": with_state(narrative, part),
+                    "narrative": narrative,
+                    "state_offset": previous.get("state_offset"),
+                }
+            )
+        return rendered(record, folded)
 
     async def refresh_states(self, now: datetime) -> int:
         """Publish again, with the same narrative, the latest summary of each channel whose
@@ -301,7 +393,15 @@ class Summariser:
             if partition is None or not raw:
                 continue
             record = SummaryRecord.model_validate(raw)
-            current = self.with_current_state(record)
+            try:
+                folded = await self.fold_state.folded(channel, CommitmentProjection.name)
+            except FoldUnreachable:
+                self.state_changed.setdefault(channel, since)
+                break  # logged once; every channel waits for the next check
+            if folded is None:  # its commitments changed: the fold role is still recovering
+                self.state_changed.setdefault(channel, since)
+                continue
+            current = rendered(record, folded)
             if current.text == record.text:
                 continue
             current = current.model_copy(
@@ -334,14 +434,14 @@ class Summariser:
 
     def find_stale_states(self, now: datetime) -> None:
         """After a restart or a partition move the in-memory marks are gone: a record whose
-        state part is older than the commitments fold is checked again (`refresh_states`
-        publishes only when the part differs)."""
-        for channel, raw in list(self.latest.items()):
-            if not raw:
+        state part is older than the last commitments change its driver events announced
+        is checked again (`refresh_states` publishes only when the part differs)."""
+        for channel, marked in list(self.state_marks.items()):
+            raw = self.latest.get(channel)
+            if not raw or marked is None:
                 continue
-            folded = self.chorus.folded(str(channel), CommitmentProjection.name)
             rendered_at = raw.get("state_offset")
-            if folded is not None and (rendered_at is None or folded.offset > rendered_at):
+            if rendered_at is None or marked > rendered_at:
                 self.state_changed.setdefault(str(channel), now)
 
 
@@ -457,7 +557,22 @@ def summariser_from_settings(
     )
 
 
-def install(chorus: Runtime) -> Summariser:
+def install_book(chorus: Runtime) -> SummaryBook:
+    """The read side (fold role): the latest summaries, for the views."""
+    book = SummaryBook(chorus)
+
+    @chorus.app.agent(chorus.summaries, name="record-summaries")
+    async def record_summaries(stream: Any) -> None:
+        async for event in stream.events():
+            await book.on_summary(event.value, event.message.partition)
+            chorus.staging.flush()
+
+    return book
+
+
+def install(chorus: Runtime, fold_state: FoldState | None = None) -> Summariser:
+    """The writing side (context role); `fold_state` is where it reads the commitments fold
+    (the fold role's API; the local tables when left out, for a one-process test worker)."""
     from streams.llm.client import client_from_settings
     from streams.llm.metering import MeteredChatClient
 
@@ -467,12 +582,19 @@ def install(chorus: Runtime) -> Summariser:
         summariser_from_settings(
             chorus.settings, MeteredChatClient(client, chorus.meter, "summary") if client else None
         ),
+        fold_state,
     )
 
     @chorus.app.agent(chorus.summaries, name="record-summaries")
     async def record_summaries(stream: Any) -> None:
         async for event in stream.events():
             await summariser.on_summary(event.value, event.message.partition)
+            chorus.staging.flush()
+
+    @chorus.app.agent(chorus.driver_events, name="summary-state-changes")
+    async def state_changes(stream: Any) -> None:
+        async for event in stream.events():
+            summariser.on_driver_event(event.value)
             chorus.staging.flush()
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")

@@ -1,6 +1,6 @@
-"""How the summary and recap stages store messages: the summary stage keeps positions only
-(bodies in memory, else the log), the recap window one key per slot, and in-memory indexes
-for the timers. Through Faust's test harness: no Kafka, sends captured."""
+"""How the summary and recap stages (the context role) store messages: the summary stage
+keeps positions only (bodies in memory, else the log), the recap window one key per slot,
+and in-memory indexes for the timers. Through Faust's test harness: no Kafka, sends captured."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from streams.settings import Settings
 from streams.worker.compose import build_worker
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recaps import RECAP_WINDOW
-from streams.worker.stages.summaries import header_batch
+from streams.worker.stages.summaries import Summariser, header_batch
 
 CHANNEL = "store/age"
 
@@ -29,10 +29,11 @@ async def fold_messages(
     worker = build_worker(
         Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1", **settings),
         broker="127.0.0.1:1",
-        stages=("fold", "summaries", "recaps"),
+        stages=("summaries", "recaps"),
+        role="context",
     )
     chorus, summariser, recapper = worker.runtime, worker.summariser, worker.recapper
-    assert summariser is not None and recapper is not None
+    assert isinstance(summariser, Summariser) and recapper is not None
 
     async def discard(*_: Any, **__: Any) -> None:
         return None
@@ -41,7 +42,7 @@ async def fold_messages(
         return []
 
     with patch("faust.topics.Topic.send", discard), patch.object(Runtime, "publish", publish):
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
+        async with chorus.app.agents["feed-messages"].test_context() as agent:
             for n in range(count):
                 message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS"}
                 message["content"] = f"m{n}"

@@ -1,0 +1,139 @@
+"""The context role's one agent on `chorus.messages`: each valid message, in log order, to
+the summaries and recaps stages (its "followers"), their table writes flushed once per batch.
+
+It passes the fold's gate (`validate_record`) but sends no dead letters for what the gate
+refuses: the fold role does (one dead letter per bad record). A follower that raises, or a
+table write too large for its changelog, is dead-lettered here (stages `Summariser.on_message`,
+`Recapper.on_message`, `table-write`), as the one-process worker did.
+
+Like the fold, it keeps the next offset per partition (`context-positions`) and never
+follows a message past a gap: a consumer that jumps ahead is sought back, so no message is
+left out of a summary. Redelivered messages reach the followers again; both are idempotent
+by offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from faust.types import TP as TopicPartition
+from faust.types import EventT
+
+from projections.model import LogPosition, MessageError
+from streams.dead_letters import dead_letter_for
+from streams.records import validate_record
+from streams.worker.runtime import Runtime
+from streams.worker.stages.fold import Follower
+from streams.worker.staging import CACHED_KEYS, processing
+
+log = logging.getLogger(__name__)
+
+
+class Feed:
+    """The agent's body, apart from Faust's decorators so tests can drive it."""
+
+    def __init__(self, chorus: Runtime, followers: Sequence[Follower]) -> None:
+        self.chorus = chorus
+        self.followers = followers
+        self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
+
+    async def on_record(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        offset: int,
+        timestamp_ms: int = 0,
+    ) -> None:
+        expected = self.positions.get(str(partition))
+        if expected is not None and offset > expected:
+            log.error("partition %s jumped from %s to %s; seek back", partition, expected, offset)
+            topic = self.chorus.messages.get_topic_name()
+            await self.chorus.app.consumer.seek(TopicPartition(topic, partition), expected)
+            return
+        if expected is None or offset == expected:
+            self.positions[str(partition)] = offset + 1
+        try:
+            message = validate_record(
+                key,
+                value,
+                self.chorus.settings.max_message_bytes,
+                LogPosition(partition, offset, timestamp_ms),
+                partition=partition,
+                partitions=self.chorus.messages_partitions(),
+            )
+        except MessageError:  # the fold role dead-letters it
+            return
+        for follower in self.followers:
+            try:
+                await follower(message, partition, offset)
+            except Exception as error:
+                stage = getattr(follower, "__qualname__", "follower")
+                log.exception("%s failed for %s@%s", stage, partition, offset)
+                reason = f"{stage} failed: {type(error).__name__}: {error}"
+                await self.dead_letter(reason, stage, key, value, partition, offset)
+
+    async def on_batch(self, batch: Sequence[EventT]) -> None:
+        for event in batch:
+            with processing(event):
+                record = event.message
+                await self.on_record(
+                    event.key,
+                    event.value,
+                    record.partition,
+                    record.offset,
+                    int(record.timestamp * 1000),  # as the fold reads it: the same defaults
+                )
+        self.chorus.staging.flush()
+        for refused in self.chorus.staging.drain_refused():
+            await self.dead_letter(
+                refused.reason,
+                "table-write",
+                refused.key.encode(),
+                None,
+                -1 if refused.partition is None else refused.partition,
+                -1 if refused.offset is None else refused.offset,
+                topic=refused.topic,
+            )
+
+    async def dead_letter(
+        self,
+        reason: str,
+        stage: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        offset: int,
+        topic: str | None = None,
+    ) -> None:
+        log.warning("dead letter %s@%s: %s", partition, offset, reason)
+        letter = dead_letter_for(
+            reason,
+            stage,
+            topic=topic or self.chorus.messages.get_topic_name(),
+            partition=partition,
+            offset=offset,
+            key=key,
+            value=value,
+        )
+        try:
+            await self.chorus.dead_letters.send(
+                key=key, value=letter.to_bytes(), partition=partition if partition >= 0 else None
+            )
+        except Exception:  # the agent must go on; the reason is at least in the log
+            log.exception("could not send the dead letter for %s@%s", partition, offset)
+
+
+def install(chorus: Runtime, followers: Sequence[Follower]) -> Feed:
+    feed = Feed(chorus, followers)
+
+    @chorus.app.agent(chorus.messages, name="feed-messages")
+    async def feed_messages(stream: Any) -> None:
+        settings = chorus.settings
+        batches = stream.take_events(settings.fold_batch_max, settings.fold_batch_wait_ms / 1000)
+        async for batch in batches:
+            await feed.on_batch(batch)
+
+    return feed
