@@ -184,9 +184,9 @@ def test_watch_renders_status_lines_and_recaps() -> None:
 
 
 async def test_a_view_reads_the_title_from_the_summary_and_the_window_once_per_change() -> None:
-    """The stage keeps no keyphrase counts: a view reads the title from the latest summary
-    and the window in memory, once per window and summary; without the window in memory it
-    shows the title stored with the latest recap."""
+    """The stage keeps no keyphrase counts: in the context role a view reads the title from
+    the latest summary and the window in memory, once per window and summary; without the
+    window in memory it shows the title stored with the latest recap."""
     from unittest.mock import patch
 
     from streams.records import RecapRecord
@@ -194,10 +194,16 @@ async def test_a_view_reads_the_title_from_the_summary_and_the_window_once_per_c
     from streams.worker.compose import build_worker
     from streams.worker.runtime import Runtime
 
+    class NoFolds:  # the context role reads folds from the fold role: none here
+        async def folded(self, channel: str, name: str) -> None:
+            return None
+
     worker = build_worker(
         Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1"),
         broker="127.0.0.1:1",
-        stages=("fold", "summaries", "recaps"),
+        role="context",
+        stages=("summaries", "recaps"),
+        fold_state=NoFolds(),
     )
     chorus, recapper = worker.runtime, worker.recapper
     assert recapper is not None
@@ -212,7 +218,7 @@ async def test_a_view_reads_the_title_from_the_summary_and_the_window_once_per_c
 
     lines = ["Lunch at noon?", "The invoice queue is slow again.", "Sure, noon works."]
     with patch("faust.topics.Topic.send", discard), patch.object(Runtime, "publish", publish):
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
+        async with chorus.app.agents["feed-messages"].test_context() as agent:
             for line in lines:
                 value = {"channel": CHANNEL, "sender": "ann", "type": "STATUS", "content": line}
                 await agent.put(orjson.dumps(value), key=CHANNEL.encode())
