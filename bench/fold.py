@@ -207,10 +207,11 @@ async def run_chorus(
                 timeout,
             )
     finally:
+        # The worker first: an interrupted run must not leave it running.
+        worker.stop()
         stop.set()
         if collector is not None:
             await asyncio.gather(collector, return_exceptions=True)
-        worker.stop()
     return result, worker
 
 
