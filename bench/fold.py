@@ -260,10 +260,8 @@ async def _to_last_summary(
         if len(seen) >= 2 and seen[-1][0] > seen[0][0]
         else None
     )
-    try:
-        processes = 1 + len(psutil.Process(worker.pid).children(recursive=True))
-    except psutil.Error:
-        processes = 0
+    by_process = cpu_by_process(worker.pid)
+    processes = len(by_process)
     result = pipeline_result(
         messages,
         span.first_ms,
@@ -273,12 +271,39 @@ async def _to_last_summary(
         cores,
         processes,
     )
+    result["cpu_s_by_process"] = by_process
     log(
         f"  pipeline to its last summary: {_fmt(result['msgs_per_s'])} msg/s, "
         f"last summary {_fmt(result['last_summary_s'])} s after the first output, "
         f"{coverage.missing()} channels uncovered"
     )
     return result
+
+
+def cpu_by_process(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of `pid` and each of its descendants, named by
+    role ("supervisor" for `pid`, "fold"/"context" for `chorus worker --role ...`)."""
+    out: dict[str, float] = {}
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return out
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            out[process_name(process.pid == pid, process.cmdline(), process.pid)] = round(
+                times.user + times.system, 3
+            )
+    return out
+
+
+def process_name(root: bool, cmdline: list[str], pid: int) -> str:
+    if root:
+        return "supervisor"
+    if "--role" in cmdline[:-1]:
+        return cmdline[cmdline.index("--role") + 1]
+    return f"pid {pid}"
 
 
 def _fmt(value: float | None) -> str:

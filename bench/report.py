@@ -212,7 +212,14 @@ def markdown(results: dict[str, Any]) -> str:
             f"| 2 | whole pipeline CPU over its {pipeline.get('processes', '?')} processes "
             f"(ms per message; cores busy) | {_ms(pipeline.get('cpu_ms_per_msg'))} ms; "
             f"{pipeline.get('cores_used') or 0:.2f} | Quix {_ms(quix_cpu)} ms; "
-            f"{_ratio(r.get('pipeline_cpu_vs_quix'))} Quix's (target ≤ 3×) |"
+            f"{_ratio(r.get('pipeline_cpu_vs_quix'))} Quix's (target ≤ 3×)"
+            + (
+                "; CPU s by process, start-up included: "
+                + ", ".join(f"{k} {v:,.1f}" for k, v in pipeline["cpu_s_by_process"].items())
+                if pipeline.get("cpu_s_by_process")
+                else ""
+            )
+            + " |"
         )
     stage = fold.get("chorus_fold_stage", {})
     if stage:

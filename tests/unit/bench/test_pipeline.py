@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from bench.common import percentile
+from bench.fold import process_name
 from bench.pipeline import (
     Coverage,
     Sent,
@@ -229,3 +230,12 @@ def test_markdown_shows_the_pipeline_and_the_summary_lag() -> None:
     assert "2.40× Quix's" in text
     assert "summary lag @ 500 msg/s, no LLM" in text
     assert "2,100 / 4,000" in text
+
+
+def test_process_names_by_role() -> None:
+    assert process_name(True, ["python", "-m", "streams.interfaces.cli", "worker"], 1) == (
+        "supervisor"
+    )
+    command = ["python", "-m", "streams.interfaces.cli", "worker", "--role", "context"]
+    assert process_name(False, command, 2) == "context"
+    assert process_name(False, ["python", "--role"], 3) == "pid 3"
