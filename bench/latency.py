@@ -47,6 +47,9 @@ from streams.conversations import Conversation
 from streams.ops.broker import free_port
 from streams.ops.topics import create_topics
 
+# The LLM run's tier thresholds: a batch of more than one message is summarised by the LLM.
+LLM_EVERY_BATCH = {"CHORUS_SUMMARY_SMALL_THRESHOLD": "1", "CHORUS_SUMMARY_MEDIUM_THRESHOLD": "1"}
+
 
 class FakeLlm:
     """tests/fakes/llm_server.py as a process: `--delay 2` before every completion."""
@@ -199,6 +202,9 @@ async def measure(
     if llm_delay is not None:
         llm = FakeLlm(llm_delay, phase.work / f"{phase.name}-llm.log").start()
         extra["CHORUS_LLM_BASE_URL"] = llm.base_url
+        # Batches are cut every 2 s (pipeline_env), mostly below the medium threshold (15):
+        # with it every batch of two or more messages still goes to the slow LLM.
+        extra.update(LLM_EVERY_BATCH)
     settings = phase.settings(**extra)
     await create_topics(settings)
     worker = Worker(phase.env(**extra), phase.work / f"{phase.name}-worker.log", loglevel="info")
@@ -294,6 +300,9 @@ async def measure(
         "summary_records": len(summaries),
         "summary_after_seconds": SUMMARY_AFTER_SECONDS,
         "llm_delay_s": llm_delay,
+        "summary_thresholds": {
+            k.removeprefix("CHORUS_").lower(): v for k, v in extra.items() if "SUMMARY" in k
+        },
         "llm_requests": (llm_stats or {}).get("request_count") if llm else None,
         "llm_max_in_flight": (llm_stats or {}).get("max_in_flight") if llm else None,
         # (seconds since the first send, e2e ms or None when not driven), downsampled.
