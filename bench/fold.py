@@ -10,6 +10,7 @@ window, sampled with psutil.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -30,6 +31,14 @@ from bench.common import (
     wait_for_count,
 )
 from bench.meta import REPO
+from bench.pipeline import (
+    SUMMARY_AFTER_SECONDS,
+    Coverage,
+    Summary,
+    collect_summaries,
+    cpu_ms_per_message_to,
+    pipeline_result,
+)
 
 QUIX_VENV = REPO / "bench" / ".venv-quix"
 QUIX_REQUIREMENTS = REPO / "bench" / "quix_peer" / "requirements.txt"
@@ -133,9 +142,14 @@ async def run_chorus(
     timeout: float,
     fold_only: bool = False,
     sampler: CpuSampler | None = None,
+    pipeline_ends: dict[str, int] | None = None,
 ) -> tuple[dict[str, Any], Worker]:
     """The whole worker (`chorus worker`), or its fold stage alone; returns the worker,
-    stopped, for the recovery measurement. `sampler` (pid 0: set here) keeps the CPU polls."""
+    stopped, for the recovery measurement. `sampler` (pid 0: set here) keeps the CPU polls.
+
+    `pipeline_ends` (channel -> offset of its last message; whole worker only): also wait
+    for the summaries that cover every channel's last message, and add the pipeline's
+    figures under "pipeline" (bench/pipeline.py)."""
     if fold_only:
         topic = phase.topic("driver-events") + "-fold-only"
         await create_topic(phase.broker.bootstrap, topic, phase.partitions, {})
@@ -152,10 +166,22 @@ async def run_chorus(
         )
     else:
         topic = phase.topic("driver-events")
-        worker = Worker(phase.env(), phase.work / f"{phase.name}-worker.log", loglevel="info")
+        # The pipeline is measured to its last summary: the tail is summarised after
+        # SUMMARY_AFTER_SECONDS, not the default 300 s (bench/pipeline.py).
+        env = phase.env(**(pipeline_env() if pipeline_ends is not None else {}))
+        worker = Worker(env, phase.work / f"{phase.name}-worker.log", loglevel="info")
+    summaries: list[Summary] = []
+    stop = asyncio.Event()
+    collector = (
+        asyncio.create_task(
+            collect_summaries(phase.broker.bootstrap, phase.topic("summaries"), summaries, stop)
+        )
+        if pipeline_ends is not None and not fold_only
+        else None
+    )
+    sampler = sampler or CpuSampler(0)
     worker.start(wait=False)
-    if sampler is not None:
-        sampler.pid = worker.pid
+    sampler.pid = worker.pid
     try:
         result = await measure_output(
             phase,
@@ -168,9 +194,120 @@ async def run_chorus(
             sampler,
         )
         result["rss_mb"] = worker.rss() / 1e6
+        if collector is not None and pipeline_ends is not None:
+            result["pipeline"] = await _to_last_summary(
+                phase,
+                topic,
+                messages,
+                projections,
+                pipeline_ends,
+                summaries,
+                sampler,
+                worker,
+                timeout,
+            )
     finally:
+        # The worker first: an interrupted run must not leave it running.
         worker.stop()
+        stop.set()
+        if collector is not None:
+            await asyncio.gather(collector, return_exceptions=True)
     return result, worker
+
+
+def pipeline_env() -> dict[str, str]:
+    return {"CHORUS_SUMMARY_AFTER_SECONDS": f"{SUMMARY_AFTER_SECONDS:g}"}
+
+
+async def _to_last_summary(
+    phase: Phase,
+    topic: str,
+    messages: int,
+    projections: int,
+    ends: dict[str, int],
+    summaries: list[Summary],
+    sampler: CpuSampler,
+    worker: Worker,
+    timeout: float,
+    stall: float = 120.0,
+) -> dict[str, Any]:
+    """After the last driver event: wait until every channel's last message is covered by a
+    summary, polling the CPU of all the worker's processes; the pipeline's figures."""
+    coverage = Coverage(ends)
+    deadline = time.monotonic() + timeout
+    fed, last_missing, last_change = 0, -1, time.monotonic()
+    events = messages * projections
+    while time.monotonic() < deadline:
+        for summary in summaries[fed:]:
+            coverage.add(summary)
+        fed = len(summaries)
+        sampler(events)
+        if coverage.done:
+            break
+        missing = coverage.missing()
+        if missing != last_missing:
+            last_missing, last_change = missing, time.monotonic()
+        elif time.monotonic() - last_change > stall:
+            log(f"  pipeline: no summary progress for {stall:.0f}s, {missing} channels uncovered")
+            break
+        worker.check_alive()
+        await asyncio.sleep(0.25)
+    end_cpu = sampler.samples[-1][2] if sampler.samples else 0.0
+    span = await topic_span(phase.broker.bootstrap, topic)
+    seen = [s for s in sampler.samples if s[1] > 0]
+    cores = (
+        (seen[-1][2] - seen[0][2]) / (seen[-1][0] - seen[0][0])
+        if len(seen) >= 2 and seen[-1][0] > seen[0][0]
+        else None
+    )
+    by_process = cpu_by_process(worker.pid)
+    processes = len(by_process)
+    result = pipeline_result(
+        messages,
+        span.first_ms,
+        span.last_ms,
+        coverage,
+        cpu_ms_per_message_to(sampler.samples, messages, projections, end_cpu),
+        cores,
+        processes,
+    )
+    result["cpu_s_by_process"] = by_process
+    log(
+        f"  pipeline to its last summary: {_fmt(result['msgs_per_s'])} msg/s, "
+        f"last summary {_fmt(result['last_summary_s'])} s after the first output, "
+        f"{coverage.missing()} channels uncovered"
+    )
+    return result
+
+
+def cpu_by_process(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of `pid` and each of its descendants, named by
+    role ("supervisor" for `pid`, "fold"/"context" for `chorus worker --role ...`)."""
+    out: dict[str, float] = {}
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return out
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            out[process_name(process.pid == pid, process.cmdline(), process.pid)] = round(
+                times.user + times.system, 3
+            )
+    return out
+
+
+def process_name(root: bool, cmdline: list[str], pid: int) -> str:
+    if root:
+        return "supervisor"
+    if "--role" in cmdline[:-1]:
+        return cmdline[cmdline.index("--role") + 1]
+    return f"pid {pid}"
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
 
 
 async def run_floor(phase: Phase, messages: int, mode: str, timeout: float) -> dict[str, Any]:

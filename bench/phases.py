@@ -144,14 +144,18 @@ async def _limits(run: BrokerRun) -> None:
 
 
 async def _fold(run: BrokerRun) -> None:
-    from bench import fold
+    from bench import fold, pipeline
     from bench.common import log
 
-    log("2. chorus worker fold")
+    log("2. chorus worker fold, and the whole pipeline to its last summary")
     try:
-        run.fold_results["chorus_worker"], run.worker = await fold.run_chorus(
-            run.phase, run.count, EVENTS_PER_MESSAGE, run.args.timeout
+        ends = await pipeline.read_channel_ends(run.broker.bootstrap, run.phase.topic("messages"))
+        worker, run.worker = await fold.run_chorus(
+            run.phase, run.count, EVENTS_PER_MESSAGE, run.args.timeout, pipeline_ends=ends
         )
+        if "pipeline" in worker:
+            run.fold_results["chorus_pipeline"] = worker.pop("pipeline")
+        run.fold_results["chorus_worker"] = worker
         log(f"  chorus worker: {run.fold_results['chorus_worker']['msgs_per_s']:,.0f} msg/s")
     except Exception as error:
         run.bench.failed("fold", error)

@@ -73,9 +73,50 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     def add(name: str, value: float | None, goal: str, met: bool | None) -> None:
         rows.append({"target": name, "value": value, "goal": goal, "met": met})
 
+    # Issue 23's targets (one `bench.run --only fold quix latency --rate 500`).
+    stage_quix = r.get("fold_stage_vs_quix")
+    add(
+        "fold stage ≥ 1.0× Quix Streams (msg/s)",
+        stage_quix,
+        "≥ 1.0×",
+        None if stage_quix is None else stage_quix >= 1.0,
+    )
+    pipeline_quix = r.get("pipeline_vs_quix")
+    add(
+        "whole pipeline, to its last summary, ≥ 0.5× Quix Streams (msg/s)",
+        pipeline_quix,
+        "≥ 0.5×",
+        None if pipeline_quix is None else pipeline_quix >= 0.5,
+    )
+    pipeline_cpu = r.get("pipeline_cpu_vs_quix")
+    add(
+        "whole pipeline's CPU per message ≤ 3× Quix Streams'",
+        pipeline_cpu,
+        "≤ 3.0×",
+        None if pipeline_cpu is None else pipeline_cpu <= 3.0,
+    )
+    for run in results.get("latency", []) or []:
+        if run.get("rate") != 500:
+            continue
+        label = "with 2 s LLM" if run.get("llm_delay_s") else "no LLM"
+        p99 = _number(_get(run, "e2e_ms", "p99"))
+        add(
+            f"driver-event p99 < 50 ms at 500 msg/s ({label})",
+            p99,
+            "< 50 ms",
+            None if p99 is None else p99 < 50,
+        )
+        lag = _number(_get(run, "summary_lag_ms", "p99"))
+        add(
+            f"summary lag p99 < 5 s at 500 msg/s ({label})",
+            lag,
+            "< 5,000 ms",
+            None if lag is None else lag < 5000,
+        )
+    # Earlier targets.
     fold_quix = r.get("chorus_worker_vs_quix")
     add(
-        "fold ≥ 1.0× Quix Streams",
+        "whole worker (driver events) ≥ 1.0× Quix Streams",
         fold_quix,
         "≥ 1.0×",
         None if fold_quix is None else fold_quix >= 1.0,
@@ -148,6 +189,38 @@ def markdown(results: dict[str, Any]) -> str:
             f"| 2 | chorus worker CPU (ms per message; cores busy) | "
             f"{_ms(worker.get('cpu_ms_per_msg'))} ms; {worker.get('cores_used') or 0:.2f} | |"
         )
+    pipeline = fold.get("chorus_pipeline", {})
+    if pipeline:
+        last = pipeline.get("last_summary_s")
+        lines.append(
+            f"| 2 | **whole pipeline** to its last output, summaries on (msg/s; N ÷ first output"
+            f" → last driver event and last summary covering the N) | "
+            f"**{_rate(pipeline.get('msgs_per_s'))}** | "
+            f"{_ratio(r.get('pipeline_vs_quix'))} Quix (target ≥ 0.5×); last driver event at "
+            f"{pipeline.get('last_driver_event_s') or 0:.1f} s, last summary at "
+            f"{'—' if last is None else f'{last:.1f} s'}"
+            + (
+                f"; **{pipeline.get('channels_not_covered')} of {pipeline.get('channels')} "
+                "channels' last message never summarised**"
+                if not pipeline.get("summaries_done")
+                else ""
+            )
+            + f" (CHORUS_SUMMARY_AFTER_SECONDS={pipeline.get('summary_after_seconds', 0):g}) |"
+        )
+        quix_cpu = _get(fold, "quix", "cpu_ms_per_msg")
+        lines.append(
+            f"| 2 | whole pipeline CPU over its {pipeline.get('processes', '?')} processes "
+            f"(ms per message; cores busy) | {_ms(pipeline.get('cpu_ms_per_msg'))} ms; "
+            f"{pipeline.get('cores_used') or 0:.2f} | Quix {_ms(quix_cpu)} ms; "
+            f"{_ratio(r.get('pipeline_cpu_vs_quix'))} Quix's (target ≤ 3×)"
+            + (
+                "; CPU s by process, start-up included: "
+                + ", ".join(f"{k} {v:,.1f}" for k, v in pipeline["cpu_s_by_process"].items())
+                if pipeline.get("cpu_s_by_process")
+                else ""
+            )
+            + " |"
+        )
     stage = fold.get("chorus_fold_stage", {})
     if stage:
         lines.append(
@@ -172,6 +245,10 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(
             f"| 3 | Quix Streams {quix.get('version', '')} same fold (msg/s) | "
             f"{_rate(quix.get('msgs_per_s'))} | {_ratio(r.get('quix_vs_aiokafka'))} aiokafka |"
+        )
+        lines.append(
+            f"| 3 | Quix Streams CPU (ms per message; cores busy) | "
+            f"{_ms(quix.get('cpu_ms_per_msg'))} ms; {quix.get('cores_used') or 0:.2f} | |"
         )
         lines.append(
             f"| 3 | **chorus ÷ Quix** (whole worker; fold stage alone) | "
@@ -199,6 +276,18 @@ def markdown(results: dict[str, Any]) -> str:
             f"after the first second: p99 {_ms((run.get('e2e_ms_after_1s') or {}).get('p99'))};"
             f" target p99 < 50 ms{extra}{backlog} |"
         )
+        lag = run.get("summary_lag_ms")
+        if lag:
+            uncovered = run.get("summary_not_covered_after_drain", 0)
+            lines.append(
+                f"| 4 | summary lag @ {run.get('rate', 0):,.0f} msg/s, {label}: send → first "
+                f"summary covering it, p50 / p99 (ms) | {_ms(lag.get('p50'))} / "
+                f"{_ms(lag.get('p99'))} | by CreateTime p99 "
+                f"{_ms((run.get('summary_lag_worker_ms') or {}).get('p99'))}; "
+                f"{run.get('summary_records', 0):,} summary records; target p99 < 5,000 ms"
+                + (f"; {uncovered:,} messages never covered" if uncovered else "")
+                + " |"
+            )
     replay = results.get("replay", {})
     if replay and "replay_messages_per_s" in replay:
         lines.append(

@@ -99,7 +99,10 @@ def fold_ratios(results: dict[str, Any]) -> dict[str, float | None]:
     chorus_rate = (fold_r.get("chorus_worker") or {}).get("msgs_per_s")
     stage_rate = (fold_r.get("chorus_fold_stage") or {}).get("msgs_per_s")
     quix_rate = (fold_r.get("quix") or {}).get("msgs_per_s")
+    from bench.pipeline import pipeline_ratios
+
     return {
+        **pipeline_ratios(fold_r),
         "chorus_worker_vs_aiokafka": ratio(chorus_rate, raw),
         "chorus_worker_vs_consumer_performance": ratio(chorus_rate, cp),
         "chorus_worker_vs_quix": ratio(chorus_rate, quix_rate),
