@@ -12,6 +12,7 @@ import pytest
 
 from streams.kafka.clients import producer
 from streams.kafka.consume import RangeReader
+from streams.interfaces.control import configure_channel
 from streams.ops.topics import create_topics
 from streams.records import key_partition
 from streams.settings import Settings
@@ -90,14 +91,15 @@ async def test_a_restarted_worker_summarises_pending_messages_read_back_from_the
         await asyncio.sleep(0.25)
     first.stop()  # its memory held the pending bodies; no table did
 
-    second: WorkerProcess = start_worker(
-        CHORUS_SUMMARY_AFTER_MESSAGES="1000", CHORUS_SUMMARY_AFTER_SECONDS="1"
-    )
+    second: WorkerProcess = start_worker(**quiet)
     # The recap window too is positions: the context's recent messages come from the log.
     context = second.get(f"/channels/{CHANNEL}/context?max_tokens=4000").json()
     recent = [m["content"] for m in context["parts"]["messages"]["shown"]]
     assert recent[-1].startswith(f"pending point {PENDING - 1}:") and len(recent) == PENDING
     assert not any("lunch" in said for said in recent)
+    # Now the pending batch is due: its bodies are read back from the log (the context role
+    # summarises in a process of its own, so it is told only after the context was read).
+    await configure_channel(chorus_settings, CHANNEL, summary_after_seconds=1)
     records = await read_until(
         chorus_settings, "summaries", lambda rs: any(r.key == CHANNEL for r in rs), 90
     )
