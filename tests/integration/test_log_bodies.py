@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
+from streams.interfaces.control import configure_channel
 from streams.kafka.clients import producer
 from streams.kafka.consume import RangeReader
-from streams.interfaces.control import configure_channel
 from streams.ops.topics import create_topics
 from streams.records import key_partition
 from streams.settings import Settings
