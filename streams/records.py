@@ -206,6 +206,9 @@ class RecapRecord(WireRecord):
     tier: str | None = None
     error: str | None = None
     generation: int = 0
+    # The channel's title when the recap was generated (the context role reads it from the
+    # latest summary and the window; the fold role's views show it).
+    title: str | None = None
 
 
 # Distinct keys whose partition is remembered (about 150 bytes each): aiokafka's murmur2 is

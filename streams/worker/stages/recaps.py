@@ -12,7 +12,7 @@ longer has them (`streams.worker.bodies`): no message body goes to a changelog.
 Both worker roles keep the table. The context role generates (`generates`: titles,
 deadlines, recaps; the commitments read from the fold role, `streams.worker.fold_state`);
 the fold role keeps the phase and the window for its views (`with_message`, no text work) and
-takes the title from the recap records (`TitledRecapRecord`).
+takes the title from the recap records (`RecapRecord.title`).
 """
 
 from __future__ import annotations
@@ -105,13 +105,6 @@ RECAP_CODEC = Codec(
     encode=lambda recap: recap.model_dump(mode="json", exclude={"window"}),
     decode=ChannelRecap.model_validate,
 )
-
-
-class TitledRecapRecord(RecapRecord):
-    """A recap record with the channel's title when the recap was generated: the fold role
-    shows it (it does no keyphrase work); a reader of RecapRecord ignores the field."""
-
-    title: str | None = None
 
 
 def with_message(
@@ -319,7 +312,7 @@ class Recapper:
 
     async def on_recap(self, value: bytes | None) -> None:
         try:
-            record = TitledRecapRecord.model_validate_json(value or b"")
+            record = RecapRecord.model_validate_json(value or b"")
         except ValidationError as error:
             log.warning("ignoring an invalid record on the recaps topic: %s", error)
             return
@@ -378,7 +371,7 @@ class Recapper:
     async def generate(self, channel: str, recap: ChannelRecap, partition: int) -> None:
         generation = recap.status.generation
         previous_text = recap.latest.text if recap.latest else None
-        base = TitledRecapRecord(
+        base = RecapRecord(
             channel=channel,
             text=previous_text,
             phase=RecapPhase.GENERATING,
