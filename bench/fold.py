@@ -38,6 +38,7 @@ from bench.pipeline import (
     collect_summaries,
     cpu_ms_per_message_to,
     pipeline_result,
+    process_name,
 )
 
 QUIX_VENV = REPO / "bench" / ".venv-quix"
@@ -296,14 +297,6 @@ def cpu_by_process(pid: int) -> dict[str, float]:
                 times.user + times.system, 3
             )
     return out
-
-
-def process_name(root: bool, cmdline: list[str], pid: int) -> str:
-    if root:
-        return "supervisor"
-    if "--role" in cmdline[:-1]:
-        return cmdline[cmdline.index("--role") + 1]
-    return f"pid {pid}"
 
 
 def _fmt(value: float | None) -> str:

@@ -303,3 +303,13 @@ async def collect_summaries(
                         found.append(summary)
     finally:
         await consumer.stop()
+
+
+def process_name(root: bool, cmdline: list[str], pid: int) -> str:
+    """What a process of `chorus worker` is, by its command line: the supervisor (`root`),
+    a role, or its pid."""
+    if root:
+        return "supervisor"
+    if "--role" in cmdline[:-1]:
+        return cmdline[cmdline.index("--role") + 1]
+    return f"pid {pid}"

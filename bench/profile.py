@@ -100,6 +100,9 @@ async def run(args: argparse.Namespace) -> Path:
                 "record",
                 "--pid",
                 str(worker.pid),
+                # `chorus worker` supervises its two roles as child processes: follow them
+                # (each sample's stack starts with its process).
+                "--subprocesses",
                 "-d",
                 str(args.seconds),
                 "-r",

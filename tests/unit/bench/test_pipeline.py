@@ -8,7 +8,6 @@ import orjson
 import pytest
 
 from bench.common import percentile
-from bench.fold import process_name
 from bench.pipeline import (
     Coverage,
     Sent,
@@ -21,6 +20,7 @@ from bench.pipeline import (
     percentiles,
     pipeline_ratios,
     pipeline_result,
+    process_name,
     summary_of,
 )
 from bench.report import markdown, targets
