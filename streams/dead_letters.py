@@ -4,6 +4,8 @@ bounded so that the letter always fits the dead-letter topic."""
 from __future__ import annotations
 
 import base64
+import logging
+from typing import Any
 
 from projections.text import cut
 from streams.records import DeadLetter
@@ -49,3 +51,38 @@ def dead_letter_for(
         if limit == 0 or len(letter.to_bytes()) <= DEAD_LETTER_MAX_BYTES:
             return letter
         limit //= 2
+
+
+log = logging.getLogger(__name__)
+
+
+async def send_dead_letter(
+    dead_letters: Any,
+    source_topic: str,
+    reason: str,
+    stage: str,
+    key: bytes | None,
+    value: bytes | None,
+    partition: int,
+    offset: int,
+    level: int = logging.WARNING,
+) -> None:
+    """Log `reason` and send the record's dead letter to `dead_letters` (a Faust topic); a
+    partition of -1 (unknown) leaves the choice of the dead letter's partition to the key.
+    Never raises: the agent must go on, and the reason is at least in the log."""
+    log.log(level, "dead letter %s@%s: %s", partition, offset, reason)
+    letter = dead_letter_for(
+        reason,
+        stage,
+        topic=source_topic,
+        partition=partition,
+        offset=offset,
+        key=key,
+        value=value,
+    )
+    try:
+        await dead_letters.send(
+            key=key, value=letter.to_bytes(), partition=partition if partition >= 0 else None
+        )
+    except Exception:
+        log.exception("could not send the dead letter for %s@%s", partition, offset)

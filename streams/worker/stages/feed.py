@@ -22,7 +22,7 @@ from faust.types import TP as TopicPartition
 from faust.types import EventT
 
 from projections.model import LogPosition, MessageError
-from streams.dead_letters import dead_letter_for
+from streams.dead_letters import send_dead_letter
 from streams.records import validate_record
 from streams.worker.runtime import Runtime
 from streams.worker.stages.fold import Follower
@@ -108,22 +108,16 @@ class Feed:
         offset: int,
         topic: str | None = None,
     ) -> None:
-        log.warning("dead letter %s@%s: %s", partition, offset, reason)
-        letter = dead_letter_for(
+        await send_dead_letter(
+            self.chorus.dead_letters,
+            topic or self.chorus.messages.get_topic_name(),
             reason,
             stage,
-            topic=topic or self.chorus.messages.get_topic_name(),
-            partition=partition,
-            offset=offset,
-            key=key,
-            value=value,
+            key,
+            value,
+            partition,
+            offset,
         )
-        try:
-            await self.chorus.dead_letters.send(
-                key=key, value=letter.to_bytes(), partition=partition if partition >= 0 else None
-            )
-        except Exception:  # the agent must go on; the reason is at least in the log
-            log.exception("could not send the dead letter for %s@%s", partition, offset)
 
 
 def install(chorus: Runtime, followers: Sequence[Follower]) -> Feed:

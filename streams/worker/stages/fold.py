@@ -39,7 +39,7 @@ from projections.model import (
 )
 from projections.projection import Folded, bound_counters_of
 from projections.termination import decision_to_json
-from streams.dead_letters import dead_letter_for
+from streams.dead_letters import send_dead_letter
 from streams.fold_store import (
     earliest_deadline,
     part_key,
@@ -444,22 +444,17 @@ class Folder:
     ) -> None:
         """`topic`: where the record came from, when not chorus.messages; a partition of -1
         (unknown) leaves the choice of the dead letter's partition to the key."""
-        log.log(level, "dead letter %s@%s: %s", partition, offset, reason)
-        letter = dead_letter_for(
+        await send_dead_letter(
+            self.chorus.dead_letters,
+            topic or self.chorus.messages.get_topic_name(),
             reason,
             stage,
-            topic=topic or self.chorus.messages.get_topic_name(),
-            partition=partition,
-            offset=offset,
-            key=key,
-            value=value,
+            key,
+            value,
+            partition,
+            offset,
+            level,
         )
-        try:
-            await self.chorus.dead_letters.send(
-                key=key, value=letter.to_bytes(), partition=partition if partition >= 0 else None
-            )
-        except Exception:  # the agent must go on; the reason is at least in the log
-            log.exception("could not send the dead letter for %s@%s", partition, offset)
 
     async def expire_overdue(self, now: datetime) -> int:
         """Write an expiry EVENT for each overdue commitment this worker owns.
