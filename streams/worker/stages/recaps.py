@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,9 @@ from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
 from streams.worker.fold_state import FoldState, FoldUnreachable, LocalFoldState
 from streams.worker.staging import CACHED_KEYS, Codec
+
+# Channels whose title read from the window and summary is kept between views.
+TITLES_KEPT = 10_000
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -229,8 +233,9 @@ class Recapper:
             chorus, MessageBodies(WINDOW_KEPT_MESSAGES, WINDOW_KEPT_CHARS), windowed_message
         )
         # channel -> (its window's message count, the summary, the title read from them): a
-        # view reads the keyphrases once per window and summary, not on every request.
-        self.titles: dict[str, tuple[int, str | None, str | None]] = {}
+        # view reads the keyphrases once per window and summary, not on every request. At
+        # most TITLES_KEPT channels, the least recently asked forgotten first (read again).
+        self.titles: OrderedDict[str, tuple[int, str | None, str | None]] = OrderedDict()
         self.generating: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # channel -> its recap status, for the deadline timer: kept by every write, rebuilt
@@ -280,6 +285,8 @@ class Recapper:
         of its latest recap; else its opening message."""
         summary = self.narrative(channel)
         cached = self.titles.get(channel)
+        if cached is not None:
+            self.titles.move_to_end(channel)
         if cached is not None and cached[:2] == (recap.message_count, summary):
             return cached[2]
         window = self.window_in_memory(channel, recap)
@@ -287,6 +294,9 @@ class Recapper:
             return recap.title or title({}, fallback=recap.opening)
         found = channel_title(window, recap.opening, summary)
         self.titles[channel] = (recap.message_count, summary, found)
+        self.titles.move_to_end(channel)
+        while len(self.titles) > TITLES_KEPT:
+            self.titles.popitem(last=False)
         return found
 
     def recap_of(self, channel: str) -> ChannelRecap:

@@ -240,3 +240,39 @@ async def test_a_view_reads_the_title_from_the_summary_and_the_window_once_per_c
     assert recapper.title_of(CHANNEL, restarted) == "Invoice queue, noon"
     untitled = restarted.model_copy(update={"title": None})
     assert recapper.title_of(CHANNEL, untitled) == "Lunch at noon?"  # the opening
+
+
+def test_titles_are_kept_for_at_most_titles_kept_channels() -> None:
+    """The per-channel title cache is bounded: the least recently asked channel is
+    forgotten first (its title is read again when asked)."""
+    from unittest.mock import patch
+
+    from streams.settings import Settings
+    from streams.worker.compose import build_worker
+    from streams.worker.stages import recaps
+
+    class NoFolds:
+        async def folded(self, channel: str, name: str) -> None:
+            return None
+
+    worker = build_worker(
+        Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1"),
+        broker="127.0.0.1:1",
+        role="context",
+        stages=("summaries", "recaps"),
+        fold_state=NoFolds(),
+    )
+    recapper = worker.recapper
+    assert recapper is not None
+    recapper.narrative = lambda channel: None
+    recap = ChannelRecap(opening="hello", window=[{"x": 1}])
+    with (
+        patch.object(recaps, "TITLES_KEPT", 3),
+        patch.object(recapper, "window_in_memory", lambda channel, recap: []),
+        patch.object(recaps, "channel_title", lambda window, opening, summary: opening),
+    ):
+        for channel in ("a/1", "a/2", "a/3"):
+            recapper.title_of(channel, recap)
+        recapper.title_of("a/1", recap)  # asked again: the most recent
+        recapper.title_of("a/4", recap)
+    assert list(recapper.titles) == ["a/3", "a/1", "a/4"]
