@@ -267,6 +267,7 @@ class Folder:
         self.chorus.staging.flush()
         await self.signal(signals)
         await self.delete_replaced(time.monotonic())
+        await self.dead_letter_refused()
 
     async def delete_replaced(self, now: float, *, force: bool = False) -> int:
         """Flush the staged deletions of split folds' parts once the producer has every
@@ -280,6 +281,10 @@ class Folder:
         await self.chorus.acknowledged()
         self._deleted_at = now
         return self.chorus.staging.flush_deferred()
+
+    async def dead_letter_refused(self) -> None:
+        """The table writes refused as too large for their changelog (any stage's), each to
+        the dead letters with the reason and its message's position."""
         for refused in self.chorus.staging.drain_refused():
             await self.send_dead_letter(
                 refused.reason,

@@ -382,3 +382,23 @@ async def test_replaced_parts_are_deleted_at_most_once_a_second_after_the_acknow
         folder.removed["overview"].discard(part_key("x/y", "d"))
         assert await folder.delete_replaced(100.0 + DELETIONS_EVERY_SECONDS, force=True) == 1
     assert table == {}
+
+
+async def test_a_table_write_too_large_for_its_changelog_is_dead_lettered() -> None:
+    """A fold record over the changelog's record limit is refused (the table keeps the
+    previous one) and its message goes to the dead letters with the reason, as in the
+    context role's feed. (It was collected but never sent: the dead-letter loop sat after
+    a return, from 6805856 on.)"""
+    chorus = offline_runtime()
+    for table in chorus.staging.tables:
+        table._limit = 64  # every fold record is larger than this
+    message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
+    with captured() as sent:
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
+
+    letters = [DeadLetter.model_validate_json(v) for n, v in sent if n.endswith("dead-letters")]
+    assert letters and {letter.stage for letter in letters} == {"table-write"}
+    assert all("changelog record limit" in letter.reason for letter in letters)
+    assert {letter.offset for letter in letters} == {0}
+    assert chorus.staging.drain_refused() == []  # sent, not kept
