@@ -39,6 +39,16 @@ class Broker:
     run_dir: Path | None  # None: an existing cluster (CHORUS_BOOTSTRAP_SERVERS)
     lib: Path | None  # the Kafka jars (for ConsumerPerformance), when known
 
+    def pid(self) -> int | None:
+        """The local broker's JVM (None for an existing cluster): the broker's CPU is part of
+        what a message costs, and it shares the machine's cores with the processors."""
+        if self.run_dir is None:
+            return None
+        from streams.ops.broker import cluster_status
+
+        info = cluster_status(self.run_dir)
+        return info.nodes[0].pid if info is not None and info.nodes else None
+
     def stop(self) -> None:
         if self.run_dir is not None:
             from streams.ops.broker import stop_cluster

@@ -47,12 +47,16 @@ QUIX_REQUIREMENTS = REPO / "bench" / "quix_peer" / "requirements.txt"
 
 @dataclass
 class CpuSampler:
-    """(wall, output count, process cpu seconds) at each poll."""
+    """(wall, output count, process cpu seconds) at each poll; `broker`, when set, polls the
+    local broker's JVM at the same moments (its CPU, apart from the processor's)."""
 
     pid: int
     samples: list[tuple[float, int, float]] = field(default_factory=list)
+    broker: CpuSampler | None = None
 
     def __call__(self, total: int) -> None:
+        if self.broker is not None:
+            self.broker(total)
         try:
             process = psutil.Process(self.pid)
             times = process.cpu_times()
@@ -115,6 +119,9 @@ async def measure_output(
 ) -> dict[str, Any]:
     """`sampler`: the caller's, to read its polls afterwards."""
     sampler = sampler or CpuSampler(pid)
+    broker_pid = phase.broker.pid()
+    if broker_pid is not None and sampler.broker is None:
+        sampler.broker = CpuSampler(broker_pid)
     started = time.time()
     await wait_for_count(
         phase.broker.bootstrap, topic, expected, timeout, poll=0.25, alive=alive, on_poll=sampler
@@ -132,6 +139,9 @@ async def measure_output(
         "msgs_per_s_polled": sampler.wall_rate(per_message),
         "cpu_ms_per_msg": sampler.cpu_ms_per_message(per_message),
         "cores_used": sampler.utilisation(),
+        "broker_cpu_ms_per_msg": sampler.broker.cpu_ms_per_message(per_message)
+        if sampler.broker
+        else None,
         "timeline": [(round(t, 3), n / per_message) for t, n in line],
     }
 
@@ -254,6 +264,12 @@ async def _to_last_summary(
         worker.check_alive()
         await asyncio.sleep(0.25)
     end_cpu = sampler.samples[-1][2] if sampler.samples else 0.0
+    broker = sampler.broker
+    broker_cpu = (
+        cpu_ms_per_message_to(broker.samples, messages, projections, broker.samples[-1][2])
+        if broker is not None and broker.samples
+        else None
+    )
     span = await topic_span(phase.broker.bootstrap, topic)
     seen = [s for s in sampler.samples if s[1] > 0]
     cores = (
@@ -273,6 +289,7 @@ async def _to_last_summary(
         processes,
     )
     result["cpu_s_by_process"] = by_process
+    result["broker_cpu_ms_per_msg"] = broker_cpu
     log(
         f"  pipeline to its last summary: {_fmt(result['msgs_per_s'])} msg/s, "
         f"last summary {_fmt(result['last_summary_s'])} s after the first output, "

@@ -31,6 +31,12 @@ def _number(value: Any) -> float | None:
     return float("inf") if value == "backlog" else value
 
 
+def _broker(result: dict[str, Any]) -> str:
+    """The local broker's CPU over the same window (not in the processor's own figure)."""
+    broker = result.get("broker_cpu_ms_per_msg")
+    return "" if broker is None else f"the broker besides: {broker:.2f} ms per message"
+
+
 def _ms(value: float | str | None) -> str:
     value = _number(value)
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -187,7 +193,8 @@ def markdown(results: dict[str, Any]) -> str:
         )
         lines.append(
             f"| 2 | chorus worker CPU (ms per message; cores busy) | "
-            f"{_ms(worker.get('cpu_ms_per_msg'))} ms; {worker.get('cores_used') or 0:.2f} | |"
+            f"{_ms(worker.get('cpu_ms_per_msg'))} ms; {worker.get('cores_used') or 0:.2f} | "
+            f"{_broker(worker)} |"
         )
     pipeline = fold.get("chorus_pipeline", {})
     if pipeline:
@@ -212,7 +219,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"| 2 | whole pipeline CPU over its {pipeline.get('processes', '?')} processes "
             f"(ms per message; cores busy) | {_ms(pipeline.get('cpu_ms_per_msg'))} ms; "
             f"{pipeline.get('cores_used') or 0:.2f} | Quix {_ms(quix_cpu)} ms; "
-            f"{_ratio(r.get('pipeline_cpu_vs_quix'))} Quix's (target ≤ 3×)"
+            f"{_ratio(r.get('pipeline_cpu_vs_quix'))} Quix's (target ≤ 3×); {_broker(pipeline)}"
             + (
                 "; CPU s by process, start-up included: "
                 + ", ".join(f"{k} {v:,.1f}" for k, v in pipeline["cpu_s_by_process"].items())
@@ -248,7 +255,8 @@ def markdown(results: dict[str, Any]) -> str:
         )
         lines.append(
             f"| 3 | Quix Streams CPU (ms per message; cores busy) | "
-            f"{_ms(quix.get('cpu_ms_per_msg'))} ms; {quix.get('cores_used') or 0:.2f} | |"
+            f"{_ms(quix.get('cpu_ms_per_msg'))} ms; {quix.get('cores_used') or 0:.2f} | "
+            f"{_broker(quix)} |"
         )
         lines.append(
             f"| 3 | **chorus ÷ Quix** (whole worker; fold stage alone) | "
