@@ -47,7 +47,7 @@ from projections.recap import (
 from projections.recap.title import channel_keyphrases, channel_title
 from projections.summarise.llm import ChatClient, LlmError
 from projections.summarise.pending import PendingBatch, PendingItem
-from projections.text import cut, is_backchannel, title
+from projections.text import cut, title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
 from streams.worker.fold_state import FoldState, FoldUnreachable, LocalFoldState
@@ -93,7 +93,9 @@ class ChannelRecap(BaseModel):
     # shows while memory does not hold the window (after a restart or a move). A record of
     # an older format also holds the channel's `keyphrases`; they are ignored when read.
     title: str | None = None
-    # The channel's first message that says something: the title until a phrase repeats.
+    # The title of the channel's first message that says something (`title` of it, at most
+    # 60 characters): the title until a phrase repeats. A record of an older format holds
+    # up to 300 characters of the message; reading it as a title cuts it.
     opening: str | None = None
     tools: list[str] = []
     last_message_at: datetime | None = None
@@ -134,10 +136,10 @@ def with_message(
         tools = [*tools, message.sender]
     # No text work here beyond the opening (once): titles and keyphrases are read from the
     # window when a recap or a title is asked for (`channel_title`).
-    content = message.content or ""
     opening = recap.opening
-    if opening is None and content and not is_backchannel(content):
-        opening = content[:WINDOW_CONTENT_CHARS]
+    if opening is None and message.content:
+        # Kept as the title it stands in for: this record is written with every message.
+        opening = title({}, fallback=message.content)
     return recap.model_copy(
         update={
             "status": status,
@@ -438,7 +440,7 @@ class Recapper:
             # The fold role has the title of the latest recap record; before it, the opening.
             "title": self.title_of(channel, recap)
             if self.generates
-            else recap.title or recap.opening,
+            else recap.title or title({}, fallback=recap.opening),
             "tools": recap.tools,
             "activity": "active" if active else "idle",
             "model": (latest.model if latest and latest.model else None)

@@ -76,6 +76,21 @@ def test_the_title_follows_what_the_channel_is_about_not_its_first_message() -> 
     assert recap.opening == "So the remote control needs fewer buttons."
 
 
+def test_the_opening_is_stored_as_the_title_it_stands_in_for() -> None:
+    """The record is written with every message: it keeps the opening's title (at most 60
+    characters), not 300 characters of the message; backchannel sets none."""
+    long = "Shall we move the invoice queue to the new cluster before Friday? " * 5
+    recap = with_message(ChannelRecap(), msg("yeah"), 0, 30, NOW)
+    assert recap.opening is None
+    recap = with_message(recap, msg(long), 1, 30, NOW)
+    assert recap.opening is not None and len(recap.opening) <= 60
+    assert recap.opening.startswith("Shall we move the invoice queue")
+    assert channel_title([], recap.opening) == recap.opening
+    # A record of an older format (300 characters of the message) reads as the same title.
+    older = recap.model_copy(update={"opening": long[:300]})
+    assert channel_title([], older.opening) == recap.opening
+
+
 def test_a_channel_of_backchannel_has_no_title() -> None:
     recap = ChannelRecap()
     for offset, line in enumerate(["Hmm hmm hmm .", "yeah", "okay", "I think so, yeah."]):
