@@ -55,7 +55,7 @@ from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies
 from streams.worker.fold_state import FoldState, FoldUnreachable, LocalFoldState
-from streams.worker.staging import CACHED_KEYS, Codec
+from streams.worker.staging import CACHED_KEYS, Codec, processing
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -593,8 +593,13 @@ def install(chorus: Runtime, fold_state: FoldState | None = None) -> Summariser:
 
     @chorus.app.agent(chorus.driver_events, name="summary-state-changes")
     async def state_changes(stream: Any) -> None:
-        async for event in stream.events():
-            summariser.on_driver_event(event.value)
+        # A batch at a time: the staged tables are flushed once per batch, not per event.
+        settings = chorus.settings
+        batches = stream.take_events(settings.fold_batch_max, settings.fold_batch_wait_ms / 1000)
+        async for batch in batches:
+            for event in batch:
+                with processing(event):
+                    summariser.on_driver_event(event.value)
             chorus.staging.flush()
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")

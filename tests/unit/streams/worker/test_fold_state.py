@@ -124,6 +124,38 @@ async def test_a_driver_event_that_changed_commitments_schedules_a_refresh() -> 
     assert summariser.state_marks.get("a/b") == 6
 
 
+async def test_the_state_changes_agent_marks_a_batch_of_driver_events_and_writes_once() -> None:
+    """Through Faust's harness: the agent takes driver events a batch at a time, each read
+    as its own event (the mark's changelog partition is its event's), one flush a batch."""
+    import orjson
+
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    worker = build_worker(settings, broker="127.0.0.1:1", role="context", fold_state=Down())
+    summariser = worker.summariser
+    assert isinstance(summariser, Summariser)
+    flushes: list[int] = []
+    flush = worker.runtime.staging.flush
+
+    def counted() -> int:
+        written = flush()
+        flushes.append(written)
+        return written
+
+    worker.runtime.staging.flush = counted  # type: ignore[method-assign]
+    agent_of = worker.runtime.app.agents["summary-state-changes"]
+    async with agent_of.test_context() as agent:
+        for offset in range(3):
+            changes = {"commitments": [{"id": "x"}] if offset != 1 else []}
+            value = {
+                "channel": "a/b",
+                "offset": offset,
+                "projections": {"commitments": {"changes": changes}},
+            }
+            await agent.put(orjson.dumps(value), key=b"a/b", partition=0)
+    assert summariser.state_marks.get("a/b") == 2 and "a/b" in summariser.state_changed
+    assert sum(flushes) >= 1 and len(flushes) <= 3
+
+
 class Recovering:
     async def folded(self, channel: str, name: str) -> Folded | None:
         return None  # the fold role answers, but its tables are not restored yet
