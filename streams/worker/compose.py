@@ -16,8 +16,9 @@ child processes and supervises them, `streams.worker.supervise`):
   context role (app id CHORUS_APP_ID-context, readiness on CHORUS_WEB_PORT + 1)
   chorus.channel-config ─► config
   chorus.messages ─► feed: validate ─► summaries: pending batch ─► task ─► chorus.summaries
+                                 │        a message that may change commitments ─► the
+                                 │        state part again in 2 s, once the fold folded it
                                  └──► recaps: phase + deadline ─► timer ─► chorus.recaps
-  chorus.driver-events ─► summaries: a commitment changed ─► the state part again in 2 s
   chorus.summaries / chorus.recaps ─► their tables (what the next batch builds on)
   commitments at generation time: GET /channels/{c}/state of the fold role
   (`streams.worker.fold_state`; unreachable: logged once, retried at the next check)

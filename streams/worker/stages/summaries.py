@@ -5,7 +5,10 @@ Two parts, one per worker role: `Summariser` (the context role) batches, summari
 publishes; `SummaryBook` (both roles) records what the topic says, for the views (fold
 role) and as the summary the next batch builds on (context role). The context role reads
 the commitments fold from the fold role (`streams.worker.fold_state`) when it renders a
-record's state part, and learns that a commitment changed from `chorus.driver-events`.
+record's state part. It learns that a commitment may have changed from the messages it reads
+(`projections.commitments.may_change_commitments`: expiries are messages in the log too), so
+it reads `chorus.messages` once and no driver event; a state part is rendered again until
+the fold it was read from has folded that message.
 
 The agent never waits for a summariser: a due batch is handed to a task, so a slow LLM
 delays neither folding nor other channels (beyond the client's concurrency limit). The
@@ -26,10 +29,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from pydantic import ValidationError
 
-from projections.commitments import CommitmentProjection
+from projections.commitments import CommitmentProjection, may_change_commitments
 from projections.model import Message, utc_now
 from projections.projection import Folded
 from projections.summarise import (
@@ -55,7 +57,7 @@ from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies
 from streams.worker.fold_state import FoldState, FoldUnreachable, LocalFoldState
-from streams.worker.staging import CACHED_KEYS, Codec, processing
+from streams.worker.staging import CACHED_KEYS, Codec
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -149,14 +151,6 @@ class SummaryBook:
         return rendered(record, self.chorus.folded(record.channel, CommitmentProjection.name))
 
 
-def changed(changes: Any) -> bool:
-    """Whether a driver event's commitments `changes` name anything: null, or a mapping of
-    empty lists (`{"commitments": []}`), is no change."""
-    if isinstance(changes, dict):
-        return any(bool(value) for value in changes.values())
-    return bool(changes)
-
-
 def rendered(record: SummaryRecord, folded: Folded | None) -> SummaryRecord:
     """`record` with its state part rendered from the commitments fold `folded`."""
     narrative = narrative_of(record.text, record.narrative)
@@ -189,9 +183,9 @@ class Summariser(SummaryBook):
             codec=HEADER_CODEC,
         )
         self.bodies = LogBodies(chorus)
-        # Per channel, the offset of the last driver event that changed its commitments
-        # (read from chorus.driver-events): after a restart, a record whose state part is
-        # older is rendered again (`find_stale_states`).
+        # Per channel, the offset of the last message that may have changed its commitments
+        # (`may_change_commitments`): a state part read from a fold before it is read again,
+        # and after a restart a record whose state part is older (`find_stale_states`).
         self.state_marks = chorus.staging.stage(chorus.table("summary-state-marks"))
         # Last offset handed to a summariser and not yet seen back on the summaries topic:
         # the next batch waits for it, so it builds on the summary it follows.
@@ -251,9 +245,11 @@ class Summariser(SummaryBook):
             self.due_at[channel] = since + timedelta(seconds=after_seconds)
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
+        channel = message.channel
+        if may_change_commitments(message):
+            self.commitments_may_change(channel, offset)
         if not summarisable(message):
             return
-        channel = message.channel
         before = self.batch_of(channel)
         batch = add(
             before,
@@ -268,22 +264,20 @@ class Summariser(SummaryBook):
             self.store(channel, batch)
         self.maybe_launch(channel, batch, partition, utc_now())
 
-    def on_driver_event(self, value: bytes | None) -> None:
-        """A driver event whose message changed the channel's commitments schedules the
-        state refresh of its latest summary. Only `channel`, `offset` and the commitments'
-        `changes` are read: the rest of the event is the fold's business."""
-        try:
-            event = orjson.loads(value or b"null")
-            changes = event["projections"]["commitments"]["changes"]
-            channel, offset = str(event["channel"]), int(event["offset"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return
-        if not changed(changes):
-            return
+    def commitments_may_change(self, channel: str, offset: int) -> None:
+        """The message at `offset` may have changed the channel's commitments: schedule the
+        state refresh of its latest summary, and mark the offset the fold must have folded
+        for a state part to count as current (`state_marks`, kept across restarts)."""
         self.state_changed.setdefault(channel, utc_now())
         marked = self.state_marks.get(channel)
         if marked is None or offset > marked:
             self.state_marks[channel] = offset
+
+    def behind(self, channel: str, folded: Folded | None) -> bool:
+        """Whether `folded` (what the fold role answered) has not folded the channel's last
+        message that may have changed its commitments yet (the roles read the log apart)."""
+        marked = self.state_marks.get(channel)
+        return marked is not None and (folded is None or folded.offset < marked)
 
     async def on_summary(self, value: bytes | None, partition: int) -> SummaryRecord | None:
         record = await super().on_summary(value, partition)
@@ -359,6 +353,9 @@ class Summariser(SummaryBook):
             missing = folded is None and self.state_marks.get(channel) is not None
         except FoldUnreachable:
             folded, missing = None, True
+        if folded is not None and self.behind(channel, folded):
+            # Rendered as the fold stands (state_offset says where); again once it caught up.
+            self.state_changed.setdefault(channel, utc_now())
         if missing:
             self.state_changed.setdefault(channel, utc_now())
             previous = previous_raw or {}
@@ -398,8 +395,10 @@ class Summariser(SummaryBook):
             except FoldUnreachable:
                 self.state_changed.setdefault(channel, since)
                 break  # logged once; every channel waits for the next check
-            if folded is None:  # its commitments changed: the fold role is still recovering
-                self.state_changed.setdefault(channel, since)
+            if self.behind(channel, folded):  # recovering, or not at that message yet
+                self.state_changed[channel] = now  # asked again STATE_REFRESH_SECONDS on
+                continue
+            if folded is None:  # nothing folded and nothing marked: no state part to render
                 continue
             current = rendered(record, folded)
             if current.text == record.text:
@@ -434,7 +433,7 @@ class Summariser(SummaryBook):
 
     def find_stale_states(self, now: datetime) -> None:
         """After a restart or a partition move the in-memory marks are gone: a record whose
-        state part is older than the last commitments change its driver events announced
+        state part is older than the last message that may have changed its commitments
         is checked again (`refresh_states` publishes only when the part differs)."""
         for channel, marked in list(self.state_marks.items()):
             raw = self.latest.get(channel)
@@ -589,17 +588,6 @@ def install(chorus: Runtime, fold_state: FoldState | None = None) -> Summariser:
     async def record_summaries(stream: Any) -> None:
         async for event in stream.events():
             await summariser.on_summary(event.value, event.message.partition)
-            chorus.staging.flush()
-
-    @chorus.app.agent(chorus.driver_events, name="summary-state-changes")
-    async def state_changes(stream: Any) -> None:
-        # A batch at a time: the staged tables are flushed once per batch, not per event.
-        settings = chorus.settings
-        batches = stream.take_events(settings.fold_batch_max, settings.fold_batch_wait_ms / 1000)
-        async for batch in batches:
-            for event in batch:
-                with processing(event):
-                    summariser.on_driver_event(event.value)
             chorus.staging.flush()
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")

@@ -77,7 +77,7 @@ def test_the_context_role_is_an_app_of_its_own_without_fold_tables() -> None:
     assert isinstance(worker.summariser, Summariser)
     assert worker.recapper is not None and worker.recapper.generates
     assert "fold-messages" not in app.agents and "feed-messages" in app.agents
-    assert "summary-state-changes" in app.agents  # driver events: a commitment changed
+    assert "summary-state-changes" not in app.agents  # it reads the log once, no driver event
     assert not worker.runtime.folds and not any(name.startswith("fold-") for name in app.tables)
     assert str(app.conf.datadir).endswith("context")
 

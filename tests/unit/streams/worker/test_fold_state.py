@@ -3,15 +3,22 @@ an unreachable fold role degrades generation (one log line) instead of failing i
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 import pytest
 
+from projections.model import Message, MessageType, utc_now
 from projections.projection import Folded
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.compose import build_worker
 from streams.worker.fold_state import FoldUnreachable, RemoteFoldState, fold_url
-from streams.worker.stages.summaries import STATE_REFRESHED_BY, Summariser
+from streams.worker.stages.summaries import (
+    STATE_REFRESH_SECONDS,
+    STATE_REFRESHED_BY,
+    Summariser,
+)
 
 STATE = {
     "channel": "a/b",
@@ -98,62 +105,77 @@ async def test_a_summary_keeps_its_previous_state_part_while_the_fold_role_is_do
     assert STATE_REFRESHED_BY  # the refresh marks its records as such
 
 
-async def test_a_driver_event_that_changed_commitments_schedules_a_refresh() -> None:
-    import orjson
+def said(kind: MessageType, correlation_id: str | None = None) -> Message:
+    content = None if kind is MessageType.EVENT else "hm"
+    reply = "m0" if kind is MessageType.RESPONSE else None
+    return Message(
+        channel="a/b",
+        sender="ann",
+        type=kind,
+        content=content,
+        correlation_id=correlation_id,
+        in_reply_to=reply,
+    )
 
+
+async def test_a_message_that_may_change_commitments_schedules_a_refresh() -> None:
+    """The context role reads the log once: a message the commitments fold may change on
+    (a request, a reply with a correlation id, an expiry) schedules the state refresh and
+    marks its offset; no driver event is read."""
     settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
     worker = build_worker(settings, broker="127.0.0.1:1", role="context", fold_state=Down())
     summariser = worker.summariser
     assert isinstance(summariser, Summariser)
-
-    def event(channel: str, offset: int, changes: object) -> bytes:
-        return orjson.dumps(
-            {
-                "channel": channel,
-                "offset": offset,
-                "projections": {"commitments": {"changes": changes, "live": {}}},
-            }
-        )
-
-    summariser.on_driver_event(event("a/b", 4, None))  # a redelivery: nothing changed
-    summariser.on_driver_event(event("a/b", 5, {"commitments": []}))
-    summariser.on_driver_event(b"not json")
-    assert summariser.state_changed == {}
-    summariser.on_driver_event(event("a/b", 6, {"commitments": [{"id": "x"}]}))
+    assert "summary-state-changes" not in worker.runtime.app.agents
+    await summariser.on_message(said(MessageType.STATUS), 0, 4)  # no correlation id
+    await summariser.on_message(said(MessageType.EVENT, "q1"), 0, 5)  # not a commitment's
+    assert summariser.state_changed == {} and summariser.state_marks.get("a/b") is None
+    await summariser.on_message(said(MessageType.QUERY, "q1"), 0, 6)
+    await summariser.on_message(said(MessageType.RESPONSE, "q1"), 0, 7)
     assert set(summariser.state_changed) == {"a/b"}
-    assert summariser.state_marks.get("a/b") == 6
+    assert summariser.state_marks.get("a/b") == 7
+    await summariser.on_message(said(MessageType.RESPONSE, "q1"), 0, 6)  # a redelivery
+    assert summariser.state_marks.get("a/b") == 7
 
 
-async def test_the_state_changes_agent_marks_a_batch_of_driver_events_and_writes_once() -> None:
-    """Through Faust's harness: the agent takes driver events a batch at a time, each read
-    as its own event (the mark's changelog partition is its event's), one flush a batch."""
-    import orjson
+class At:
+    """A fold role that has folded the channel up to `offset`."""
 
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+    async def folded(self, channel: str, name: str) -> Folded | None:
+        return Folded(projection=name, version=2, offset=self.offset, state={"commitments": {}})
+
+
+async def test_a_fold_behind_the_marked_message_is_read_again_later() -> None:
+    """The roles read the log apart: a state part read from a fold that has not reached the
+    last message that may change commitments says where it stands (`state_offset`) and is
+    refreshed STATE_REFRESH_SECONDS later, not every tick."""
     settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    worker = build_worker(settings, broker="127.0.0.1:1", role="context", fold_state=Down())
+    fold = At(offset=5)
+    worker = build_worker(settings, broker="127.0.0.1:1", role="context", fold_state=fold)
     summariser = worker.summariser
     assert isinstance(summariser, Summariser)
-    flushes: list[int] = []
-    flush = worker.runtime.staging.flush
+    await summariser.on_message(said(MessageType.QUERY, "q1"), 0, 7)
+    record = await summariser.with_fold_state(SummaryRecord(channel="a/b", text="Now."), None)
+    assert record.state_offset == 5 and "a/b" in summariser.state_changed
+    summariser.latest["a/b"] = record.model_dump(mode="json")
+    summariser.chorus.messages_partition = lambda channel: 0  # type: ignore[method-assign]
+    later = utc_now() + timedelta(seconds=STATE_REFRESH_SECONDS + 1)
+    assert await summariser.refresh_states(later) == 0  # still behind: asked again later
+    assert summariser.state_changed["a/b"] == later
+    fold.offset = 7
+    sent: list[bytes] = []
 
-    def counted() -> int:
-        written = flush()
-        flushes.append(written)
-        return written
+    async def send(key: bytes, value: bytes, partition: int) -> None:
+        sent.append(value)
 
-    worker.runtime.staging.flush = counted  # type: ignore[method-assign]
-    agent_of = worker.runtime.app.agents["summary-state-changes"]
-    async with agent_of.test_context() as agent:
-        for offset in range(3):
-            changes = {"commitments": [{"id": "x"}] if offset != 1 else []}
-            value = {
-                "channel": "a/b",
-                "offset": offset,
-                "projections": {"commitments": {"changes": changes}},
-            }
-            await agent.put(orjson.dumps(value), key=b"a/b", partition=0)
-    assert summariser.state_marks.get("a/b") == 2 and "a/b" in summariser.state_changed
-    assert sum(flushes) >= 1 and len(flushes) <= 3
+    summariser.chorus.summaries.send = send  # type: ignore[method-assign]
+    assert await summariser.refresh_states(later + timedelta(seconds=1)) == 0  # not yet due
+    much_later = later + timedelta(seconds=STATE_REFRESH_SECONDS + 1)
+    await summariser.refresh_states(much_later)
+    assert "a/b" not in summariser.state_changed  # caught up: read and done
 
 
 class Recovering:
@@ -170,6 +192,6 @@ async def test_no_fold_of_a_channel_whose_commitments_changed_keeps_the_previous
     new = SummaryRecord(channel="a/b", text="Now.", narrative="Now.")
     # A channel the fold role never had commitments of: no state part, nothing to wait for.
     assert (await summariser.with_fold_state(new, previous)).text == "Now."
-    summariser.state_marks["a/b"] = 5  # a driver event said its commitments changed
+    summariser.state_marks["a/b"] = 5  # a message that may have changed them was read
     record = await summariser.with_fold_state(new, previous)
     assert record.text == "Now.\n\nOpen (1):\n- x" and record.state_offset == 3
