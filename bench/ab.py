@@ -22,6 +22,7 @@ from typing import Any
 from bench.common import Phase, log, produce, start_broker, work_dir
 from bench.data import encoded_messages, load_conversations
 from bench.fold import run_chorus
+from bench.pipeline import read_channel_ends
 from streams.ops.topics import create_topics
 
 
@@ -39,14 +40,29 @@ async def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
                 phase = Phase("ab", broker, work, partitions=args.partitions)
                 await create_topics(phase.settings())
                 await produce(broker.bootstrap, phase.topic("messages"), records)
-                # Driver events v2: one per message, every state in it.
+                # The whole worker is measured to its last summary too (bench/pipeline.py).
+                ends = (
+                    None
+                    if args.fold_only
+                    else await read_channel_ends(broker.bootstrap, phase.topic("messages"))
+                )
+                # Driver events v2 on: one per message, every state in it.
                 result, _ = await run_chorus(
-                    phase, args.messages, 1, args.timeout, fold_only=args.fold_only
+                    phase,
+                    args.messages,
+                    1,
+                    args.timeout,
+                    fold_only=args.fold_only,
+                    pipeline_ends=ends,
                 )
                 results[src].append(result)
+                pipeline = result.get("pipeline") or {}
                 log(
                     f"round {round_} {src}: {result['msgs_per_s']:,.0f} msg/s, "
-                    f"{result['cpu_ms_per_msg'] or 0:.2f} ms CPU/msg, RSS {result['rss_mb']:.0f} MB"
+                    f"{result['cpu_ms_per_msg'] or 0:.2f} ms CPU/msg "
+                    f"(broker {result.get('broker_cpu_ms_per_msg') or 0:.2f}), "
+                    f"pipeline {pipeline.get('msgs_per_s') or 0:,.0f} msg/s, "
+                    f"RSS {result['rss_mb']:.0f} MB"
                 )
     finally:
         os.environ.pop("BENCH_WORKER_SRC", None)
@@ -73,12 +89,24 @@ def main() -> None:
     )
     for src, runs in results.items():
         rates = [r["msgs_per_s"] for r in runs]
-        cpu = [r["cpu_ms_per_msg"] for r in runs if r["cpu_ms_per_msg"]]
+        pipeline = [r["pipeline"]["msgs_per_s"] or 0.0 for r in runs if r.get("pipeline")]
         print(
             f"  {src}: msg/s {', '.join(f'{x:,.0f}' for x in rates)} "
             f"(median {statistics.median(rates):,.0f}); CPU ms/msg "
-            f"{statistics.median(cpu) if cpu else float('nan'):.2f}"
+            f"{_median(r['cpu_ms_per_msg'] for r in runs):.2f}, the broker's besides "
+            f"{_median(r.get('broker_cpu_ms_per_msg') for r in runs):.2f}"
+            + (
+                f"; pipeline to its last summary msg/s {', '.join(f'{x:,.0f}' for x in pipeline)}"
+                f" (median {statistics.median(pipeline):,.0f})"
+                if pipeline
+                else ""
+            )
         )
+
+
+def _median(values: Any) -> float:
+    present = [value for value in values if value]
+    return statistics.median(present) if present else float("nan")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     # Where the context role reads folds (the fold role's public API); unset: this host's
     # web_port, where `chorus worker` starts the fold role.
     fold_url: str | None = None
+    # Where the fold role reads recaps and recap windows (the context role's web server);
+    # unset: this host's web_port + 1, where `chorus worker` starts the context role.
+    context_url: str | None = None
     projections: list[str] = Field(default_factory=list)
     standby_replicas: int = 1
     # How long a silent worker keeps its partitions before the group moves them.

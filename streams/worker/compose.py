@@ -7,13 +7,14 @@ child processes and supervises them, `streams.worker.supervise`):
   fold role (app id CHORUS_APP_ID, the public HTTP API on CHORUS_WEB_PORT)
   chorus.channel-config ─► config: the config table (read by every stage)
   chorus.messages ─► fold: validate once, fold ─► fold tables ─► chorus.driver-events
-        │               └────────────────────────────────────────► chorus.dead-letters
-        └─► (same batch) recaps, read side: phase + window positions, for the views
-  chorus.summaries / chorus.recaps ─► the tables the views read (latest summary, recap)
+                        └────────────────────────────────────────► chorus.dead-letters
+  chorus.summaries ─► the table the views read (latest summary)
+  recaps: the views ask the context role (`streams.worker.recap_source`), which owns them
   shadow: re-folds a sample of channels from the log now and then (off by default)
   http: the views over the read model (`streams.worker.read_model`)
 
-  context role (app id CHORUS_APP_ID-context, readiness on CHORUS_WEB_PORT + 1)
+  context role (app id CHORUS_APP_ID-context, its web server on CHORUS_WEB_PORT + 1:
+  readiness, and the recap views the fold role's views read)
   chorus.channel-config ─► config
   chorus.messages ─► feed: validate ─► summaries: pending batch ─► task ─► chorus.summaries
                                  │        a message that may change commitments ─► the
@@ -37,17 +38,19 @@ from projections.projection import ChannelProjection
 from streams.settings import Settings
 from streams.worker import http
 from streams.worker.fold_state import FoldState, RemoteFoldState
+from streams.worker.recap_source import RemoteRecaps
 from streams.worker.runtime import Role, Runtime
 from streams.worker.stages import config, feed, fold, recaps, shadow, summaries
 from streams.worker.stages.feed import Feed
 
 Stage = Literal["config", "fold", "summaries", "recaps", "shadow", "http"]
-# The fold role's stages: its summaries and recaps are their read side (the views').
+# The fold role's stages: its summaries are their read side (the views'); its recaps stage
+# is where the views read the context role's recaps.
 EVERY_STAGE: tuple[Stage, ...] = ("config", "fold", "summaries", "recaps", "shadow", "http")
 # Per role, the stages it runs by default and those it may run.
 ROLE_STAGES: dict[Role, tuple[Stage, ...]] = {
     "fold": EVERY_STAGE,
-    # "http" here is readiness (and this process's LLM costs and metrics) on its own port.
+    # "http" here is readiness, this process's LLM costs and metrics, and the recap views.
     "context": ("config", "summaries", "recaps", "http"),
 }
 
@@ -57,13 +60,15 @@ class Worker:
     """A wired worker: the runtime and the stage objects (None for a stage left out).
 
     `summariser` is the writing `Summariser` in the context role, the read-only
-    `SummaryBook` in the fold role; `recapper` generates only in the context role."""
+    `SummaryBook` in the fold role. The `recapper` is the context role's; the fold role's
+    views read recaps from it (`recaps`)."""
 
     runtime: Runtime
     folder: fold.Folder | None
     summariser: summaries.SummaryBook | None
     recapper: recaps.Recapper | None
     feed: Feed | None = None
+    recaps: RemoteRecaps | None = None
 
 
 def build_worker(
@@ -74,13 +79,15 @@ def build_worker(
     stages: Collection[Stage] | None = None,
     role: Role = "fold",
     fold_state: FoldState | None = None,
+    recaps_from: RemoteRecaps | None = None,
 ) -> Worker:
     """A worker of `role` with `stages` (the role's, `ROLE_STAGES`, when left out)
     registered on its Faust app (agents, timers, views).
 
     The bench's fold-only worker runs `("config", "fold")`. The summaries stage is needed by
     the recaps and HTTP stages. The context role reads folds through `fold_state` (the fold
-    role's HTTP API when left out).
+    role's HTTP API when left out); the fold role's views read recaps through `recaps_from`
+    (the context role's web server when left out).
     """
     stages = ROLE_STAGES[role] if stages is None else stages
     unknown = set(stages) - set(ROLE_STAGES[role])
@@ -99,19 +106,17 @@ def build_worker(
     _track_messages_metadata(runtime)
     if role == "context":
         return _context_role(runtime, stages, fold_state or RemoteFoldState(settings))
-    book = recapper = None
-    followers: list[fold.Follower] = []
+    book = None
     if "summaries" in stages:
         book = summaries.install_book(runtime)
-    if book is not None and "recaps" in stages:
-        recapper = recaps.install(runtime, book.narrative, generates=False)
-        followers.append(recapper.on_message)
-    folder = fold.install(runtime, followers=followers) if "fold" in stages else None
+    # The recaps are the context role's: the views read them from it.
+    remote_recaps = (recaps_from or RemoteRecaps(settings)) if "recaps" in stages else None
+    folder = fold.install(runtime) if "fold" in stages else None
     if "shadow" in stages:
         shadow.install(runtime)
-    if book is not None and recapper is not None and "http" in stages:
-        http.install(runtime, book, recapper)
-    return Worker(runtime, folder, book, recapper)
+    if book is not None and remote_recaps is not None and "http" in stages:
+        http.install(runtime, book, remote_recaps)
+    return Worker(runtime, folder, book, None, recaps=remote_recaps)
 
 
 def _context_role(runtime: Runtime, stages: Collection[Stage], fold_state: FoldState) -> Worker:
@@ -125,7 +130,7 @@ def _context_role(runtime: Runtime, stages: Collection[Stage], fold_state: FoldS
         followers.append(recapper.on_message)
     fed = feed.install(runtime, followers) if followers else None
     if "http" in stages:
-        http.install_readiness(runtime)
+        http.install_context(runtime, recapper)
     return Worker(runtime, None, summariser, recapper, fed)
 
 

@@ -1,9 +1,12 @@
 """HTTP views on the worker's web server (127.0.0.1 by default; optional bearer token).
 
 The fold role serves every public view on CHORUS_WEB_PORT (`install`); per-channel views
-are routed by Faust to the fold worker that owns the channel's partition. The context role
-serves its readiness, its LLM costs and its metrics on CHORUS_WEB_PORT + 1
-(`install_readiness`); the fold role's `/costs` adds those of the context role on its host.
+are routed by Faust to the fold worker that owns the channel's partition. Each view answers
+from the role that owns what it shows: the recap views, and the recent messages and recap
+of the agent context, are read from the context role (`streams.worker.recap_source`). The
+context role serves its readiness, its LLM costs and metrics, and those recap views on
+CHORUS_WEB_PORT + 1 (`install_context`, routed within its own group); the fold role's
+`/costs` adds those of the context role on its host.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.model import utc_now
 from streams.records import SummaryRecord, summary_view
-from streams.worker.fold_state import role_url
 from streams.worker.read_model import (
     UnknownChannel,
     channel_context,
@@ -28,6 +30,13 @@ from streams.worker.read_model import (
     checked_channel,
     context_budget,
 )
+from streams.worker.recap_source import (
+    EMPTY_WINDOW,
+    ContextUnreachable,
+    RecapWindow,
+    RemoteRecaps,
+)
+from streams.worker.role_client import role_url
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -112,46 +121,21 @@ def _metrics(chorus: Runtime) -> Callable[[View, Request], Response]:
     return metrics
 
 
-def install_readiness(chorus: Runtime) -> None:
-    """The context role's web server: readiness, and this process's LLM costs and metrics
-    (the summaries and recaps call the models here)."""
-    _, page = _pages(chorus)
-    page("/ready", _ready(chorus))
-    page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
-    page("/metrics", _metrics(chorus))
+ChannelAnswer = Callable[[View, str, Request], Response | Awaitable[Response]]
 
 
-async def context_role_costs(chorus: Runtime) -> list[dict[str, Any]]:
-    """The LLM costs of the context role next to this fold worker ([] when it does not
-    answer: costs are per process, like the metrics)."""
-    url = f"{role_url(chorus.settings, 'context')}/costs"
-    headers = {}
-    if chorus.settings.api_token:
-        headers["Authorization"] = f"Bearer {chorus.settings.api_token.get_secret_value()}"
-    try:
-        async with httpx.AsyncClient(timeout=2.0, headers=headers) as client:
-            response = await client.get(url)
-        response.raise_for_status()
-        rows: list[dict[str, Any]] = response.json().get("llm", [])
-        return rows
-    except (httpx.HTTPError, ValueError) as error:
-        log.debug("no costs from the context role at %s: %r", url, error)
-        return []
+def _channel_pages(
+    chorus: Runtime, denied: Callable[[View, Request], Response | None]
+) -> Callable[[str, ChannelAnswer], None]:
+    """`channel_page(suffix, answer)`: a per-channel view, served by the worker of this
+    role's group that owns the channel's partition.
 
-
-def install(chorus: Runtime, summariser: SummaryBook, recapper: Recapper) -> None:
+    Until this worker knows who owns which partition (starting, rebalancing), or when the
+    owner cannot be reached, the answer is 503 with Retry-After, not an error.
+    """
     app = chorus.app
-    denied, page = _pages(chorus)
 
-    def channel_page(
-        suffix: str, answer: Callable[[View, str, Request], Response | Awaitable[Response]]
-    ) -> None:
-        """A per-channel view, served by the worker that owns the channel's partition.
-
-        Until this worker knows who owns which partition (starting, rebalancing), or when
-        the owner cannot be reached, the answer is 503 with Retry-After, not an error.
-        """
-
+    def channel_page(suffix: str, answer: ChannelAnswer) -> None:
         @app.page(f"/channels/{{channel:.+}}/{suffix}")
         class ChannelPage(View):
             async def get(self, request: Request, channel: str) -> Response:
@@ -174,6 +158,64 @@ def install(chorus: Runtime, summariser: SummaryBook, recapper: Recapper) -> Non
                 answered = answer(self, channel, request)
                 return await answered if inspect.isawaitable(answered) else answered
 
+    return channel_page
+
+
+def install_context(chorus: Runtime, recapper: Recapper | None) -> None:
+    """The context role's web server: readiness, this process's LLM costs and metrics (the
+    summaries and recaps call the models here), and the recap views it owns, which the
+    fold role's public views read (`streams.worker.recap_source`): `/recaps`,
+    `/channels/{c}/recap` and `/channels/{c}/window` (recent messages, latest recap)."""
+    denied, page = _pages(chorus)
+    page("/ready", _ready(chorus))
+    page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
+    page("/metrics", _metrics(chorus))
+    if recapper is None:
+        return
+    channel_page = _channel_pages(chorus, denied)
+
+    def recaps(view: View, _: Request) -> Response:
+        now = utc_now()
+        views = [recapper.view(str(channel), now) for channel in recapper.table]
+        return view.json({"recaps": sorted(views, key=lambda v: v["channel"])})
+
+    def recap(view: View, channel: str, _: Request) -> Response:
+        return view.json(recapper.view(channel, utc_now()))
+
+    async def window(view: View, channel: str, _: Request) -> Response:
+        recap = recapper.recap_of(channel)
+        messages = await recapper.positioned_window(channel, recap)
+        return view.json(RecapWindow(messages, recap.latest).as_json())
+
+    page("/recaps", recaps)
+    channel_page("recap", recap)
+    channel_page("window", window)
+
+
+async def context_role_costs(chorus: Runtime) -> list[dict[str, Any]]:
+    """The LLM costs of the context role next to this fold worker ([] when it does not
+    answer: costs are per process, like the metrics)."""
+    url = f"{role_url(chorus.settings, 'context')}/costs"
+    headers = {}
+    if chorus.settings.api_token:
+        headers["Authorization"] = f"Bearer {chorus.settings.api_token.get_secret_value()}"
+    try:
+        async with httpx.AsyncClient(timeout=2.0, headers=headers) as client:
+            response = await client.get(url)
+        response.raise_for_status()
+        rows: list[dict[str, Any]] = response.json().get("llm", [])
+        return rows
+    except (httpx.HTTPError, ValueError) as error:
+        log.debug("no costs from the context role at %s: %r", url, error)
+        return []
+
+
+def install(chorus: Runtime, summariser: SummaryBook, recaps: RemoteRecaps) -> None:
+    """The fold role's public views. Recaps are the context role's: their views, and the
+    recent messages of the agent context, are read from it (`recaps`)."""
+    denied, page = _pages(chorus)
+    channel_page = _channel_pages(chorus, denied)
+
     def state(view: View, channel: str, _: Request) -> Response:
         found = channel_state(chorus, channel)
         if found is None:
@@ -184,11 +226,23 @@ def install(chorus: Runtime, summariser: SummaryBook, recapper: Recapper) -> Non
         found = chorus.standing(channel)
         return found.decision_json() if found is not None else None
 
-    def recap_view(channel: str) -> dict[str, Any]:
-        return {**recapper.view(channel, utc_now()), "decision": decision_of(channel)}
+    async def recap_view(view: View, channel: str, _: Request) -> Response:
+        if chorus.standing(channel) is None:
+            return view.json({"error": str(UnknownChannel(channel))}, status=404)
+        try:
+            found = await recaps.view(channel)
+        except ContextUnreachable as error:
+            return not_yet(view, str(error))
+        if found is None:  # the context role has not read the channel yet
+            return not_yet(view, "the context role has not read the channel yet")
+        return view.json({**found, "decision": decision_of(channel)})
 
-    def recaps(view: View) -> Response:
-        views = [recap_view(str(channel)) for channel in recapper.table]
+    async def recaps_view(view: View, _: Request) -> Response:
+        try:
+            found = await recaps.views()
+        except ContextUnreachable as error:
+            return not_yet(view, str(error))
+        views = [{**one, "decision": decision_of(one["channel"])} for one in found]
         return view.json({"recaps": sorted(views, key=lambda v: v["channel"])})
 
     def channels(view: View, request: Request) -> Response:
@@ -205,8 +259,14 @@ def install(chorus: Runtime, summariser: SummaryBook, recapper: Recapper) -> Non
         except ValueError as error:
             return view.json({"error": str(error)}, status=400)
         for_agent = (request.query.get("for") or "").strip() or None
+        if chorus.standing(channel) is None:
+            return view.json({"error": str(UnknownChannel(channel))}, status=404)
         try:
-            found = await channel_context(chorus, summariser, recapper, channel, budget, for_agent)
+            recent = await recaps.window(channel)
+        except ContextUnreachable:  # logged once per outage; the fold's parts stand
+            recent = EMPTY_WINDOW
+        try:
+            found = channel_context(chorus, summariser, recent, channel, budget, for_agent)
         except UnknownChannel as error:
             return view.json({"error": str(error)}, status=404)
         return view.json(found.as_json())
@@ -239,8 +299,8 @@ def install(chorus: Runtime, summariser: SummaryBook, recapper: Recapper) -> Non
         return summary_view(channel, latest)
 
     channel_page("summary", known(current_summary))
-    channel_page("recap", known(recap_view))
+    channel_page("recap", recap_view)
     channel_page("context", context)
-    page("/recaps", lambda view, _: recaps(view))
+    page("/recaps", recaps_view)
     page("/costs", costs)
     page("/metrics", _metrics(chorus))

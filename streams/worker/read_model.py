@@ -26,7 +26,7 @@ from projections.summarise.state import narrative_of
 from streams.worker.runtime import Runtime
 
 if TYPE_CHECKING:
-    from streams.worker.stages.recaps import Recapper
+    from streams.worker.recap_source import RecapWindow
     from streams.worker.stages.summaries import SummaryBook
 
 
@@ -71,21 +71,22 @@ DEFAULT_CONTEXT_TOKENS = 1000
 MAX_CONTEXT_TOKENS = 100_000
 
 
-async def channel_context(
+def channel_context(
     chorus: Runtime,
     summariser: SummaryBook,
-    recapper: Recapper,
+    recent: RecapWindow,
     channel: str,
     max_tokens: int,
     for_agent: str | None = None,
 ) -> ChannelContext:
     """What an agent reads before deciding whether to read the history (context v2, see
-    `projections.context`). UnknownChannel when nothing of the channel was folded here."""
+    `projections.context`): the header and commitments from the fold here, the summary
+    from the summaries topic, the recent messages and recap from the context role
+    (`recent`). UnknownChannel when nothing of the channel was folded here."""
     found = chorus.standing(channel)
     if found is None:
         raise UnknownChannel(channel)
-    recap = recapper.recap_of(channel)
-    window = await recapper.positioned_window(channel, recap)
+    window = recent.messages
     commitments_state = found.states.get(CommitmentProjection.name)
     excerpts = {m.id: m.content for _, m in window if m.content}
     latest = summariser.latest.get(channel)
@@ -94,8 +95,8 @@ async def channel_context(
         text = narrative_of(latest.get("text") or "", latest.get("narrative"))
         summary = SummaryPart(text, latest.get("first_offset"), latest.get("last_offset"))
     recap_part = None
-    if recap.latest is not None and recap.latest.text:
-        recap_part = RecapPart(recap.latest.text, recap.latest.covered_offset)
+    if recent.latest is not None and recent.latest.text:
+        recap_part = RecapPart(recent.latest.text, recent.latest.covered_offset)
     return assemble_context(
         max_tokens,
         header=ChannelHeader(

@@ -5,6 +5,7 @@ state part read from the fold role), and SIGTERM stops all three."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -90,7 +91,7 @@ async def test_two_roles_give_driver_events_and_summaries_and_stop_together(
 
     # The state part comes from the fold role: the request ended, nothing is open. The
     # summary may have been rendered before the fold had the DONE: then the state refresh
-    # (from the DONE's driver event) publishes it again within seconds.
+    # (the DONE may change commitments) publishes it again within seconds.
     def ended(records: list[object]) -> bool:
         texts = [r.value["text"] for r in records]  # type: ignore[attr-defined]
         return any("fulfilled" in t and "Open (" not in t for t in texts)
@@ -98,6 +99,27 @@ async def test_two_roles_give_driver_events_and_summaries_and_stop_together(
     await read_until(chorus_settings, "summaries", ended, 30)
     view = worker.get(f"/channels/{CHANNEL}/summary").json()
     assert "Port the lexer" in view["content"] and "Open (" not in view["content"]
+
+    # Recaps are the context role's: the fold role's views read them from it.
+    recap = worker.get(f"/channels/{CHANNEL}/recap").json()
+    assert recap["message_count"] == len(messages) and recap["decision"] is not None
+    context = worker.get(f"/channels/{CHANNEL}/context?max_tokens=2000").json()
+    assert "lexer ported" in context["text"]
+    # With the context role frozen, the recap view says to retry, and the agent context
+    # still answers from the fold role: header, commitments and summary, no recent messages.
+    os.kill(pids["context"], signal.SIGSTOP)
+    try:
+        frozen = await asyncio.to_thread(worker.get, f"/channels/{CHANNEL}/recap")
+        assert frozen.status_code == 503 and frozen.headers["Retry-After"]
+        without = await asyncio.to_thread(
+            worker.get, f"/channels/{CHANNEL}/context?max_tokens=2000"
+        )
+        assert without.status_code == 200, without.text
+        parts = without.json()["parts"]
+        assert parts["messages"]["total"] == 0 and parts["summary"] is not None
+        assert parts["header"]["offset"] == len(messages) - 1
+    finally:
+        os.kill(pids["context"], signal.SIGCONT)
 
     assert worker.process is not None
     started = time.monotonic()

@@ -9,10 +9,10 @@ The recent window is positions in the status record; its messages are kept in me
 (cut as the transcript reads them) and read back from `chorus.messages` when memory no
 longer has them (`streams.worker.bodies`): no message body goes to a changelog.
 
-Both worker roles keep the table. The context role generates (`generates`: titles,
-deadlines, recaps; the commitments read from the fold role, `streams.worker.fold_state`);
-the fold role keeps the phase and the window for its views (`with_message`, no text work) and
-takes the title from the recap records (`RecapRecord.title`).
+The context role runs this stage and owns the recaps: the table, the titles, the deadlines
+and the generation (the commitments read from the fold role, `streams.worker.fold_state`).
+Its web server serves the recap views and each channel's window, which the fold role's
+public views read (`streams.worker.recap_source`); the fold role keeps no copy.
 """
 
 from __future__ import annotations
@@ -215,16 +215,12 @@ class Recapper:
         client: ChatClient | None,
         narrative: NarrativeOf,
         fold_state: FoldState | None = None,
-        *,
-        generates: bool = True,
     ) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.client = client
         self.narrative = narrative
         self.fold_state: FoldState = fold_state or LocalFoldState(chorus)
-        # False in the fold role: no titles, no deadlines, no generation (see the module).
-        self.generates = generates
         # Staged: the fold agent flushes it once per batch (see streams.worker.staging).
         self.table = chorus.staging.stage(
             chorus.table("recap-status"),
@@ -349,10 +345,7 @@ class Recapper:
             self.generating.pop(channel, None)
         latest = recap.latest if record.phase == RecapPhase.GENERATING else record
         update: dict[str, Any] = {"status": status, "latest": latest}
-        if not self.generates:  # the fold role shows the title the context role read
-            if record.title:
-                update["title"] = record.title
-        elif record.phase == RecapPhase.COMPLETED:  # shown while memory lacks the window
+        if record.phase == RecapPhase.COMPLETED:  # shown while memory lacks the window
             update["title"] = self.title_of(channel, recap)
         self.store(channel, recap.model_copy(update=update))
 
@@ -437,10 +430,7 @@ class Recapper:
             "label": countdown_label(recap.status, now),
             "due_at": recap.status.due_at,
             "message_count": recap.message_count,
-            # The fold role has the title of the latest recap record; before it, the opening.
-            "title": self.title_of(channel, recap)
-            if self.generates
-            else recap.title or title({}, fallback=recap.opening),
+            "title": self.title_of(channel, recap),
             "tools": recap.tools,
             "activity": "active" if active else "idle",
             "model": (latest.model if latest and latest.model else None)
@@ -454,12 +444,9 @@ def install(
     chorus: Runtime,
     narrative: NarrativeOf,
     fold_state: FoldState | None = None,
-    *,
-    generates: bool = True,
 ) -> Recapper:
-    """The recap stage; `narrative` is what the channel's latest summary says was said
-    (handed over by the composition root: no stage imports another). With `generates`
-    False (the fold role) it keeps the table for the views and runs no timer."""
+    """The recap stage (the context role); `narrative` is what the channel's latest summary
+    says was said (handed over by the composition root: no stage imports another)."""
     from streams.llm.client import client_from_settings
     from streams.llm.metering import MeteredChatClient
 
@@ -469,7 +456,6 @@ def install(
         MeteredChatClient(client, chorus.meter, "recap") if client else None,
         narrative,
         fold_state,
-        generates=generates,
     )
 
     @chorus.app.agent(chorus.recaps, name="record-recaps")
@@ -477,9 +463,6 @@ def install(
         async for event in stream.events():
             await recapper.on_recap(event.value)
             chorus.staging.flush()
-
-    if not generates:
-        return recapper
 
     @chorus.app.timer(chorus.settings.recap_check_seconds, name="recap-deadlines")
     async def deadlines() -> None:

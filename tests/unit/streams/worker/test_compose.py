@@ -25,7 +25,7 @@ def test_every_stage_by_default() -> None:
     worker = _build()
     assert worker.folder is not None
     assert worker.summariser is not None
-    assert worker.recapper is not None
+    assert worker.recapper is None and worker.recaps is not None  # the context role's
 
 
 def test_the_fold_only_worker_has_no_summaries_or_recaps() -> None:
@@ -38,7 +38,7 @@ def test_the_fold_only_worker_has_no_summaries_or_recaps() -> None:
 def test_a_worker_without_the_fold_stage_has_no_folder() -> None:
     worker = _build(("config", "summaries", "recaps"))
     assert worker.folder is None
-    assert worker.summariser is not None and worker.recapper is not None
+    assert worker.summariser is not None and worker.recaps is not None
 
 
 @pytest.mark.parametrize(
@@ -59,14 +59,11 @@ def test_the_fold_role_reads_summaries_and_recaps_and_does_no_text_work() -> Non
     app = worker.runtime.app
     assert app.conf.id == "chorus" and app.conf.web_port == 6066
     assert not isinstance(worker.summariser, Summariser)  # the read side only
-    assert worker.recapper is not None and not worker.recapper.generates
-    assert set(app.agents) == {
-        "channel-config",
-        "fold-messages",
-        "record-summaries",
-        "record-recaps",
-    }
+    # Recaps are the context role's: the views read them from it, nothing is kept here.
+    assert worker.recapper is None and worker.recaps is not None
+    assert set(app.agents) == {"channel-config", "fold-messages", "record-summaries"}
     assert "summary-pending" not in app.tables and "fold-positions" in app.tables
+    assert "recap-status" not in app.tables
 
 
 def test_the_context_role_is_an_app_of_its_own_without_fold_tables() -> None:
@@ -75,7 +72,7 @@ def test_the_context_role_is_an_app_of_its_own_without_fold_tables() -> None:
     assert app.conf.id == "chorus-context" and app.conf.web_port == 6067
     assert worker.folder is None and worker.feed is not None
     assert isinstance(worker.summariser, Summariser)
-    assert worker.recapper is not None and worker.recapper.generates
+    assert worker.recapper is not None and "recap-status" in app.tables
     assert "fold-messages" not in app.agents and "feed-messages" in app.agents
     assert "summary-state-changes" not in app.agents  # it reads the log once, no driver event
     assert not worker.runtime.folds and not any(name.startswith("fold-") for name in app.tables)
