@@ -9,10 +9,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from streams.kafka.consume import Record, read_topic
@@ -20,6 +22,20 @@ from streams.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+RoleFetch = Callable[[str, Mapping[str, str]], Awaitable[tuple[int, bytes]]]
+
+
+def answering(handler: Callable[[str, Mapping[str, str]], tuple[int, Any]]) -> RoleFetch:
+    """A role client's `fetch` (streams.worker.role_client) that answers from
+    `handler(path, headers)`: (status, JSON body); what the handler raises, the fetch does."""
+
+    async def fetch(path: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        status, body = handler(path, headers)
+        return status, orjson.dumps(body)
+
+    return fetch
 
 
 @pytest.fixture(scope="session")

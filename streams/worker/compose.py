@@ -105,12 +105,17 @@ def build_worker(
         config.install(runtime, dead_letters=role == "fold")
     _track_messages_metadata(runtime)
     if role == "context":
-        return _context_role(runtime, stages, fold_state or RemoteFoldState(settings))
+        remote_fold = fold_state or RemoteFoldState(settings)
+        if isinstance(remote_fold, RemoteFoldState):
+            _closed_on_shutdown(runtime, remote_fold)
+        return _context_role(runtime, stages, remote_fold)
     book = None
     if "summaries" in stages:
         book = summaries.install_book(runtime)
     # The recaps are the context role's: the views read them from it.
     remote_recaps = (recaps_from or RemoteRecaps(settings)) if "recaps" in stages else None
+    if remote_recaps is not None:
+        _closed_on_shutdown(runtime, remote_recaps)
     folder = fold.install(runtime) if "fold" in stages else None
     if "shadow" in stages:
         shadow.install(runtime)
@@ -132,6 +137,14 @@ def _context_role(runtime: Runtime, stages: Collection[Stage], fold_state: FoldS
     if "http" in stages:
         http.install_context(runtime, recapper)
     return Worker(runtime, None, summariser, recapper, fed)
+
+
+def _closed_on_shutdown(runtime: Runtime, client: RemoteFoldState | RemoteRecaps) -> None:
+    """Close the client's HTTP session when the app stops (no unclosed-session warning)."""
+
+    @runtime.app.on_before_shutdown.connect
+    async def close_role_client(app: Any, **_: Any) -> None:
+        await client.close()
 
 
 def _track_messages_metadata(runtime: Runtime) -> None:

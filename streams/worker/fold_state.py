@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
-import httpx
-
 from projections.projection import Folded
-from streams.worker.role_client import RoleClient, RoleUnreachable, role_url
+from streams.worker.role_client import Fetch, RoleClient, RoleUnreachable, role_url
 
 if TYPE_CHECKING:
     from streams.settings import Settings
@@ -52,16 +50,14 @@ class FoldUnreachable(RoleUnreachable):
 class RemoteFoldState:
     """The fold role's state view, read over HTTP."""
 
-    def __init__(
-        self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, fetch: Fetch | None = None) -> None:
         self.http = RoleClient(
             settings,
             "the fold role",
             fold_url(settings),
             "summaries keep their last state part and recaps wait",
             FoldUnreachable,
-            transport,
+            fetch,
         )
 
     @property

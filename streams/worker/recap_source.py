@@ -16,11 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx
-
 from projections.model import Message
 from streams.records import RecapRecord
-from streams.worker.role_client import RoleClient, RoleUnreachable, role_url
+from streams.worker.role_client import Fetch, RoleClient, RoleUnreachable, role_url
 
 if TYPE_CHECKING:
     from streams.settings import Settings
@@ -71,16 +69,14 @@ def context_url(settings: Settings) -> str:
 class RemoteRecaps:
     """The context role's recap views, read over HTTP."""
 
-    def __init__(
-        self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, fetch: Fetch | None = None) -> None:
         self.http = RoleClient(
             settings,
             "the context role",
             context_url(settings),
             "recap views answer 503 and the agent context goes without recent messages",
             ContextUnreachable,
-            transport,
+            fetch,
         )
 
     async def view(self, channel: str) -> dict[str, Any] | None:

@@ -3,9 +3,10 @@ an unreachable fold role degrades generation (one log line) instead of failing i
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import timedelta
+from typing import Any
 
-import httpx
 import pytest
 
 from projections.model import Message, MessageType, utc_now
@@ -19,7 +20,9 @@ from streams.worker.stages.summaries import (
     STATE_REFRESHED_BY,
     Summariser,
 )
+from tests.conftest import answering
 
+Handler = Callable[[str, Mapping[str, str]], tuple[int, Any]]
 STATE = {
     "channel": "a/b",
     "decision": {"decision": "CONTINUE"},
@@ -27,10 +30,10 @@ STATE = {
 }
 
 
-def remote(handler: object, **settings: object) -> RemoteFoldState:
+def remote(handler: Handler, **settings: object) -> RemoteFoldState:
     return RemoteFoldState(
         Settings(bootstrap_servers="x:1", **settings),  # type: ignore[arg-type]
-        transport=httpx.MockTransport(handler),  # type: ignore[arg-type]
+        fetch=answering(handler),
     )
 
 
@@ -41,13 +44,13 @@ def test_the_fold_url_is_this_hosts_public_port_unless_set() -> None:
 
 
 async def test_a_fold_is_read_with_the_token_and_an_unknown_channel_is_none() -> None:
-    seen: list[httpx.Request] = []
+    seen: list[Mapping[str, str]] = []
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        if request.url.path == "/channels/a/b/state":
-            return httpx.Response(200, json=STATE)
-        return httpx.Response(404, json={"error": "no messages folded"})
+    def answer(path: str, headers: Mapping[str, str]) -> tuple[int, Any]:
+        seen.append(headers)
+        if path == "/channels/a/b/state":
+            return 200, STATE
+        return 404, {"error": "no messages folded"}
 
     state = remote(answer, api_token="s3cret")
     folded = await state.folded("a/b", "commitments")
@@ -58,7 +61,7 @@ async def test_a_fold_is_read_with_the_token_and_an_unknown_channel_is_none() ->
         state=STATE["projections"]["commitments"]["state"],
     )  # type: ignore[index]
     assert await state.folded("c/d", "commitments") is None
-    assert seen[0].headers["Authorization"] == "Bearer s3cret"
+    assert seen[0]["Authorization"] == "Bearer s3cret"
 
 
 async def test_an_unreachable_fold_role_is_logged_once_per_outage(
@@ -66,10 +69,10 @@ async def test_an_unreachable_fold_role_is_logged_once_per_outage(
 ) -> None:
     up = {"now": False}
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(path: str, headers: Mapping[str, str]) -> tuple[int, Any]:
         if not up["now"]:
-            raise httpx.ConnectError("refused")
-        return httpx.Response(200, json=STATE)
+            raise ConnectionRefusedError("refused")
+        return 200, STATE
 
     state = remote(answer)
     for _ in range(3):

@@ -3,9 +3,10 @@ which owns them; a context role that does not answer is one error, logged once."
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
-import httpx
 import pytest
 
 from projections.model import Message, MessageType
@@ -19,6 +20,7 @@ from streams.worker.recap_source import (
     RemoteRecaps,
     context_url,
 )
+from tests.conftest import answering
 
 SAID = Message(
     channel="a/b",
@@ -32,10 +34,12 @@ LATEST = RecapRecord(
 )
 
 
-def remote(handler: object, **settings: object) -> RemoteRecaps:
+def remote(
+    handler: Callable[[str, Mapping[str, str]], tuple[int, Any]], **settings: object
+) -> RemoteRecaps:
     return RemoteRecaps(
         Settings(bootstrap_servers="x:1", **settings),  # type: ignore[arg-type]
-        transport=httpx.MockTransport(handler),  # type: ignore[arg-type]
+        fetch=answering(handler),
     )
 
 
@@ -51,18 +55,17 @@ def test_a_window_round_trips_through_json() -> None:
 
 
 async def test_views_and_windows_are_read_with_the_token_and_unknown_ones_are_empty() -> None:
-    seen: list[httpx.Request] = []
+    seen: list[Mapping[str, str]] = []
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        path = request.url.path
+    def answer(path: str, headers: Mapping[str, str]) -> tuple[int, Any]:
+        seen.append(headers)
         if path == "/channels/a/b/recap":
-            return httpx.Response(200, json={"channel": "a/b", "phase": "COMPLETED"})
+            return 200, {"channel": "a/b", "phase": "COMPLETED"}
         if path == "/channels/a/b/window":
-            return httpx.Response(200, json=RecapWindow([(3, SAID)], LATEST).as_json())
+            return 200, RecapWindow([(3, SAID)], LATEST).as_json()
         if path == "/recaps":
-            return httpx.Response(200, json={"recaps": [{"channel": "a/b"}]})
-        return httpx.Response(404, json={"error": "unknown"})
+            return 200, {"recaps": [{"channel": "a/b"}]}
+        return 404, {"error": "unknown"}
 
     recaps = remote(answer, api_token="s3cret")
     assert await recaps.view("a/b") == {"channel": "a/b", "phase": "COMPLETED"}
@@ -71,14 +74,14 @@ async def test_views_and_windows_are_read_with_the_token_and_unknown_ones_are_em
     assert window.messages == [(3, SAID)] and window.latest == LATEST
     assert await recaps.view("c/d") is None
     assert await recaps.window("c/d") == EMPTY_WINDOW
-    assert {request.headers["Authorization"] for request in seen} == {"Bearer s3cret"}
+    assert {headers["Authorization"] for headers in seen} == {"Bearer s3cret"}
 
 
 async def test_a_context_role_that_does_not_answer_is_one_error_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(503, json={"error": "not ready"})
+    def answer(path: str, headers: Mapping[str, str]) -> tuple[int, Any]:
+        return 503, {"error": "not ready"}
 
     recaps = remote(answer)
     for _ in range(3):
