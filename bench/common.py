@@ -49,6 +49,19 @@ class Broker:
         info = cluster_status(self.run_dir)
         return info.nodes[0].pid if info is not None and info.nodes else None
 
+    def topic_bytes(self) -> dict[str, int]:
+        """Bytes in each topic's log segments on the local broker ({} for an existing
+        cluster): all that was written, as long as the cleaner has not run (a bench run
+        stays within the first segment)."""
+        if self.run_dir is None:
+            return {}
+        sizes: dict[str, int] = {}
+        for partition in self.run_dir.glob("node-*/data/*-[0-9]*"):
+            topic = partition.name.rsplit("-", 1)[0]
+            written = sum(log.stat().st_size for log in partition.glob("*.log"))
+            sizes[topic] = sizes.get(topic, 0) + written
+        return sizes
+
     def stop(self) -> None:
         if self.run_dir is not None:
             from streams.ops.broker import stop_cluster

@@ -35,6 +35,7 @@ from bench.pipeline import (
     SUMMARY_AFTER_SECONDS,
     Coverage,
     Summary,
+    bytes_per_message,
     collect_summaries,
     cpu_ms_per_message_to,
     pipeline_result,
@@ -205,6 +206,10 @@ async def run_chorus(
             sampler,
         )
         result["rss_mb"] = worker.rss() / 1e6
+        if not fold_only:
+            result["bytes_per_message"] = bytes_per_message(
+                phase.broker.topic_bytes(), phase.app_id, phase.prefix, messages
+            )
         if collector is not None and pipeline_ends is not None:
             result["pipeline"] = await _to_last_summary(
                 phase,

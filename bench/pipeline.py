@@ -187,6 +187,26 @@ def cpu_ms_per_message_to(
     return (end_cpu - cpu0) * 1000.0 / remaining
 
 
+def bytes_per_message(
+    sizes: Mapping[str, int], app_id: str, prefix: str, messages: int
+) -> dict[str, float]:
+    """What the worker of `app_id` wrote per input message, by topic (`sizes`: bytes per
+    topic on the broker): its outputs and both roles' changelogs, named without the
+    phase's prefix, largest first. The input, and the fold-only, floor and Quix runs of
+    the same phase, are left out."""
+    written: dict[str, float] = {}
+    for topic, size in sizes.items():
+        if not topic.startswith(app_id) or any(
+            other in topic for other in ("foldonly", "fold-only", "quix", "floor")
+        ):
+            continue
+        name = topic.removeprefix(prefix).removeprefix(app_id).lstrip("-.")
+        if name == "messages" or not size:
+            continue
+        written[name] = size / messages
+    return dict(sorted(written.items(), key=lambda item: -item[1]))
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 

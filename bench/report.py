@@ -228,6 +228,14 @@ def markdown(results: dict[str, Any]) -> str:
             )
             + " |"
         )
+    written = worker.get("bytes_per_message") if worker else None
+    if written:
+        lines.append(
+            f"| 2 | bytes written per message (outputs and both roles' changelogs) | "
+            f"{sum(written.values()):,.0f} | "
+            + ", ".join(f"{name} {size:,.0f}" for name, size in written.items())
+            + " |"
+        )
     stage = fold.get("chorus_fold_stage", {})
     if stage:
         lines.append(

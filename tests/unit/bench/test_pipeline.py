@@ -12,6 +12,7 @@ from bench.pipeline import (
     Coverage,
     Sent,
     Summary,
+    bytes_per_message,
     channel_ends,
     covers,
     cpu_ms_per_message_to,
@@ -239,3 +240,22 @@ def test_process_names_by_role() -> None:
     command = ["python", "-m", "streams.interfaces.cli", "worker", "--role", "context"]
     assert process_name(False, command, 2) == "context"
     assert process_name(False, ["python", "--role"], 3) == "pid 3"
+
+
+def test_bytes_per_message_names_the_workers_topics_and_leaves_the_rest_out() -> None:
+    sizes = {
+        "bench-tput-1.messages": 27_000,
+        "bench-tput-1.driver-events": 12_000,
+        "bench-tput-1.driver-events-fold-only": 12_000,
+        "bench-tput-1.quix-driver-events": 9_000,
+        "bench-tput-1.floor-read": 1_000,
+        "bench-tput-1-fold-overview-v2-changelog": 6_000,
+        "bench-tput-1-context-recap-status-changelog": 4_000,
+        "bench-foldonly-tput-1-fold-overview-v2-changelog": 6_000,
+        "bench-tput-1.dead-letters": 0,
+    }
+    assert bytes_per_message(sizes, "bench-tput-1", "bench-tput-1.", 10) == {
+        "driver-events": 1_200.0,
+        "fold-overview-v2-changelog": 600.0,
+        "context-recap-status-changelog": 400.0,
+    }
