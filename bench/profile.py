@@ -63,7 +63,45 @@ def summarise(collapsed: Path, top: int = 35) -> str:
     ][:top]
     lines += ["", "| function (self) | share |", "|---|---|"]
     lines += [f"| `{f}` | {100 * n / total:.1f}% |" for f, n in own.most_common(top)]
+    lines += by_role(collapsed, top)
     return "\n".join(lines)
+
+
+ROLE = re.compile(r"worker --role (\w+)")
+
+
+def by_role(collapsed: Path, top: int = 25) -> list[str]:
+    """Per role process (`chorus worker --role ...`, as py-spy --subprocesses names them):
+    its share of all samples, then the functions (inclusive, chorus, Faust, aiokafka) as
+    shares of that role's samples. Empty for a profile of one process."""
+    samples: collections.Counter[str] = collections.Counter()
+    inclusive: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        total += int(count)
+        found = ROLE.search(stack.split(";", 2)[1] if stack.count(";") > 1 else "")
+        if found is None:
+            continue
+        role, n = found.group(1), int(count)
+        samples[role] += n
+        frames = {re.sub(r":\d+\)$", ")", f) for f in stack.split(";")[2:]}
+        for frame in frames:
+            inclusive[role][frame] += n
+    if not samples:
+        return []
+    lines = ["", "| role | share of the samples |", "|---|---|"]
+    lines += [f"| {role} | {100 * n / total:.1f}% |" for role, n in samples.most_common()]
+    for role, n in samples.most_common():
+        lines += ["", f"| {role} role: function (inclusive) | share of the role |", "|---|---|"]
+        lines += [
+            f"| `{f}` | {100 * c / n:.1f}% |"
+            for f, c in inclusive[role].most_common(600)
+            if any(p in f for p in ("(streams/", "(projections/", "faust/", "aiokafka/"))
+            and "streams/interfaces/cli" not in f
+            and not f.startswith("run_worker")
+        ][:top]
+    return lines
 
 
 async def run(args: argparse.Namespace) -> Path:
