@@ -18,7 +18,6 @@ from typing import Any
 
 from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.worker.compose import EVERY_STAGE
 
 
 def apps_for(module: str, settings: Settings) -> list[Any]:
@@ -33,7 +32,7 @@ def apps_for(module: str, settings: Settings) -> list[Any]:
     if module == "bench.fold_worker":
         return [build_worker(settings, stages=FOLD_ONLY).runtime.app]
     return [
-        build_worker(settings, stages=EVERY_STAGE).runtime.app,
+        build_worker(settings).runtime.app,
         build_worker(settings, role="context").runtime.app,
     ]
 

@@ -13,8 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from projections.channel import ProjectionStep
 from projections.model import LogPosition, Message, MessageError, decode_message, utc_now
-from projections.projection import changes_of, live_of
+from projections.projection import Folded, changes_of, live_of
 from projections.recap.phase import RecapPhase
+from projections.summarise.state import narrative_of, state_part, with_state
 from projections.termination import DecisionName
 
 
@@ -177,6 +178,18 @@ class SummaryRecord(WireRecord):
     total_messages: int = 0
     updated_at: datetime = Field(default_factory=utc_now)
     updated_by: str = "system:summariser"
+
+    def rendered(self, folded: Folded | None) -> SummaryRecord:
+        """This record with its state part rendered from the commitments fold `folded`
+        (its `state_offset` says which fold)."""
+        narrative = narrative_of(self.text, self.narrative)
+        return self.model_copy(
+            update={
+                "text": with_state(narrative, state_part(folded.state if folded else None)),
+                "narrative": narrative,
+                "state_offset": folded.offset if folded else None,
+            }
+        )
 
 
 def summary_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:

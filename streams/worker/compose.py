@@ -8,13 +8,12 @@ child processes and supervises them, `streams.worker.supervise`):
   chorus.channel-config ─► config: the config table (read by every stage)
   chorus.messages ─► fold: validate once, fold ─► fold tables ─► chorus.driver-events
                         └────────────────────────────────────────► chorus.dead-letters
-  chorus.summaries ─► the table the views read (latest summary)
-  recaps: the views ask the context role (`streams.worker.recap_source`), which owns them
   shadow: re-folds a sample of channels from the log now and then (off by default)
-  http: the views over the read model (`streams.worker.read_model`)
+  http: the views over the read model (`streams.worker.read_model`); summaries, recaps and
+  recent messages are the context role's: the views ask it (`streams.worker.context_source`)
 
   context role (app id CHORUS_APP_ID-context, its web server on CHORUS_WEB_PORT + 1:
-  readiness, and the recap views the fold role's views read)
+  readiness, and the summary and recap views the fold role's views read)
   chorus.channel-config ─► config
   chorus.messages ─► feed: validate ─► summaries: pending batch ─► task ─► chorus.summaries
                                  │        a message that may change commitments ─► the
@@ -25,7 +24,7 @@ child processes and supervises them, `streams.worker.supervise`):
   (`streams.worker.fold_state`; unreachable: logged once, retried at the next check)
 
 Stages share the `Runtime` and reach each other only through what `build_worker` hands
-them here (the followers of the fold or the feed, the summaries the recaps and views read).
+them here (the followers of the feed, the summaries the recaps and the views read).
 """
 
 from __future__ import annotations
@@ -37,20 +36,19 @@ from typing import Any, Literal
 from projections.projection import ChannelProjection
 from streams.settings import Settings
 from streams.worker import http
+from streams.worker.context_source import ContextSource
 from streams.worker.fold_state import FoldState, RemoteFoldState
-from streams.worker.recap_source import RemoteRecaps
 from streams.worker.runtime import Role, Runtime
 from streams.worker.stages import config, feed, fold, recaps, shadow, summaries
 from streams.worker.stages.feed import Feed
 
 Stage = Literal["config", "fold", "summaries", "recaps", "shadow", "http"]
-# The fold role's stages: its summaries are their read side (the views'); its recaps stage
-# is where the views read the context role's recaps.
-EVERY_STAGE: tuple[Stage, ...] = ("config", "fold", "summaries", "recaps", "shadow", "http")
-# Per role, the stages it runs by default and those it may run.
+# Per role, the stages it runs by default and those it may run. The fold role's views read
+# summaries and recaps from the context role, which owns them.
 ROLE_STAGES: dict[Role, tuple[Stage, ...]] = {
-    "fold": EVERY_STAGE,
-    # "http" here is readiness, this process's LLM costs and metrics, and the recap views.
+    "fold": ("config", "fold", "shadow", "http"),
+    # "http" here is readiness, this process's LLM costs and metrics, and the views of the
+    # summaries and recaps that the fold role's views read.
     "context": ("config", "summaries", "recaps", "http"),
 }
 
@@ -59,16 +57,15 @@ ROLE_STAGES: dict[Role, tuple[Stage, ...]] = {
 class Worker:
     """A wired worker: the runtime and the stage objects (None for a stage left out).
 
-    `summariser` is the writing `Summariser` in the context role, the read-only
-    `SummaryBook` in the fold role. The `recapper` is the context role's; the fold role's
-    views read recaps from it (`recaps`)."""
+    The `summariser` and `recapper` are the context role's; the fold role's views read what
+    they own through `context_role` (`streams.worker.context_source`)."""
 
     runtime: Runtime
     folder: fold.Folder | None
-    summariser: summaries.SummaryBook | None
+    summariser: summaries.Summariser | None
     recapper: recaps.Recapper | None
     feed: Feed | None = None
-    recaps: RemoteRecaps | None = None
+    context_role: ContextSource | None = None
 
 
 def build_worker(
@@ -79,15 +76,15 @@ def build_worker(
     stages: Collection[Stage] | None = None,
     role: Role = "fold",
     fold_state: FoldState | None = None,
-    recaps_from: RemoteRecaps | None = None,
+    context_source: ContextSource | None = None,
 ) -> Worker:
     """A worker of `role` with `stages` (the role's, `ROLE_STAGES`, when left out)
     registered on its Faust app (agents, timers, views).
 
-    The bench's fold-only worker runs `("config", "fold")`. The summaries stage is needed by
-    the recaps and HTTP stages. The context role reads folds through `fold_state` (the fold
-    role's HTTP API when left out); the fold role's views read recaps through `recaps_from`
-    (the context role's web server when left out).
+    The bench's fold-only worker runs `("config", "fold")`. The context role's recaps stage
+    reads its summaries stage. The context role reads folds through `fold_state` (the fold
+    role's HTTP API when left out); the fold role's views read summaries and recaps through
+    `context_source` (the context role's web server when left out).
     """
     stages = ROLE_STAGES[role] if stages is None else stages
     unknown = set(stages) - set(ROLE_STAGES[role])
@@ -98,8 +95,6 @@ def build_worker(
         )
     if "recaps" in stages and "summaries" not in stages:
         raise ValueError("the recaps stage reads the summaries stage: include it")
-    if role == "fold" and "http" in stages and not {"summaries", "recaps"} <= set(stages):
-        raise ValueError("the http stage serves summaries and recaps: include both")
     runtime = Runtime(settings, projections, broker=broker, role=role)
     if "config" in stages:
         config.install(runtime, dead_letters=role == "fold")
@@ -109,24 +104,20 @@ def build_worker(
         if isinstance(remote_fold, RemoteFoldState):
             _closed_on_shutdown(runtime, remote_fold)
         return _context_role(runtime, stages, remote_fold)
-    book = None
-    if "summaries" in stages:
-        book = summaries.install_book(runtime)
-    # The recaps are the context role's: the views read them from it.
-    remote_recaps = (recaps_from or RemoteRecaps(settings)) if "recaps" in stages else None
-    if remote_recaps is not None:
-        _closed_on_shutdown(runtime, remote_recaps)
     folder = fold.install(runtime) if "fold" in stages else None
     if "shadow" in stages:
         shadow.install(runtime)
-    if book is not None and remote_recaps is not None and "http" in stages:
-        http.install(runtime, book, remote_recaps)
-    return Worker(runtime, folder, book, None, recaps=remote_recaps)
+    context_role = None
+    if "http" in stages:
+        context_role = context_source or ContextSource(settings)
+        _closed_on_shutdown(runtime, context_role)
+        http.install(runtime, context_role)
+    return Worker(runtime, folder, None, None, context_role=context_role)
 
 
 def _context_role(runtime: Runtime, stages: Collection[Stage], fold_state: FoldState) -> Worker:
     summariser = recapper = None
-    followers: list[fold.Follower] = []
+    followers: list[feed.Follower] = []
     if "summaries" in stages:
         summariser = summaries.install(runtime, fold_state)
         followers.append(summariser.on_message)
@@ -135,11 +126,11 @@ def _context_role(runtime: Runtime, stages: Collection[Stage], fold_state: FoldS
         followers.append(recapper.on_message)
     fed = feed.install(runtime, followers) if followers else None
     if "http" in stages:
-        http.install_context(runtime, recapper)
+        http.install_context(runtime, summariser, recapper)
     return Worker(runtime, None, summariser, recapper, fed)
 
 
-def _closed_on_shutdown(runtime: Runtime, client: RemoteFoldState | RemoteRecaps) -> None:
+def _closed_on_shutdown(runtime: Runtime, client: RemoteFoldState | ContextSource) -> None:
     """Close the client's HTTP session when the app stops (no unclosed-session warning)."""
 
     @runtime.app.on_before_shutdown.connect

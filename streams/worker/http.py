@@ -21,8 +21,15 @@ import httpx
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from projections.commitments import CommitmentProjection
 from projections.model import utc_now
 from streams.records import SummaryRecord, summary_view
+from streams.worker.context_source import (
+    NOTHING_YET,
+    ContextSource,
+    ContextUnreachable,
+    RecentText,
+)
 from streams.worker.read_model import (
     UnknownChannel,
     channel_context,
@@ -30,18 +37,12 @@ from streams.worker.read_model import (
     checked_channel,
     context_budget,
 )
-from streams.worker.recap_source import (
-    EMPTY_WINDOW,
-    ContextUnreachable,
-    RecapWindow,
-    RemoteRecaps,
-)
 from streams.worker.role_client import role_url
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
     from streams.worker.stages.recaps import Recapper
-    from streams.worker.stages.summaries import SummaryBook
+    from streams.worker.stages.summaries import Summariser
 
 log = logging.getLogger(__name__)
 
@@ -161,16 +162,19 @@ def _channel_pages(
     return channel_page
 
 
-def install_context(chorus: Runtime, recapper: Recapper | None) -> None:
+def install_context(
+    chorus: Runtime, summariser: Summariser | None, recapper: Recapper | None
+) -> None:
     """The context role's web server: readiness, this process's LLM costs and metrics (the
-    summaries and recaps call the models here), and the recap views it owns, which the
-    fold role's public views read (`streams.worker.recap_source`): `/recaps`,
-    `/channels/{c}/recap` and `/channels/{c}/window` (recent messages, latest recap)."""
+    summaries and recaps call the models here), and the views of what it owns, which the
+    fold role's public views read (`streams.worker.context_source`): `/recaps`,
+    `/channels/{c}/recap`, `/channels/{c}/summary-record` and `/channels/{c}/recent`
+    (recent messages, latest recap and summary)."""
     denied, page = _pages(chorus)
     page("/ready", _ready(chorus))
     page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
     page("/metrics", _metrics(chorus))
-    if recapper is None:
+    if summariser is None or recapper is None:
         return
     channel_page = _channel_pages(chorus, denied)
 
@@ -182,14 +186,20 @@ def install_context(chorus: Runtime, recapper: Recapper | None) -> None:
     def recap(view: View, channel: str, _: Request) -> Response:
         return view.json(recapper.view(channel, utc_now()))
 
-    async def window(view: View, channel: str, _: Request) -> Response:
+    def summary_record(view: View, channel: str, _: Request) -> Response:
+        return view.json({"record": summariser.latest.get(channel)})
+
+    async def recent(view: View, channel: str, _: Request) -> Response:
         recap = recapper.recap_of(channel)
         messages = await recapper.positioned_window(channel, recap)
-        return view.json(RecapWindow(messages, recap.latest).as_json())
+        latest = summariser.latest.get(channel)
+        summary = SummaryRecord.model_validate(latest) if latest else None
+        return view.json(RecentText(messages, recap.latest, summary).as_json())
 
     page("/recaps", recaps)
     channel_page("recap", recap)
-    channel_page("window", window)
+    channel_page("summary-record", summary_record)
+    channel_page("recent", recent)
 
 
 async def context_role_costs(chorus: Runtime) -> list[dict[str, Any]]:
@@ -210,9 +220,9 @@ async def context_role_costs(chorus: Runtime) -> list[dict[str, Any]]:
         return []
 
 
-def install(chorus: Runtime, summariser: SummaryBook, recaps: RemoteRecaps) -> None:
-    """The fold role's public views. Recaps are the context role's: their views, and the
-    recent messages of the agent context, are read from it (`recaps`)."""
+def install(chorus: Runtime, context_role: ContextSource) -> None:
+    """The fold role's public views. What the context role owns (summaries, recaps, the
+    recent messages) is read from it (`context_role`) and joined here with the fold."""
     denied, page = _pages(chorus)
     channel_page = _channel_pages(chorus, denied)
 
@@ -226,24 +236,44 @@ def install(chorus: Runtime, summariser: SummaryBook, recaps: RemoteRecaps) -> N
         found = chorus.standing(channel)
         return found.decision_json() if found is not None else None
 
-    async def recap_view(view: View, channel: str, _: Request) -> Response:
+    def unknown(view: View, channel: str) -> Response | None:
         if chorus.standing(channel) is None:
             return view.json({"error": str(UnknownChannel(channel))}, status=404)
+        return None
+
+    async def recap_view(view: View, channel: str, _: Request) -> Response:
+        if (refusal := unknown(view, channel)) is not None:
+            return refusal
         try:
-            found = await recaps.view(channel)
+            found = await context_role.recap(channel)
         except ContextUnreachable as error:
             return not_yet(view, str(error))
-        if found is None:  # the context role has not read the channel yet
+        if found is None:
             return not_yet(view, "the context role has not read the channel yet")
         return view.json({**found, "decision": decision_of(channel)})
 
     async def recaps_view(view: View, _: Request) -> Response:
         try:
-            found = await recaps.views()
+            found = await context_role.recaps()
         except ContextUnreachable as error:
             return not_yet(view, str(error))
         views = [{**one, "decision": decision_of(one["channel"])} for one in found]
         return view.json({"recaps": sorted(views, key=lambda v: v["channel"])})
+
+    async def summary(view: View, channel: str, _: Request) -> Response:
+        """The latest summary with its state part rendered from the fold as it is now (the
+        record on the topic follows within seconds: the context role's
+        `Summariser.refresh_states`)."""
+        if (refusal := unknown(view, channel)) is not None:
+            return refusal
+        try:
+            record = await context_role.summary(channel)
+        except ContextUnreachable as error:
+            return not_yet(view, str(error))
+        if record is None:
+            return view.json(summary_view(channel, None))
+        current = record.rendered(chorus.folded(channel, CommitmentProjection.name))
+        return view.json(summary_view(channel, current.model_dump(mode="json")))
 
     def channels(view: View, request: Request) -> Response:
         names = local_channels(chorus)
@@ -259,14 +289,14 @@ def install(chorus: Runtime, summariser: SummaryBook, recaps: RemoteRecaps) -> N
         except ValueError as error:
             return view.json({"error": str(error)}, status=400)
         for_agent = (request.query.get("for") or "").strip() or None
-        if chorus.standing(channel) is None:
-            return view.json({"error": str(UnknownChannel(channel))}, status=404)
+        if (refusal := unknown(view, channel)) is not None:
+            return refusal
         try:
-            recent = await recaps.window(channel)
+            recent = await context_role.recent(channel)
         except ContextUnreachable:  # logged once per outage; the fold's parts stand
-            recent = EMPTY_WINDOW
+            recent = NOTHING_YET
         try:
-            found = channel_context(chorus, summariser, recent, channel, budget, for_agent)
+            found = channel_context(chorus, recent, channel, budget, for_agent)
         except UnknownChannel as error:
             return view.json({"error": str(error)}, status=404)
         return view.json(found.as_json())
@@ -277,28 +307,7 @@ def install(chorus: Runtime, summariser: SummaryBook, recaps: RemoteRecaps) -> N
     page("/ready", _ready(chorus))
     page("/channels", channels)
     channel_page("state", state)
-
-    def known(answer: Callable[[str], dict[str, Any]]) -> Callable[[View, str, Request], Response]:
-        """A view of a channel folded here; 404 with the reason for any other."""
-
-        def view_of(view: View, channel: str, _: Request) -> Response:
-            if chorus.standing(channel) is None:
-                return view.json({"error": str(UnknownChannel(channel))}, status=404)
-            return view.json(answer(channel))
-
-        return view_of
-
-    def current_summary(channel: str) -> dict[str, Any]:
-        """The latest summary with its state part rendered from the fold as it is now (the
-        record on the topic follows within seconds: the context role's
-        `Summariser.refresh_states`)."""
-        latest = summariser.latest.get(channel)
-        if latest:
-            record = summariser.with_current_state(SummaryRecord.model_validate(latest))
-            latest = record.model_dump(mode="json")
-        return summary_view(channel, latest)
-
-    channel_page("summary", known(current_summary))
+    channel_page("summary", summary)
     channel_page("recap", recap_view)
     channel_page("context", context)
     page("/recaps", recaps_view)

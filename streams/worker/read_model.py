@@ -26,8 +26,7 @@ from projections.summarise.state import narrative_of
 from streams.worker.runtime import Runtime
 
 if TYPE_CHECKING:
-    from streams.worker.recap_source import RecapWindow
-    from streams.worker.stages.summaries import SummaryBook
+    from streams.worker.context_source import RecentText
 
 
 class UnknownChannel(LookupError):
@@ -73,30 +72,29 @@ MAX_CONTEXT_TOKENS = 100_000
 
 def channel_context(
     chorus: Runtime,
-    summariser: SummaryBook,
-    recent: RecapWindow,
+    recent: RecentText,
     channel: str,
     max_tokens: int,
     for_agent: str | None = None,
 ) -> ChannelContext:
     """What an agent reads before deciding whether to read the history (context v2, see
-    `projections.context`): the header and commitments from the fold here, the summary
-    from the summaries topic, the recent messages and recap from the context role
-    (`recent`). UnknownChannel when nothing of the channel was folded here."""
+    `projections.context`): the header and commitments from the fold here, the summary,
+    recap and recent messages from the context role (`recent`). UnknownChannel when nothing
+    of the channel was folded here."""
     found = chorus.standing(channel)
     if found is None:
         raise UnknownChannel(channel)
     window = recent.messages
     commitments_state = found.states.get(CommitmentProjection.name)
     excerpts = {m.id: m.content for _, m in window if m.content}
-    latest = summariser.latest.get(channel)
     summary = None
-    if latest:
-        text = narrative_of(latest.get("text") or "", latest.get("narrative"))
-        summary = SummaryPart(text, latest.get("first_offset"), latest.get("last_offset"))
+    if recent.summary is not None:
+        latest = recent.summary
+        text = narrative_of(latest.text, latest.narrative)
+        summary = SummaryPart(text, latest.first_offset, latest.last_offset)
     recap_part = None
-    if recent.latest is not None and recent.latest.text:
-        recap_part = RecapPart(recent.latest.text, recent.latest.covered_offset)
+    if recent.recap is not None and recent.recap.text:
+        recap_part = RecapPart(recent.recap.text, recent.recap.covered_offset)
     return assemble_context(
         max_tokens,
         header=ChannelHeader(

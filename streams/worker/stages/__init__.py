@@ -2,11 +2,11 @@
 
 config    chorus.channel-config ─► config table (read by every stage; both roles)
 fold      (fold role) chorus.messages ─► validate ─► projections ─► fold tables ─►
-          chorus.driver-events (bad input ─► chorus.dead-letters); then, in the same
-          batch, the recap read side (phase and window for the views)
+          chorus.driver-events (bad input ─► chorus.dead-letters)
 feed      (context role) chorus.messages ─► validate ─► its followers, in the same batch:
 summaries   pending batch ─► summariser task ─► chorus.summaries ─► summary table
 recaps      phase + deadline ─► timer ─► recap task ─► chorus.recaps ─► recap table
+          (the fold role's views read both over HTTP: `streams.worker.context_source`)
 shadow    (fold role) now and then, a sample of channels re-folded from the log and compared
 
 Each has an `install(runtime, ...)`; `streams.worker.compose.build_worker` calls them.

@@ -15,20 +15,22 @@ by offset.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from faust.types import TP as TopicPartition
 from faust.types import EventT
 
-from projections.model import LogPosition, MessageError
+from projections.model import LogPosition, Message, MessageError
 from streams.dead_letters import send_dead_letter
 from streams.records import validate_record
 from streams.worker.runtime import Runtime
-from streams.worker.stages.fold import Follower
 from streams.worker.staging import CACHED_KEYS, processing
 
 log = logging.getLogger(__name__)
+
+# A stage the feed hands every valid message to, in log order: (message, partition, offset).
+Follower = Callable[[Message, int, int], Awaitable[None]]
 
 
 class Feed:

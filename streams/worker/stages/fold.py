@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -74,9 +74,6 @@ PUBLISH_RETRY_SECONDS = (1.0, 30.0)
 DELETIONS_EVERY_SECONDS = 1.0
 DELETIONS_KEPT = 10_000
 
-# A later stage that sees every valid message after it is folded: (message, partition, offset).
-Follower = Callable[[Message, int, int], Awaitable[None]]
-
 
 class Signal(NamedTuple):
     """A driver event ready to send, and the position of the message it is about."""
@@ -94,9 +91,8 @@ def signal_of(event: DriverEvent, limit: int) -> Signal:
 class Folder:
     """The fold agent's body, separate from Faust's decorators so tests can drive it."""
 
-    def __init__(self, chorus: Runtime, followers: Sequence[Follower] = ()) -> None:
+    def __init__(self, chorus: Runtime) -> None:
         self.chorus = chorus
-        self.followers = followers
         self.settings = chorus.settings
         self._expiry_sent: set[tuple[str, str]] = set()
         # channel -> the earliest deadline among its active commitments (none: not listed),
@@ -219,21 +215,12 @@ class Folder:
             await self.send_dead_letter(error.reason, "validate", key, value, partition, offset)
             return []
         try:
-            events = await self.fold(message, key, value, partition, offset)
+            return await self.fold(message, key, value, partition, offset)
         except Exception as error:  # never crash the worker on one record
             log.exception("fold failed for %s@%s", partition, offset)
             reason = f"fold failed: {type(error).__name__}: {error}"
             await self.send_dead_letter(reason, "fold", key, value, partition, offset)
             return []
-        for follower in self.followers:
-            try:
-                await follower(message, partition, offset)
-            except Exception as error:
-                stage = getattr(follower, "__qualname__", "follower")
-                log.exception("%s failed for %s@%s", stage, partition, offset)
-                reason = f"{stage} failed: {type(error).__name__}: {error}"
-                await self.send_dead_letter(reason, stage, key, value, partition, offset)
-        return events
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
         """Fold a batch taken from the stream, write each table key once, then wake drivers."""
@@ -532,10 +519,10 @@ class Folder:
         return stalls
 
 
-def install(chorus: Runtime, followers: Sequence[Follower] = ()) -> Folder:
-    """The one agent on `chorus.messages`: decode and validate once, fold, then hand the
-    message to the later stages (summaries, recaps) in the same batch."""
-    folder = Folder(chorus, followers)
+def install(chorus: Runtime) -> Folder:
+    """The fold role's one agent on `chorus.messages`: decode and validate once, fold, write
+    the fold tables, then the driver events (the context role reads the log on its own)."""
+    folder = Folder(chorus)
 
     @chorus.app.agent(chorus.messages, name="fold-messages")
     async def fold_messages(stream: Any) -> None:

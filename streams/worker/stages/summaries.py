@@ -1,9 +1,10 @@
 """Stage 2: batch each channel's messages and publish running summaries to the compacted
 `chorus.summaries` topic.
 
-Two parts, one per worker role: `Summariser` (the context role) batches, summarises and
-publishes; `SummaryBook` (both roles) records what the topic says, for the views (fold
-role) and as the summary the next batch builds on (context role). The context role reads
+The context role runs this stage and owns the summaries: `Summariser` batches, summarises
+and publishes; `SummaryBook`, its read side, records what the topic says: the summary the
+next batch builds on, and what the fold role's views ask for over HTTP
+(`streams.worker.context_source`; the fold role keeps no copy). The context role reads
 the commitments fold from the fold role (`streams.worker.fold_state`) when it renders a
 record's state part. It learns that a commitment may have changed from the messages it reads
 (`projections.commitments.may_change_commitments`: expiries are messages in the log too), so
@@ -144,23 +145,6 @@ class SummaryBook:
             return None
         self.latest[record.channel] = record.model_dump(mode="json")
         return record
-
-    def with_current_state(self, record: SummaryRecord) -> SummaryRecord:
-        """`record` with its state part rendered from this process's commitments fold as
-        it is now (the fold role's views)."""
-        return rendered(record, self.chorus.folded(record.channel, CommitmentProjection.name))
-
-
-def rendered(record: SummaryRecord, folded: Folded | None) -> SummaryRecord:
-    """`record` with its state part rendered from the commitments fold `folded`."""
-    narrative = narrative_of(record.text, record.narrative)
-    return record.model_copy(
-        update={
-            "text": with_state(narrative, state_part(folded.state if folded else None)),
-            "narrative": narrative,
-            "state_offset": folded.offset if folded else None,
-        }
-    )
 
 
 class Summariser(SummaryBook):
@@ -368,7 +352,7 @@ class Summariser(SummaryBook):
                     "state_offset": previous.get("state_offset"),
                 }
             )
-        return rendered(record, folded)
+        return record.rendered(folded)
 
     async def refresh_states(self, now: datetime) -> int:
         """Publish again, with the same narrative, the latest summary of each channel whose
@@ -400,7 +384,7 @@ class Summariser(SummaryBook):
                 continue
             if folded is None:  # nothing folded and nothing marked: no state part to render
                 continue
-            current = rendered(record, folded)
+            current = record.rendered(folded)
             if current.text == record.text:
                 continue
             current = current.model_copy(
@@ -554,19 +538,6 @@ def summariser_from_settings(
         max_tokens=settings.llm_max_tokens,
         summary_max_tokens=settings.summary_max_tokens,
     )
-
-
-def install_book(chorus: Runtime) -> SummaryBook:
-    """The read side (fold role): the latest summaries, for the views."""
-    book = SummaryBook(chorus)
-
-    @chorus.app.agent(chorus.summaries, name="record-summaries")
-    async def record_summaries(stream: Any) -> None:
-        async for event in stream.events():
-            await book.on_summary(event.value, event.message.partition)
-            chorus.staging.flush()
-
-    return book
 
 
 def install(chorus: Runtime, fold_state: FoldState | None = None) -> Summariser:
