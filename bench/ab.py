@@ -61,8 +61,12 @@ async def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
                     f"round {round_} {src}: {result['msgs_per_s']:,.0f} msg/s, "
                     f"{result['cpu_ms_per_msg'] or 0:.2f} ms CPU/msg "
                     f"(broker {result.get('broker_cpu_ms_per_msg') or 0:.2f}), "
-                    f"pipeline {pipeline.get('msgs_per_s') or 0:,.0f} msg/s, "
-                    f"RSS {result['rss_mb']:.0f} MB"
+                    + (
+                        f"pipeline {pipeline.get('msgs_per_s') or 0:,.0f} msg/s, "
+                        if pipeline
+                        else ""
+                    )
+                    + f"RSS {result['rss_mb']:.0f} MB"
                 )
     finally:
         os.environ.pop("BENCH_WORKER_SRC", None)
