@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from faust.types import TP as TopicPartition
 from pydantic import ValidationError
 
 from projections.commitments import CommitmentProjection, may_change_commitments
@@ -121,6 +122,8 @@ class SummaryBook:
             chorus.table("summary-latest"),
             cache=CACHED_KEYS,
         )
+        # Per partition of the summaries topic, the offset of the last record read here.
+        self.read_through: dict[int, int] = {}
 
     def narrative(self, channel: str) -> str | None:
         """What the channel's latest summary says was said (None before its first)."""
@@ -134,14 +137,23 @@ class SummaryBook:
         last = latest.get("last_offset") if latest else None
         return last if last is not None else -1
 
-    async def on_summary(self, value: bytes | None, partition: int) -> SummaryRecord | None:
-        """Record a summary read from the topic (None: a tombstone or an invalid record)."""
+    async def on_summary(
+        self, value: bytes | None, partition: int, offset: int = -1
+    ) -> SummaryRecord | None:
+        """Record a summary read from the topic at `offset` (None: a tombstone, an invalid
+        record, or a copy older than the latest kept: a summary never goes back)."""
+        self.read_through[partition] = max(offset, self.read_through.get(partition, -1))
         if value is None:
             return None
         try:
             record = SummaryRecord.model_validate_json(value)
         except ValidationError as error:
             log.warning("ignoring an invalid record on the summaries topic: %s", error)
+            return None
+        if record.last_offset is not None and record.last_offset < self.covered_offset(
+            record.channel
+        ):
+            log.warning("ignoring an older summary of %s read again", record.channel)
             return None
         self.latest[record.channel] = record.model_dump(mode="json")
         return record
@@ -263,8 +275,10 @@ class Summariser(SummaryBook):
         marked = self.state_marks.get(channel)
         return marked is not None and (folded is None or folded.offset < marked)
 
-    async def on_summary(self, value: bytes | None, partition: int) -> SummaryRecord | None:
-        record = await super().on_summary(value, partition)
+    async def on_summary(
+        self, value: bytes | None, partition: int, offset: int = -1
+    ) -> SummaryRecord | None:
+        record = await super().on_summary(value, partition, offset)
         if record is None:
             return None
         channel = record.channel
@@ -362,14 +376,21 @@ class Summariser(SummaryBook):
         fold by seconds and never keeps an ended commitment as open once the channel is
         quiet. At most one such write per channel per STATE_REFRESH_SECONDS, however busy."""
         refreshed = 0
+        due: list[tuple[str, datetime]] = []
         for channel, since in list(self.state_changed.items()):
             wait = min(STATE_REFRESH_SECONDS, self.thresholds(channel)[1])
             if since + timedelta(seconds=wait) > now:
                 continue
             if self.launched.get(channel, -1) > self.covered_offset(channel):
                 continue  # a summary is on its way; it renders the state as it lands
-            self.state_changed.pop(channel, None)
+            due.append((channel, since))
+        partitions = {self.chorus.messages_partition(channel) for channel, _ in due}
+        read = await self.caught_up({p for p in partitions if p is not None}) if due else set()
+        for channel, since in due:
             partition = self.chorus.messages_partition(channel)
+            if partition is not None and partition not in read:
+                continue  # the latest kept here may be older than the topic's: wait
+            self.state_changed.pop(channel, None)
             raw = self.latest.get(channel)
             if partition is None or not raw:
                 continue
@@ -395,6 +416,35 @@ class Summariser(SummaryBook):
             )
             refreshed += 1
         return refreshed
+
+    async def caught_up(self, partitions: Collection[int]) -> set[int]:
+        """The summaries partitions read here to their end: the latest summary kept for their
+        channels is the topic's (after a restart it may not be yet: a summary published,
+        then the process killed before it read the summary back)."""
+        topic = self.chorus.summaries.get_topic_name()
+        wanted = {partition: TopicPartition(topic, partition) for partition in partitions}
+        consumer = self.chorus.app.consumer
+        try:
+            assigned = consumer.assignment()
+            wanted = {p: tp for p, tp in wanted.items() if tp in assigned}
+            if not wanted:
+                return set()
+            ends = await asyncio.wait_for(consumer.highwaters(*wanted.values()), 5.0)
+            positions = {p: await consumer.position(tp) for p, tp in wanted.items()}
+        except Exception:  # not started, or the partitions are moving: not yet
+            return set()
+        read = set()
+        for partition, tp in wanted.items():
+            end, position = ends.get(tp), positions[partition]
+            if end is None or position is None:
+                continue
+            through = self.read_through.get(partition)
+            # Read back to the end, or nothing was left to read since the start.
+            if (through is not None and through + 1 >= end) or (
+                through is None and position >= end
+            ):
+                read.add(partition)
+        return read
 
     async def check_time_thresholds(self) -> None:
         """Launch batches whose time threshold passed (the message threshold fires inline).
@@ -558,7 +608,7 @@ def install(chorus: Runtime, fold_state: FoldState | None = None) -> Summariser:
     @chorus.app.agent(chorus.summaries, name="record-summaries")
     async def record_summaries(stream: Any) -> None:
         async for event in stream.events():
-            await summariser.on_summary(event.value, event.message.partition)
+            await summariser.on_summary(event.value, event.message.partition, event.message.offset)
             chorus.staging.flush()
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")

@@ -165,6 +165,11 @@ async def test_a_fold_behind_the_marked_message_is_read_again_later() -> None:
     assert record.state_offset == 5 and "a/b" in summariser.state_changed
     summariser.latest["a/b"] = record.model_dump(mode="json")
     summariser.chorus.messages_partition = lambda channel: 0  # type: ignore[method-assign]
+
+    async def read_to_end(partitions: object) -> set[int]:
+        return {0}
+
+    summariser.caught_up = read_to_end  # type: ignore[method-assign]
     later = utc_now() + timedelta(seconds=STATE_REFRESH_SECONDS + 1)
     assert await summariser.refresh_states(later) == 0  # still behind: asked again later
     assert summariser.state_changed["a/b"] == later
@@ -198,3 +203,41 @@ async def test_no_fold_of_a_channel_whose_commitments_changed_keeps_the_previous
     summariser.state_marks["a/b"] = 5  # a message that may have changed them was read
     record = await summariser.with_fold_state(new, previous)
     assert record.text == "Now.\n\nOpen (1):\n- x" and record.state_offset == 3
+
+
+async def test_a_refresh_waits_until_the_summaries_topic_is_read_to_its_end() -> None:
+    """After a restart the latest summary this process knows may be older than the topic's
+    (published, then killed before it was read back): a refresh then would publish the
+    older record again, as the channel's latest. It waits until the partition is read to
+    its end; and a record older than the one kept never replaces it."""
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    worker = build_worker(settings, broker="127.0.0.1:1", role="context", fold_state=At(9))
+    summariser = worker.summariser
+    assert isinstance(summariser, Summariser)
+    older = SummaryRecord(channel="a/b", text="Old.", narrative="Old.", last_offset=4)
+    newer = SummaryRecord(channel="a/b", text="New.", narrative="New.", last_offset=8)
+    summariser.latest["a/b"] = older.model_dump(mode="json")
+    summariser.chorus.messages_partition = lambda channel: 0  # type: ignore[method-assign]
+    sent: list[bytes] = []
+
+    async def send(key: bytes, value: bytes, partition: int) -> None:
+        sent.append(value)
+
+    summariser.chorus.summaries.send = send  # type: ignore[method-assign]
+    ends = {0: 2}  # the topic holds 2 records of partition 0; none read back yet
+
+    async def read_to_end(partitions: object) -> set[int]:
+        return {p for p in (0,) if summariser.read_through.get(p, -1) + 1 >= ends[p]}
+
+    summariser.caught_up = read_to_end  # type: ignore[method-assign]
+    await summariser.on_message(said(MessageType.QUERY, "q1"), 0, 9)
+    later = utc_now() + timedelta(seconds=STATE_REFRESH_SECONDS + 1)
+    assert await summariser.refresh_states(later) == 0 and sent == []
+    assert "a/b" in summariser.state_changed  # still owed
+    await summariser.on_summary(newer.to_bytes(), 0, offset=1)
+    assert summariser.covered_offset("a/b") == 8
+    await summariser.on_summary(older.to_bytes(), 0, offset=1)  # a stale copy: ignored
+    assert summariser.covered_offset("a/b") == 8
+    await summariser.refresh_states(later + timedelta(seconds=1))
+    assert "a/b" not in summariser.state_changed  # read to the end: refreshed
+    assert all(SummaryRecord.model_validate_json(v).last_offset == 8 for v in sent)
