@@ -6,15 +6,13 @@ requests (QUERY/COMMAND) that are answered (RESPONSE/DONE, some DECLINE, HANDOFF
 with real text from bench/data.py's conversations, is folded
 
   (a) in process: the worker's fold path without Kafka, `projections.channel.step` over the
-      whole folds (kept loaded, as the worker's cache does), every applied fold's table
-      writes encoded as the tables store them (`streams.fold_store.stored_fold`: the fold
-      record, and a commitments fold's new or changed commitments), and the driver event
+      whole folds (kept loaded, as the worker's cache does), every applied fold's record
+      encoded as a checkpoint writes it (once per checkpoint, not per message: the bytes
+      are what one checkpoint writes of the channel at that length), and the driver event
       (`streams.records.driver_event(...).fitted(limit)`);
   (b) through a real `chorus worker` (one partition, the messages produced beforehand),
       measured on what it wrote: per-message cost from the driver events' timestamps, bytes
-      from the driver-event records and the fold tables' changelog records (the commitments'
-      second table included; its deletions, one small tombstone per evicted or ended
-      commitment, carry no offset and are not counted).
+      from the driver-event records and the fold tables' changelog records.
 
 Each length L is measured over a window ending at L (the last 1,000 messages, or all when
 fewer), so the figures say what a message costs when the channel is that long. The target
@@ -55,12 +53,11 @@ from projections.model import ActorType, Message, MessageType, encode_message
 from projections.projection import Folded
 from projections.termination import decision_to_json
 from streams.conversations import Conversation
-from streams.fold_store import MemoryFoldStore, is_split
 from streams.ops.topics import create_topics
 from streams.records import driver_event
 from streams.registry import registered_projections
 from streams.settings import Settings
-from streams.topology import changelog_config, fold_table_name, parts_table_name
+from streams.topology import changelog_config, fold_table_name
 from streams.worker.configs import ChannelConfigs
 
 LENGTHS = (100, 1_000, 10_000, 100_000)
@@ -210,7 +207,6 @@ def fold_in_process(
     limit = settings.max_message_bytes
     total = max(lengths)
     folds: dict[str, Folded] = {}  # the whole folds in memory, as the worker's cache keeps them
-    tables = MemoryFoldStore()  # the fold tables, split as the worker stores them
     loaded: dict[str, Any] = {}  # the states in memory, as the worker's cache keeps them
     elapsed_ns = array("q")
     table_bytes = array("q")
@@ -229,8 +225,8 @@ def fold_in_process(
         written = 0
         for done in steps:
             name = done.projection.name
-            if done.applied:
-                written += tables.write(done.projection, CHANNEL, done.folded, stored[name])
+            if done.applied:  # what a checkpoint writes of the channel, once per checkpoint
+                written += len(orjson.dumps(done.folded.as_record()))
             folds[name] = done.folded
             loaded[name] = done.state
         event = driver_event(message, 0, offset, steps, decision).fitted(limit)
@@ -336,10 +332,9 @@ async def fold_through_worker(
     app_id = phase.app_id.replace("bench-", "bench-foldonly-", 1) if fold_only else phase.app_id
     projections = registered_projections(settings.projections, settings)
     tables = [fold_table_name(p) for p in projections]
-    ended_tables = [parts_table_name(p) for p in projections if is_split(p)]
     # As Faust creates them, except that the cleaner leaves them alone for the run: one key
     # in gigabytes of records, and the early windows would be compacted before they are read.
-    for table in tables + ended_tables:
+    for table in tables:
         config = {
             "cleanup.policy": "compact",
             "min.compaction.lag.ms": str(24 * 3600 * 1000),
@@ -362,7 +357,7 @@ async def fold_through_worker(
         table: await _changelog_windows(
             bootstrap, changelog_topic(app_id, table), total, spans, table in tables
         )
-        for table in tables + ended_tables
+        for table in tables
     }
     rows = []
     for index, ((first, end), length) in enumerate(zip(spans, reached, strict=True)):
@@ -371,7 +366,7 @@ async def fold_through_worker(
         # From the event before the window, so each message's own time is counted.
         start = records[0] if first > 0 else inside[0]
         counted = len(inside) - (0 if first > 0 else 1)
-        per_table = {table: changelogs[table][index] for table in tables + ended_tables}
+        per_table = {table: changelogs[table][index] for table in tables}
         event_bytes = sum(r.size for r in inside) / len(inside)
         changelog_bytes = (
             sum(v for v in per_table.values() if v is not None)

@@ -67,14 +67,15 @@ class CommitmentState(StrEnum):
 
     @property
     def is_active(self) -> bool:
-        return self in _ACTIVE
+        return self in ACTIVE_STATES
 
     @property
     def is_terminal(self) -> bool:
         return not self.is_active
 
 
-_ACTIVE = frozenset({CommitmentState.OPEN, CommitmentState.ACKNOWLEDGED})
+# The states of a commitment still owed (JSON values compare equal: a StrEnum).
+ACTIVE_STATES = frozenset({CommitmentState.OPEN, CommitmentState.ACKNOWLEDGED})
 
 _RESOLUTIONS = {
     MessageType.RESPONSE: CommitmentState.FULFILLED,
@@ -252,7 +253,7 @@ def _index(state: CommitmentsState) -> _Index:
     active = 0
     for commitment in state.commitments.values():
         latest[commitment.correlation_id] = commitment
-        if commitment.state in _ACTIVE:
+        if commitment.state in ACTIVE_STATES:
             active += 1
     index = _INDEXES[id(state)] = _Index(state, latest, active)
     return index
@@ -335,7 +336,8 @@ class CommitmentProjection:
     """
 
     name = "commitments"
-    version = 2
+    # 3: stored whole, once per checkpoint (`streams.fold_store`); 2 was stored split.
+    version = 3
     # What the bounds dropped: requests refused at `max_active`, ended ones evicted.
     bound_counters = ("untracked", "evicted")
 
@@ -360,7 +362,7 @@ class CommitmentProjection:
         ended ones. When `active_count` is larger than `active` is long, an obligor whose
         `owed` is more than `active` lists reads the rest from the state. The whole
         commitment is in `changes` of the event whose message changed it, and in the state."""
-        active = [c for c in state.commitments.values() if c.state in _ACTIVE]
+        active = [c for c in state.commitments.values() if c.state in ACTIVE_STATES]
         owed: dict[str, int] = {}
         unassigned = 0
         for commitment in active:
@@ -430,17 +432,19 @@ class CommitmentProjection:
             if before is None:
                 opened += 1
             else:
-                active -= before.state in _ACTIVE
+                active -= before.state in ACTIVE_STATES
                 if before.correlation_id != correlation_id:
                     latest = None  # never done by the rules above; index it afresh below
-            if commitment.state not in _ACTIVE and (before is None or before.state in _ACTIVE):
+            if commitment.state not in ACTIVE_STATES and (
+                before is None or before.state in ACTIVE_STATES
+            ):
                 ended[commitment.state] = ended.get(commitment.state, 0) + 1
                 declines += commitment.state is CommitmentState.DECLINED
                 commitments.pop(commitment.id, None)  # an ended commitment goes last
             commitments[commitment.id] = commitment
             if latest is not None and (before is None or latest.get(correlation_id) is before):
                 latest[correlation_id] = commitment
-            active += commitment.state in _ACTIVE
+            active += commitment.state in ACTIVE_STATES
         evicted = _evict(commitments, len(commitments) - active - self.keep_terminal, latest)
         new = copy_with(
             state,
@@ -546,7 +550,7 @@ def _evict(
         return 0
     gone = []
     for commitment in commitments.values():
-        if commitment.state not in _ACTIVE:
+        if commitment.state not in ACTIVE_STATES:
             gone.append(commitment)
             if len(gone) == count:
                 break

@@ -85,7 +85,8 @@ _SCALARS = (
 
 class ChannelOverviewProjection:
     name = "overview"
-    version = 2
+    # 3: stored whole, once per checkpoint (`streams.fold_store`); 2 was stored split.
+    version = 3
     # What the bounds dropped: participants pushed out, messages on topics past the cap.
     bound_counters = ("participants_evicted", "other_topic_messages")
 

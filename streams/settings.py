@@ -66,8 +66,16 @@ class Settings(BaseSettings):
     # How long a silent worker keeps its partitions before the group moves them.
     session_timeout_seconds: float = 30.0
     expiry_check_seconds: float = 1.0
+    # How often the fold's state reaches its tables and changelogs (each changed key once,
+    # then the source offsets are committed): Quix Streams' and Kafka Streams' default
+    # commit interval. Shorter: more records per message; longer: more messages folded
+    # again after a crash. Sooner when `checkpoint_max_keys` keys changed or
+    # `checkpoint_max_held` messages wait for a checkpoint (the memory bound).
+    checkpoint_ms: int = Field(default=5000, ge=10, le=60_000)
+    checkpoint_max_keys: int = Field(default=20_000, ge=1)
+    checkpoint_max_held: int = Field(default=50_000, ge=1)
     # The fold agent takes up to this many records at a time, waiting at most
-    # fold_batch_wait_ms for more; each table key is written once per batch.
+    # fold_batch_wait_ms for more; their driver events go out together.
     fold_batch_max: int = Field(default=500, ge=1)
     fold_batch_wait_ms: float = Field(default=5.0, gt=0)
     # Bigger, slightly later produce requests: a driver event carries a whole state, so

@@ -29,6 +29,7 @@ them here (the followers of the feed, the summaries the recaps and the views rea
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -41,6 +42,9 @@ from streams.worker.fold_state import FoldState, RemoteFoldState
 from streams.worker.runtime import Role, Runtime
 from streams.worker.stages import config, feed, fold, recaps, shadow, summaries
 from streams.worker.stages.feed import Feed
+
+# How often the checkpoint timer looks whether a checkpoint is due.
+CHECKPOINT_TICK_SECONDS = 0.1
 
 Stage = Literal["config", "fold", "summaries", "recaps", "shadow", "http"]
 # Per role, the stages it runs by default and those it may run. The fold role's views read
@@ -105,6 +109,8 @@ def build_worker(
             _closed_on_shutdown(runtime, remote_fold)
         return _context_role(runtime, stages, remote_fold)
     folder = fold.install(runtime) if "fold" in stages else None
+    if folder is not None:
+        _checkpointed(runtime)
     if "shadow" in stages:
         shadow.install(runtime)
     context_role = None
@@ -136,6 +142,22 @@ def _closed_on_shutdown(runtime: Runtime, client: RemoteFoldState | ContextSourc
     @runtime.app.on_before_shutdown.connect
     async def close_role_client(app: Any, **_: Any) -> None:
         await client.close()
+
+
+def _checkpointed(runtime: Runtime) -> None:
+    """Checkpoint the role's state when it is due (`Checkpoint.due`: every
+    CHORUS_CHECKPOINT_MS, or sooner at the memory bound or while partitions are revoked)
+    and once more as the app stops."""
+    checkpoint = runtime.checkpoint
+
+    @runtime.app.timer(CHECKPOINT_TICK_SECONDS, name="checkpoint")
+    async def checkpoint_when_due() -> None:
+        if checkpoint.due(time.monotonic()):
+            await checkpoint.checkpoint()
+
+    @runtime.app.on_before_shutdown.connect
+    async def checkpoint_on_stop(app: Any, **_: Any) -> None:
+        await checkpoint.checkpoint()
 
 
 def _track_messages_metadata(runtime: Runtime) -> None:

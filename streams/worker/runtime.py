@@ -5,26 +5,20 @@ wires the stages onto it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import ssl
 from collections import OrderedDict
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import faust
-from aiokafka.errors import (
-    MessageSizeTooLargeError,
-    RecordListTooLargeError,
-    RecordTooLargeError,
-)
 from faust.types import TP as TopicPartition
 
 from projections.channel import ChannelStanding, standing
 from projections.projection import ChannelProjection, Folded
-from streams.errors import ChorusError
-from streams.fold_store import is_split, whole_fold
+from streams.dead_letters import send_dead_letter
+from streams.fold_store import stored_folded
+from streams.kafka.batches import Published, Record, publish
 from streams.kafka.clients import bootstrap_servers
 from streams.llm.metering import CostMeter
 from streams.registry import registered_projections
@@ -38,27 +32,18 @@ from streams.topology import (
     SUMMARIES,
     changelog_config,
     fold_table_name,
-    parts_table_name,
 )
+from streams.worker.checkpoint import CACHED_KEYS, Checkpoint, Codec, RefusedWrite
 from streams.worker.configs import ChannelConfigs
-from streams.worker.staging import RefusedWrite, Staging
+from streams.worker.staging import RefusedWrite as StagedRefusedWrite
+from streams.worker.staging import Staging
 
 log = logging.getLogger(__name__)
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
-# A record ready to produce: (key, value, partition); a partition of None leaves the choice
-# to the key.
-Record = tuple[bytes | None, bytes | None, int | None]
-
-
-class PublishFailed(ChorusError):
-    """Records of a batch the broker did not acknowledge (or that could not be queued)."""
-
-
-# What no retry can make the broker accept: a record (or batch) too large for the topic.
-REFUSED_FOR_GOOD = (MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
-
+# The fold tables hold `Folded`s in memory and their records in the store.
+FOLDED = Codec(encode=Folded.as_record, decode=stored_folded)
 
 # Channels whose standing (`Runtime.standing`) is kept between views.
 STANDINGS_KEPT = 10_000
@@ -86,19 +71,6 @@ def role_web_port(settings: Settings, role: Role) -> int:
 def role_data_dir(settings: Settings, role: Role) -> str:
     """The role's local table stores; two processes must not share a RocksDB directory."""
     return str(settings.data_dir if role == "fold" else settings.data_dir / "context")
-
-
-def _refused_for_good(error: BaseException) -> bool:
-    """Faust's producer wraps what aiokafka raises at queue time (`ProducerSendError`)."""
-    return isinstance(error, REFUSED_FOR_GOOD) or isinstance(error.__cause__, REFUSED_FOR_GOOD)
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A record of a published batch the broker refused for good: its index in the batch."""
-
-    index: int
-    error: BaseException
 
 
 def _credentials(settings: Settings) -> Any:
@@ -172,27 +144,37 @@ class Runtime:
         self.summaries = self.app.topic(settings.topic(SUMMARIES), **RAW)
         self.recaps = self.app.topic(settings.topic(RECAPS), **RAW)
 
+        self.meter = CostMeter()
+        # The fold role's state: read through memory, each changed key written to its table
+        # and changelog once per checkpoint (`streams.worker.checkpoint`); a value that would
+        # not fit a changelog record is refused and reported, never sent.
+        self.checkpoint = Checkpoint(
+            self.app,
+            self.messages.get_topic_name(),
+            interval=settings.checkpoint_ms / 1000,
+            max_keys=settings.checkpoint_max_keys,
+            max_held=settings.checkpoint_max_held,
+            record_limit=settings.max_message_bytes,
+            on_refused=self._refused_in_checkpoint,
+        )
         # The fold tables live in the fold role only; the context role asks it for a fold
         # (`streams.worker.fold_state`), so `folded` and `standing` find nothing there.
+        # Fold tables are not guarded: the fold step bounds every state (max_state_bytes).
         folding = role == "fold"
-        self.folds = {p.name: self.table(fold_table_name(p)) for p in self.projections if folding}
-        self._standings: OrderedDict[str, tuple[Any, Any, ChannelStanding]] = OrderedDict()
-        # The second tables of split folds (`streams.fold_store`: commitments one record
-        # each, the overview's participants in buckets): read a fold through `folded`, never
-        # from `folds` directly.
-        self.parts = {
-            p.name: self.table(parts_table_name(p))
+        self.folds = {
+            p.name: self.checkpoint.table(
+                self.table(fold_table_name(p)), cache=CACHED_KEYS, codec=FOLDED, guard=False
+            )
             for p in self.projections
-            if folding and is_split(p)
+            if folding
         }
+        self._standings: OrderedDict[str, tuple[Any, Any, ChannelStanding]] = OrderedDict()
         self.channel_config = self.table("channel-config")
         self.configs = ChannelConfigs(self.channel_config)
         # Next offset to fold (or, in the context role, to follow) per messages partition:
         # neither role applies a message past a gap.
         self.positions = self.table("fold-positions" if folding else "context-positions")
-        self.meter = CostMeter()
-        # Table writes of the stages, applied once per key per fold batch; a value that
-        # would not fit a changelog record is refused and reported, never sent.
+        # Table writes of the context role's stages, applied once per key per batch.
         self.staging = Staging(record_limit=settings.max_message_bytes, on_refused=self._refused)
 
         @self.app.on_partitions_revoked.connect
@@ -208,15 +190,11 @@ class Runtime:
             self.forget_cached()
 
     def folded(self, channel: str, name: str) -> Folded | None:
-        """The whole fold of `channel` by projection `name` as the tables hold it (None when
-        there is none): the one way the views, timers and checks read a fold, since a split
-        fold's commitments live in a table of their own."""
+        """The fold of `channel` by projection `name` as this process holds it, checkpointed
+        or not (None when there is none): the one way the views, timers and checks read a
+        fold."""
         table = self.folds.get(name)
-        record = table.get(channel) if table is not None else None
-        if record is None:
-            return None
-        parts = self.parts.get(name)
-        return whole_fold(record, parts.get if parts is not None else None, channel)
+        return table.get(channel) if table is not None else None
 
     def table(self, name: str) -> Any:
         """A changelog-backed table whose changelog accepts what the chorus topics accept
@@ -227,93 +205,39 @@ class Runtime:
             extra_topic_configs=changelog_config(self.settings),
         )
 
-    async def publish(self, topic: Any, records: Sequence[Record]) -> list[Refused]:
-        """Produce `records` to `topic` through the app's producer, bypassing Faust's
-        per-send path (future message, callbacks, sensors), and return once the broker has
-        acknowledged every one of them (acks=all), or refused it for good.
-
-        Guarantee: when this returns, every record is durable or in the returned list, so a
-        caller that acknowledges its source records after it (the fold agent: the batch is
-        acknowledged once `wake` returns) keeps at-least-once and reports the refused ones.
-        Refused for good means too large for the topic (`REFUSED_FOR_GOOD`; an operator may
-        set a topic's `max.message.bytes` below what chorus sends); since the broker judges a
-        whole batch of records at once, each such record is sent again on its own before it
-        counts as refused. Any other failure (no leader, timeouts, no metadata) is logged and
-        raises `PublishFailed` once every queued record has settled; the records already
-        acknowledged stay, and sending the batch again duplicates them (consumers dedupe
-        driver events by (channel, offset)).
-        """
-        if not records:
-            return []
-        name = topic.get_topic_name()
+    async def publish(self, topic: Any, records: Sequence[Record]) -> Published:
+        """Produce `records` to `topic` in record batches and return once the broker has
+        acknowledged every one of them, or refused it for good (`streams.kafka.batches`:
+        the guarantee and what `PublishFailed` means)."""
         producer = await self.app.maybe_start_producer()
-        pending: list[tuple[int, Awaitable[Any]]] = []
-        too_large: list[int] = []
-        errors: list[BaseException] = []
-        for index, (key, value, partition) in enumerate(records):
-            try:
-                pending.append(
-                    (index, await producer.send(name, key, value, partition, None, None))
-                )
-            except Exception as error:  # too large to queue, or e.g. no metadata in time
-                if not _refused_for_good(error):
-                    errors.append(error)
-                    break
-                too_large.append(index)
-        outcomes = await asyncio.gather(*(sent for _, sent in pending), return_exceptions=True)
-        for (index, _), outcome in zip(pending, outcomes, strict=True):
-            if not isinstance(outcome, BaseException):
-                continue
-            if _refused_for_good(outcome):
-                too_large.append(index)
-            else:
-                errors.append(outcome)
-        if errors:
-            acknowledged = sum(not isinstance(outcome, BaseException) for outcome in outcomes)
-            missing = len(records) - acknowledged - len(too_large)
-            reason = (
-                f"{missing} of {len(records)} records to {name} not acknowledged: "
-                f"{type(errors[0]).__name__}: {errors[0]}"
-            )
-            log.error("%s", reason)
-            raise PublishFailed(reason) from errors[0]
-        refused: list[Refused] = []
-        for index in sorted(too_large):
-            refused += await self._alone(producer, name, index, records[index])
-        return refused
-
-    async def _alone(self, producer: Any, name: str, index: int, record: Record) -> list[Refused]:
-        """`record` sent in a produce request of its own: [] once acknowledged, [Refused]
-        when the broker still refuses it for good."""
-        key, value, partition = record
-        try:
-            await (await producer.send(name, key, value, partition, None, None))
-        except Exception as error:
-            if not _refused_for_good(error):
-                log.error("a record to %s not acknowledged: %r", name, error)
-                raise PublishFailed(f"a record to {name} not acknowledged: {error!r}") from error
-            log.error("%s refused a record of %s bytes: %r", name, len(value or b""), error)
-            return [Refused(index, error)]
-        return []
-
-    async def acknowledged(self) -> None:
-        """Wait until the broker has acknowledged the records produced so far, the tables'
-        changelog writes included (Faust's producer buffer, then aiokafka's batches). A
-        producer that is not running (Faust's test harness) has nothing in flight."""
-        producer = self.app.producer
-        if producer.buffer.state == "running":
-            await producer.flush()
+        return await publish(producer._ensure_producer(), topic.get_topic_name(), records)
 
     def changelog_topics(self) -> list[str]:
         """Every table's changelog topic (to create them before Faust's clients start)."""
         return sorted(table.changelog_topic.get_topic_name() for table in self.app.tables.values())
 
-    def _refused(self, refused: RefusedWrite) -> None:
+    def _refused(self, refused: RefusedWrite | StagedRefusedWrite) -> None:
         log.error("%s (source %s@%s)", refused.reason, refused.partition, refused.offset)
         self.meter.refused_writes.labels(refused.table).inc()
 
+    async def _refused_in_checkpoint(self, refused: RefusedWrite) -> None:
+        """A checkpoint's write too large for its changelog: logged, counted and sent to
+        the dead letters with the position of the message that made it."""
+        self._refused(refused)
+        await send_dead_letter(
+            self.dead_letters,
+            refused.topic or self.messages.get_topic_name(),
+            refused.reason,
+            "table-write",
+            refused.key.encode(),
+            None,
+            -1 if refused.partition is None else refused.partition,
+            -1 if refused.offset is None else refused.offset,
+        )
+
     def forget_cached(self) -> None:
         """Partitions moved: recovery and standbys write the tables behind the caches."""
+        self.checkpoint.forget()
         self.staging.forget()
         self.configs.forget()
 
@@ -321,17 +245,16 @@ class Runtime:
         """Where the channel stands by its folds and its termination conditions (None: no
         fold of it here). Kept for the last STANDINGS_KEPT channels asked, while their fold
         offsets and conditions are the same: views that list every channel ask often."""
-        records = {name: table.get(channel) for name, table in self.folds.items()}
-        if all(record is None for record in records.values()):
+        stored = {name: table.get(channel) for name, table in self.folds.items()}
+        if all(folded is None for folded in stored.values()):
             return None
         conditions = self.configs.conditions(channel)
-        offsets = tuple(record.get("offset") if record else None for record in records.values())
+        offsets = tuple(folded.offset if folded else None for folded in stored.values())
         key = (offsets, id(conditions))
         cached = self._standings.get(channel)
         if cached is not None and cached[0] == key and cached[1] is conditions:
             self._standings.move_to_end(channel)
             return cached[2]
-        stored = {name: self.folded(channel, name) for name in self.folds}
         found = standing(self.projections, stored, conditions)
         self._standings[channel] = (key, conditions, found)
         while len(self._standings) > STANDINGS_KEPT:

@@ -1,17 +1,20 @@
-"""Stage 1: validate each record on `chorus.messages`, fold it into the projection tables,
-then wake drivers with the new state (state first, then the signal).
+"""The fold role's stage: validate each record on `chorus.messages`, fold it into the
+channel's state, then wake drivers with the new state (state first, then the signal).
 
-Records arrive in batches (`Stream.take_events`); every table write of the batch, the later
-stages' included, is staged (`streams.worker.staging`) and each changed key written once before
-the batch's driver events are published (`Runtime.publish`, all at once, waiting for the
-broker's acknowledgement of every one). The batch is acknowledged after that.
+Records arrive in batches (`Stream.take_events`, at most `FOLD_BATCH_MAX` records or
+`FOLD_BATCH_WAIT_MS`). A batch's folds change the state in memory (the checkpointed fold
+tables, `streams.worker.checkpoint`, which every view and timer reads), then its driver
+events go to the broker together in record batches (`Runtime.publish`) and the stage waits
+until the broker has acknowledged them all. Nothing on this path writes a table: each
+changed key reaches its table and changelog once per checkpoint, and the batch's records
+stay unacknowledged (`Checkpoint.hold`) until a checkpoint holds what they changed, so the
+source offsets are committed only after the state and the signals are durable.
 
 Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
-applied; a redelivered record is not applied again, but its driver events are sent again,
+applied; a redelivered record (after a crash, messages since the last checkpoint) is not
+applied again where the checkpointed state has it, but its driver events are sent again,
 so no driver event is ever lost. One driver event per message carries what it changed in
 each projection and the live part of each state; consumers dedupe by (channel, offset).
-Commitments and overview folds are stored split (`streams.fold_store`): the counters in the
-fold table, each commitment (the overview's participants, by bucket) in a second table.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -40,21 +43,16 @@ from projections.model import (
 from projections.projection import Folded, bound_counters_of
 from projections.termination import decision_to_json
 from streams.dead_letters import send_dead_letter
-from streams.fold_store import (
-    earliest_deadline,
-    part_key,
-    record_deadline,
-    stored_fold,
-    whole_fold,
-)
+from streams.fold_store import earliest_deadline
+from streams.kafka.batches import PublishFailed
 from streams.records import (
     DriverEvent,
     MisplacedRecord,
     driver_event,
     validate_record,
 )
-from streams.worker.runtime import PublishFailed, Runtime
-from streams.worker.staging import CACHED_KEYS, processing
+from streams.worker.checkpoint import CACHED_KEYS
+from streams.worker.runtime import Runtime
 from streams.worker.stall import Stall, StallWatch
 
 log = logging.getLogger(__name__)
@@ -68,11 +66,6 @@ MISPLACED_LOGGED_LIMIT = 10_000
 # Waits between attempts to publish a batch's driver events the broker did not acknowledge:
 # doubling from the first to the last, then the last until it does.
 PUBLISH_RETRY_SECONDS = (1.0, 30.0)
-
-# Split folds' replaced parts are deleted at most this often, or once this many are staged
-# (`Folder.delete_replaced`): each flush waits for the producer's acknowledgements.
-DELETIONS_EVERY_SECONDS = 1.0
-DELETIONS_KEPT = 10_000
 
 
 class Signal(NamedTuple):
@@ -99,31 +92,15 @@ class Folder:
         # so the expiry timer visits only channels that can be overdue. The table is scanned
         # in full from time to time (`Rescan`: rebalance, recovery, replay rebuilds).
         self._deadlines: dict[str, datetime] = {}
-        self._rescan = chorus.staging.rescan()
+        self._rescan = chorus.checkpoint.rescan()
         self._stalls = StallWatch()
-        # Whole folds of recently folded channels, loaded and dumped: parsing a long
-        # channel's state from its table values (a split fold's from many) costs more than
-        # folding a message into it. (version, offset, loaded state, dumped state)
+        # States of recently folded channels, loaded (the projection's own model) beside
+        # their dumped form: loading a long channel's state from its table value costs more
+        # than folding a message into it. (version, offset, loaded state, dumped state)
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any, Any]] = OrderedDict()
-        # Staged in the order they flush (`streams.fold_store`): a split fold's new and
-        # changed parts, then the fold records; the deletions (evicted ended commitments,
-        # active ones that ended, replaced buckets) only once the broker has the records
-        # that no longer refer to them (`wake`). Not guarded: the fold step bounds every
-        # state (max_state_bytes).
-        self.parts = {
-            name: chorus.staging.stage(table, cache=CACHED_KEYS)
-            for name, table in chorus.parts.items()
-        }
-        self.folds = {
-            name: chorus.staging.stage(table, cache=CACHED_KEYS, guard=False)
-            for name, table in chorus.folds.items()
-        }
-        self.removed = {
-            name: chorus.staging.stage(table, deferred=True) for name, table in chorus.parts.items()
-        }
-        self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
+        self.folds = chorus.folds
+        self.positions = chorus.checkpoint.table(chorus.positions, cache=CACHED_KEYS)
         self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
-        self._deleted_at = float("-inf")
 
     def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
         """States in memory that still match the table (same version and offset)."""
@@ -136,33 +113,9 @@ class Folder:
                     found[name] = state
         return found
 
-    def stored_folds(self, channel: str, records: dict[str, Any]) -> dict[str, Folded | None]:
-        """The whole folds the table `records` stand for: from memory while it matches them
-        (same version and offset), else read back (a split fold from its second table too)."""
-        stored: dict[str, Folded | None] = {}
-        for name, record in records.items():
-            if record is None:
-                stored[name] = None
-                continue
-            cached = self._loaded.get((channel, name))
-            if cached is not None and cached[:2] == (record["version"], record["offset"]):
-                stored[name] = Folded.model_construct(
-                    projection=name, version=cached[0], offset=cached[1], state=cached[3]
-                )
-                continue
-            read = self._reader(name) if name in self.parts else None
-            stored[name] = whole_fold(record, read, channel)
-        return stored
-
-    def _reader(self, name: str) -> Callable[[str], Any]:
-        """Reads a key of a split fold's second table as the batch has staged it: a part
-        whose deletion is staged (it flushes after the fold records) is gone already."""
-        parts, removed = self.parts[name], self.removed[name]
-
-        def read(key: str) -> Any:
-            return None if removed.deleting(key) else parts.get(key)
-
-        return read
+    def stored_folds(self, channel: str) -> dict[str, Folded | None]:
+        """The channel's folds as this process holds them, checkpointed or not."""
+        return {name: table.get(channel) for name, table in self.folds.items()}
 
     def remember(self, channel: str, steps: list[ProjectionStep]) -> None:
         for done in steps:
@@ -195,7 +148,7 @@ class Folder:
             await self.chorus.app.consumer.seek(TopicPartition(topic, partition), expected)
             return []
         if expected is None or offset == expected:
-            self.positions[str(partition)] = offset + 1
+            self.positions.set(str(partition), offset + 1, partition, offset)
         # The partition's next offset is past this record now, whatever follows: a rejected
         # record changes no other state, and the record after it folds.
         position = LogPosition(partition, offset, timestamp_ms)
@@ -223,11 +176,16 @@ class Folder:
             return []
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
-        """Fold a batch taken from the stream, write each table key once, then wake drivers."""
-        signals: list[Signal] = []
-        for event in batch:
-            record = event.message
-            with processing(event):
+        """Fold a batch taken from the stream, then wake drivers; the batch's records stay
+        held until a checkpoint holds what they changed (at once when the memory bound is
+        met)."""
+        checkpoint = self.chorus.checkpoint
+        async with checkpoint.between_batches():
+            signals: list[Signal] = []
+            limit = self.settings.max_message_bytes
+            for event in batch:
+                checkpoint.hold(event)
+                record = event.message
                 woken = await self.on_record(
                     event.key,
                     event.value,
@@ -235,53 +193,11 @@ class Folder:
                     record.offset,
                     int(record.timestamp * 1000),  # Faust gives seconds
                 )
-            # Encoded now: the states they carry must not change before the batch ends.
-            limit = self.settings.max_message_bytes
-            signals += [signal_of(driver_event, limit) for driver_event in woken]
-        await self.wake(signals)
-
-    async def wake(self, signals: Sequence[Signal]) -> None:
-        """State first, then the signal: flush the staged tables, then publish the events
-        and wait until the broker has them all (`signal`). Writes refused as too large for
-        a changelog (any stage's) get their dead letters.
-
-        Split folds' deletions come last, once the producer has every write before them
-        acknowledged: a crash can then lose a deletion (the part stays, unread) but never
-        leave a stored fold record whose parts were deleted (bug 17). They are kept staged
-        across batches and flushed at most every `DELETIONS_EVERY_SECONDS` (or once
-        `DELETIONS_KEPT` are staged), so waiting for the acknowledgements costs a round trip
-        per interval, not per batch."""
-        self.chorus.staging.flush()
-        await self.signal(signals)
-        await self.delete_replaced(time.monotonic())
-        await self.dead_letter_refused()
-
-    async def delete_replaced(self, now: float, *, force: bool = False) -> int:
-        """Flush the staged deletions of split folds' parts once the producer has every
-        earlier write acknowledged; only when due (see `wake`) unless `force`."""
-        staged = sum(table.staged for table in self.chorus.staging.deferred)
-        if not staged:
-            return 0
-        due = now - self._deleted_at >= DELETIONS_EVERY_SECONDS or staged >= DELETIONS_KEPT
-        if not (due or force):
-            return 0
-        await self.chorus.acknowledged()
-        self._deleted_at = now
-        return self.chorus.staging.flush_deferred()
-
-    async def dead_letter_refused(self) -> None:
-        """The table writes refused as too large for their changelog (any stage's), each to
-        the dead letters with the reason and its message's position."""
-        for refused in self.chorus.staging.drain_refused():
-            await self.send_dead_letter(
-                refused.reason,
-                "table-write",
-                refused.key.encode(),
-                None,
-                -1 if refused.partition is None else refused.partition,
-                -1 if refused.offset is None else refused.offset,
-                topic=refused.topic,
-            )
+                # Encoded now: the states they carry must not change before the batch ends.
+                signals += [signal_of(driver_event, limit) for driver_event in woken]
+            await self.signal(signals)
+        if checkpoint.over_bound():
+            await checkpoint.checkpoint()
 
     async def signal(self, signals: Sequence[Signal]) -> None:
         """Publish the batch's driver events, again and again (with backoff) while the broker
@@ -296,7 +212,7 @@ class Folder:
         records = [(s.key, s.value, s.partition) for s in signals]
         while True:
             try:
-                refused = await self.chorus.publish(self.chorus.driver_events, records)
+                refused = (await self.chorus.publish(self.chorus.driver_events, records)).refused
                 break
             except PublishFailed:
                 log.warning(
@@ -342,8 +258,7 @@ class Folder:
         self, message: Message, key: bytes | None, value: bytes | None, partition: int, offset: int
     ) -> list[DriverEvent]:
         channel = message.channel
-        records = {name: table.get(channel) for name, table in self.folds.items()}
-        stored = self.stored_folds(channel, records)
+        stored = self.stored_folds(channel)
         steps = step(
             self.chorus.projections,
             stored,
@@ -355,8 +270,7 @@ class Folder:
         decision = decision_to_json(decide(self.chorus.configs.conditions(channel), steps))
         for done in steps:
             if done.applied:
-                name = done.projection.name
-                self._store(channel, done, records.get(name), stored.get(name))
+                self.folds[done.projection.name].set(channel, done.folded, partition, offset)
                 if done.projection.name == "commitments":
                     commitments = done.folded.state.get("commitments", {})
                     self._index_deadline(channel, earliest_deadline(commitments.values()))
@@ -374,35 +288,6 @@ class Folder:
                 offset,
             )
         return [event]
-
-    def _store(
-        self,
-        channel: str,
-        done: ProjectionStep,
-        previous: dict[str, Any] | None,
-        previous_fold: Folded | None,
-    ) -> None:
-        """Stage the table writes of an applied fold (`streams.fold_store`)."""
-        name = done.projection.name
-        read = self._reader(name) if name in self.parts else None
-        writes = stored_fold(
-            done.projection,
-            done.folded,
-            previous,
-            previous_fold,
-            (lambda part: read(part_key(channel, part))) if read is not None else None,
-        )
-        for part, value in writes.parts.items():
-            key = part_key(channel, part)
-            self.parts[name][key] = value
-            # Written again in the batch that deleted it (a request re-sent with the id of
-            # an evicted one, a bucket emptied and filled again).
-            self.removed[name].unstage(key)
-        self.folds[name][channel] = writes.record
-        for part in writes.removed:
-            key = part_key(channel, part)
-            self.removed[name].discard(key)
-            self.parts[name].forget_key(key)
 
     async def send_misplaced(
         self,
@@ -454,18 +339,17 @@ class Folder:
         The EVENT goes through the log, so replay expires the same commitments at the
         same place in each channel's history.
         """
-        table = self.chorus.folds.get("commitments")
+        table = self.folds.get("commitments")
         if table is None:
             return 0
         sent: set[tuple[str, str]] = set()
         still_overdue: set[tuple[str, str]] = set()
         if self._rescan.due():
             self._deadlines.clear()
-            # The fold records alone: a split one keeps its active commitments' earliest
-            # deadline, a whole one holds them (only active ones have deadlines that pass).
-            for channel, raw in list(table.items()):
-                if raw:
-                    self._index_deadline(str(channel), record_deadline(raw))
+            for channel, folded in table.items():
+                if folded is not None:
+                    commitments = folded.state.get("commitments", {}).values()
+                    self._index_deadline(str(channel), earliest_deadline(commitments))
         for channel in [c for c, at in self._deadlines.items() if at <= now]:
             partition = self.chorus.messages_partition(channel)
             if partition is None:

@@ -105,7 +105,7 @@ def test_identity_is_empty_and_fresh_every_call() -> None:
 
 
 def test_projection_name_and_version() -> None:
-    assert (P.name, P.version) == ("commitments", 2)
+    assert (P.name, P.version) == ("commitments", 3)
 
 
 # --- lifecycle --------------------------------------------------------------------------

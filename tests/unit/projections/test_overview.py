@@ -57,7 +57,7 @@ def make(
 
 
 def test_name_version_and_fresh_identity() -> None:
-    assert (P.name, P.version) == ("overview", 2)
+    assert (P.name, P.version) == ("overview", 3)
     a, b = P.identity(), P.identity()
     assert a is not b and a == b
     assert a.message_count == 0 and a.open_commitments == 0

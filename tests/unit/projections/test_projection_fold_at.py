@@ -59,7 +59,7 @@ class Boom:
 def test_first_message_starts_from_identity() -> None:
     folded, applied = fold_at(P, None, query(0, "q"), 0)
     assert applied
-    assert (folded.projection, folded.version, folded.offset) == ("commitments", 2, 0)
+    assert (folded.projection, folded.version, folded.offset) == ("commitments", 3, 0)
     state = load_state(P, folded.state)
     assert state.active("q") is not None
     assert folded.state == dump_state(state)

@@ -1,0 +1,331 @@
+"""streams.worker.checkpoint: state read through memory and written to its tables once per
+checkpoint, the source records acknowledged only after the changelog has the state. The
+Faust table, app and producer are stand-ins with the interfaces the module uses."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+from unittest.mock import patch
+
+import orjson
+import pytest
+from aiokafka.errors import NotLeaderForPartitionError
+
+import streams.worker.checkpoint
+from streams.worker.checkpoint import Checkpoint, Codec, RefusedWrite
+
+
+class Topic:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_topic_name(self) -> str:
+        return self.name
+
+
+class Table:
+    """A Faust table's store as Faust's recovery writes it (`apply_changelog_batch`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.changelog_topic = Topic(f"app-{name}-changelog")
+        self.data: dict[Any, Any] = {}
+        self.applied: list[list[Any]] = []
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def items(self) -> Any:
+        return self.data.items()
+
+    def __iter__(self) -> Any:
+        return iter(self.data)
+
+    def apply_changelog_batch(self, events: list[Any]) -> None:
+        self.applied.append(events)
+        for event in events:
+            assert orjson.loads(event.message.key) == event.key  # Faust's JSON of the key
+            if event.message.value is None:
+                self.data.pop(event.key, None)
+            else:
+                assert orjson.loads(event.message.value) == event.value
+                self.data[event.key] = event.value
+
+
+class Metadata:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+class Batch:
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes | None, bytes | None]] = []
+
+    def append(self, *, key: bytes | None, value: bytes | None, timestamp: None) -> object:
+        self.records.append((key, value))
+        return object()
+
+    def close(self) -> None:
+        pass
+
+
+class Kafka:
+    """aiokafka's batch interface; batches are acknowledged at once unless `failures`."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, list[tuple[bytes | None, bytes | None]]]] = []
+        self.failures = 0
+        self.gate: asyncio.Event | None = None
+        self.waiting: set[asyncio.Task[None]] = set()
+
+    def create_batch(self) -> Batch:
+        return Batch()
+
+    async def send_batch(self, batch: Batch, topic: str, *, partition: int) -> Any:
+        self.sent.append((topic, partition, batch.records))
+        future = asyncio.get_running_loop().create_future()
+        if self.failures:
+            self.failures -= 1
+            future.set_exception(NotLeaderForPartitionError())
+        elif self.gate is not None:
+            gate = self.gate
+
+            async def later() -> None:
+                await gate.wait()
+                future.set_result(Metadata(100 * len(self.sent)))
+
+            self.waiting.add(asyncio.ensure_future(later()))
+        else:
+            future.set_result(Metadata(100 * len(self.sent)))
+        return future
+
+
+@dataclass
+class Producer:
+    kafka: Kafka
+    buffer: Any = field(default_factory=lambda: type("Buffer", (), {"state": "running"})())
+
+    def _ensure_producer(self) -> Kafka:
+        return self.kafka
+
+
+class Consumer:
+    def __init__(self) -> None:
+        self.commits = 0
+
+    async def commit(self) -> bool:
+        self.commits += 1
+        return True
+
+
+class Sensors:
+    def __init__(self) -> None:
+        self.out: list[int] = []
+
+    def on_message_out(self, tp: Any, offset: int, message: Any) -> None:
+        self.out.append(offset)
+
+
+class App:
+    def __init__(self) -> None:
+        self.kafka = Kafka()
+        self.producer = Producer(self.kafka)
+        self.consumer = Consumer()
+        self.sensors = Sensors()
+        self.rebalancing = False
+
+
+class Message:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.tp = ("src", 0)
+        self.refcount = 1  # Faust's conductor's reference, taken as it delivered it
+        self.acked = False
+
+    def incref(self) -> None:
+        self.refcount += 1
+
+
+class Event:
+    def __init__(self, offset: int) -> None:
+        self.message = Message(offset)
+
+    def ack(self) -> bool:
+        message = self.message
+        message.refcount -= 1
+        if message.refcount == 0 and not message.acked:
+            message.acked = True
+            return True
+        return False
+
+
+def held(state: Checkpoint, offset: int) -> Event:
+    """An event the stage held, then the stream acknowledged as it does after a batch."""
+    event = Event(offset)
+    state.hold(event)
+    assert not event.ack()
+    return event
+
+
+def checkpoint(app: App, **options: Any) -> Checkpoint:
+    return Checkpoint(
+        app, "src", interval=options.pop("interval", 5.0), max_keys=10, max_held=10, **options
+    )
+
+
+async def test_reads_see_changes_at_once_and_a_checkpoint_writes_each_key_once() -> None:
+    app = App()
+    table = Table("folds")
+    state = checkpoint(app)
+    folds = state.table(table, cache=10)
+    for count in range(1, 4):
+        folds.set("a", {"n": count}, partition=1, offset=count)
+    folds.set("b", {"n": 1}, partition=2)
+    assert folds.get("a") == {"n": 3} and table.data == {}
+    assert sorted(folds) == ["a", "b"] and dict(folds.items()) == {"a": {"n": 3}, "b": {"n": 1}}
+
+    assert await state.checkpoint() == 2
+    assert sorted((t, p, r) for t, p, r in app.kafka.sent) == [
+        ("app-folds-changelog", 1, [(b'"a"', b'{"n":3}')]),
+        ("app-folds-changelog", 2, [(b'"b"', b'{"n":1}')]),
+    ]
+    assert table.data == {"a": {"n": 3}, "b": {"n": 1}}
+    offsets = sorted(event.message.offset for batch in table.applied for event in batch)
+    assert offsets == [100, 200]  # the changelog offsets the broker acknowledged
+    assert folds.changed == 0 and await state.checkpoint() == 0  # nothing changed since
+
+
+async def test_a_deletion_is_a_tombstone_and_reads_see_it_before_the_checkpoint() -> None:
+    app = App()
+    table = Table("folds")
+    table.data["gone"] = {"n": 1}
+    state = checkpoint(app)
+    folds = state.table(table)
+    folds.delete("gone", partition=0)
+    assert folds.get("gone") is None and list(folds) == [] and list(folds.items()) == []
+    await state.checkpoint()
+    assert app.kafka.sent == [("app-folds-changelog", 0, [(b'"gone"', None)])]
+    assert table.data == {}
+
+
+async def test_a_codec_decodes_once_and_encodes_once_per_checkpoint() -> None:
+    app = App()
+    table = Table("boxes")
+    table.data["a"] = [1]
+    decoded: list[Any] = []
+
+    def decode(value: Any) -> tuple[int, ...]:
+        decoded.append(value)
+        return tuple(value)
+
+    state = checkpoint(app)
+    boxes = state.table(table, cache=10, codec=Codec(encode=list, decode=decode))
+    assert boxes.get("a") == (1,) and boxes.get("a") == (1,) and decoded == [[1]]
+    boxes.set("a", (1, 2), partition=0)
+    await state.checkpoint()
+    assert table.data["a"] == [1, 2] and boxes.get("a") == (1, 2) and decoded == [[1]]
+
+
+async def test_held_records_are_acknowledged_only_after_the_changelog_has_their_state() -> None:
+    app = App()
+    app.kafka.gate = asyncio.Event()
+    state = checkpoint(app)
+    folds = state.table(Table("folds"))
+    events = [held(state, offset) for offset in range(3)]
+    for event in events:
+        folds.set("a", {"n": event.message.offset}, partition=0)
+    assert state.held == 3
+
+    writing = asyncio.create_task(state.checkpoint())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert app.kafka.sent and not writing.done()
+    assert not any(event.message.acked for event in events) and app.consumer.commits == 0
+    assert folds.get("a") == {"n": 2}  # readable while it is written
+    app.kafka.gate.set()
+    await asyncio.wait_for(writing, 1)
+    assert all(event.message.acked for event in events) and app.consumer.commits == 1
+    assert app.sensors.out == [0, 1, 2] and state.held == 0
+
+
+async def test_a_checkpoint_never_takes_half_a_batch() -> None:
+    app = App()
+    state = checkpoint(app)
+    folds = state.table(Table("folds"))
+    in_batch = asyncio.Event()
+    finish = asyncio.Event()
+
+    async def batch() -> None:
+        async with state.between_batches():
+            held(state, 0)
+            folds.set("a", 1, partition=0)
+            in_batch.set()
+            await finish.wait()  # e.g. waiting for the batch's driver events
+            held(state, 1)
+            folds.set("b", 1, partition=0)
+
+    running = asyncio.create_task(batch())
+    await in_batch.wait()
+    writing = asyncio.create_task(state.checkpoint())
+    await asyncio.sleep(0.01)
+    assert app.kafka.sent == []  # waits for the batch to end
+    finish.set()
+    assert await asyncio.wait_for(writing, 1) == 2
+    await running
+    assert state.held == 0
+
+
+async def test_a_checkpoint_the_broker_did_not_acknowledge_is_written_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(streams.worker.checkpoint, "RETRY_SECONDS", (0.001, 0.002))
+    app = App()
+    app.kafka.failures = 2
+    table = Table("folds")
+    state = checkpoint(app)
+    folds = state.table(table)
+    event = held(state, 0)
+    folds.set("a", 1, partition=0)
+    await asyncio.wait_for(state.checkpoint(), 1)
+    assert len(app.kafka.sent) == 3 and table.data == {"a": 1} and event.message.acked
+
+
+async def test_a_value_over_the_record_limit_is_refused_and_the_store_keeps_its_own() -> None:
+    app = App()
+    table = Table("recaps")
+    table.data["a"] = "old"
+    refused: list[RefusedWrite] = []
+
+    async def report(write: RefusedWrite) -> None:
+        refused.append(write)
+
+    state = checkpoint(app, record_limit=16, on_refused=report)
+    guarded = state.table(table, cache=10)
+    unguarded = state.table(Table("folds"), guard=False)
+    guarded.set("a", "x" * 40, partition=3, offset=9)
+    guarded.set("b", "small", partition=3)
+    unguarded.set("a", "y" * 40, partition=3)
+    assert await state.checkpoint() == 2
+    assert table.data == {"a": "old", "b": "small"} and guarded.get("a") == "old"
+    assert [(r.table, r.key, r.size, r.limit, r.topic, r.partition, r.offset) for r in refused] == [
+        ("recaps", "a", 42, 16, "src", 3, 9)
+    ]
+    assert "over the 16-byte changelog record limit" in refused[0].reason
+
+
+def test_a_checkpoint_is_due_at_the_interval_the_memory_bound_or_a_rebalance() -> None:
+    app = App()
+    with patch("time.monotonic", return_value=1000.0):
+        state = checkpoint(app, interval=5.0)
+    folds = state.table(Table("folds"))
+    assert not state.due(2000.0)  # nothing to write
+    folds.set("a", 1, partition=0)
+    assert not state.due(1004.0) and state.due(1005.0)
+    app.rebalancing = True
+    assert state.due(1001.0)  # partitions are being revoked: now
+    app.rebalancing = False
+    for key in range(10):  # max_keys
+        folds.set(key, 1, partition=0)
+    assert state.over_bound() and state.due(1001.0)
