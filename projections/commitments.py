@@ -216,9 +216,11 @@ def _live_reference(commitment: Commitment) -> dict[str, Any]:
 
 class _Index:
     """Derived from one state's `commitments` dict: per correlation id the commitment that
-    comes last in it (what a reverse scan finds first), and how many are active."""
+    comes last in it (what a reverse scan finds first), how many are active, and the
+    state's `live` part once asked (most messages leave the commitments as they are, and
+    their driver events carry the same live part)."""
 
-    __slots__ = ("active", "commitments", "latest", "ref")
+    __slots__ = ("active", "commitments", "latest", "live", "ref")
 
     def __init__(
         self,
@@ -230,6 +232,7 @@ class _Index:
         self.commitments = state.commitments  # the dict it was derived from
         self.latest = latest
         self.active = active
+        self.live: dict[str, Any] | None = None
 
 
 # Indexes of live states, by id(state). An entry leaves with its state (weakref callback),
@@ -361,7 +364,11 @@ class CommitmentProjection:
         correlation_id, state, requester, obligor, expires_at); and the counters. Never the
         ended ones. When `active_count` is larger than `active` is long, an obligor whose
         `owed` is more than `active` lists reads the rest from the state. The whole
-        commitment is in `changes` of the event whose message changed it, and in the state."""
+        commitment is in `changes` of the event whose message changed it, and in the state.
+        The same state gives the same dict, made once: read it, never change it."""
+        index = _index(state)
+        if index.live is not None:
+            return index.live
         active = [c for c in state.commitments.values() if c.state in ACTIVE_STATES]
         owed: dict[str, int] = {}
         unassigned = 0
@@ -370,19 +377,22 @@ class CommitmentProjection:
                 unassigned += 1
             else:
                 owed[commitment.obligor] = owed.get(commitment.obligor, 0) + 1
-        return {
+        index.live = {
             "active_count": len(active),
             "owed": owed,
             "unassigned": unassigned,
             "active": [_live_reference(c) for c in active[-LIVE_COMMITMENTS:]],
             **state.counters(),
         }
+        return index.live
 
     def changes(self, before: CommitmentsState, after: CommitmentsState) -> dict[str, Any]:
         """The commitments one message opened, changed or ended, each as it is after it (its
         `state` is the new status), in their order in `after`. Commitments are immutable and
         a fold keeps the unchanged ones, so identity finds them without comparing fields."""
         previous = before.commitments
+        if after.commitments is previous:
+            return {"commitments": []}
         return {
             "commitments": [
                 _dump_of(c)

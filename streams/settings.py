@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     standby_replicas: int = 1
     # How long a silent worker keeps its partitions before the group moves them.
     session_timeout_seconds: float = 30.0
+    # This worker's static member id in its roles' consumer groups (`streams.kafka.groups`):
+    # restarted with the same id, it takes its partitions back at once. Unset: derived from
+    # the host name and the data directory.
+    group_instance_id: str | None = None
     expiry_check_seconds: float = 1.0
     # How often the fold's state reaches its tables and changelogs (each changed key once,
     # then the source offsets are committed): Quix Streams' and Kafka Streams' default

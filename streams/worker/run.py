@@ -16,6 +16,7 @@ from typing import TypeVar
 import faust
 from aiokafka.errors import KafkaError
 
+from streams.kafka.groups import leave_group
 from streams.ops.topics import create_topics
 from streams.registry import registered_projections
 from streams.replay import catch_up_rebuilds
@@ -66,15 +67,24 @@ def exit_stopped_late() -> None:
 
 
 class ChorusWorker(faust.Worker):
-    """Faust's worker, with a deadline on stopping (`StopDeadline`)."""
+    """Faust's worker, with a deadline on stopping (`StopDeadline`), that leaves its
+    consumer group once stopped (a static member does not by itself: `streams.kafka.groups`).
+    """
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, app: faust.App, settings: Settings, **kwargs: object) -> None:
+        super().__init__(app, **kwargs)
+        self.settings = settings
         self.stop_deadline = StopDeadline(STOP_GRACE_SECONDS, exit_stopped_late)
 
     def _schedule_shutdown(self, signal: signal.Signals) -> None:
         self.stop_deadline.arm()
         super()._schedule_shutdown(signal)
+
+    def stop_and_shutdown(self) -> None:
+        super().stop_and_shutdown()
+        group, instance_id = self.app.conf.id, self.app.conf.consumer_group_instance_id
+        if instance_id:
+            asyncio.run(leave_group(self.settings, group, instance_id))
 
 
 async def with_retries(
@@ -130,6 +140,6 @@ def run_worker(settings: Settings, loglevel: str = "info", role: Role = "fold") 
     asyncio.set_event_loop(asyncio.new_event_loop())
     chorus = build_worker(settings, role=role).runtime
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
-    worker = ChorusWorker(chorus.app, loglevel=loglevel, quiet=True)
+    worker = ChorusWorker(chorus.app, settings, loglevel=loglevel, quiet=True)
     worker.spinner = None  # else Faust sets the root logger to DEBUG at WARNING and above
     worker.execute_from_commandline()

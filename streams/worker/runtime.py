@@ -20,6 +20,7 @@ from streams.dead_letters import send_dead_letter
 from streams.fold_store import stored_folded
 from streams.kafka.batches import Published, Record, publish
 from streams.kafka.clients import bootstrap_servers
+from streams.kafka.groups import group_instance_id
 from streams.llm.metering import CostMeter
 from streams.registry import registered_projections
 from streams.settings import Settings
@@ -133,6 +134,7 @@ class Runtime:
             consumer_auto_offset_reset="earliest",
             table_standby_replicas=settings.standby_replicas,
             broker_session_timeout=settings.session_timeout_seconds,
+            consumer_group_instance_id=group_instance_id(settings),
             broker_heartbeat_interval=min(3.0, settings.session_timeout_seconds / 3),
             key_serializer="raw",
             value_serializer="raw",

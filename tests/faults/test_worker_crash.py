@@ -11,7 +11,6 @@ import os
 import random
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -103,82 +102,43 @@ async def test_sigkilled_worker_loses_and_duplicates_nothing(
     )
 
 
-class _Chorus(SimpleNamespace):
-    """Stands in for streams.worker.runtime.Runtime: any other table the fold keeps is a dict."""
-
-    def __getattr__(self, name: str) -> dict[str, object]:
-        table: dict[str, object] = {}
-        setattr(self, name, table)
-        return table
-
-
-class _Topic:
-    def __init__(self) -> None:
-        self.sent: list[dict[str, object]] = []
-
-    async def send(self, **record: object) -> None:
-        self.sent.append(record)
-
-    def get_topic_name(self) -> str:
-        return "t.messages"
-
-
-async def _publish(topic: _Topic, records: list[tuple[object, object, object]]) -> list[object]:
-    """Runtime.publish's stand-in: every record acknowledged, none refused."""
-    for key, value, partition in records:
-        topic.sent.append({"key": key, "value": value, "partition": partition})
-    return []
-
-
-async def _acknowledged() -> None:
-    """Runtime.acknowledged's stand-in: nothing is in flight."""
-
-
 async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
     """The consumer delivers 0, 1, 3 (2 went missing), then 2 and 3 again after a seek.
 
     `chorus.messages` has no compaction and no transactions, so its offsets are contiguous:
     a jump is a consumer fault, not a hole in the log. The fold must not apply 3 before 2.
     """
-    from projections.commitments import CommitmentProjection
     from projections.model import encode_message
-    from projections.overview import ChannelOverviewProjection
-    from streams.fold_store import whole_fold
-    from streams.worker.configs import ChannelConfigs
-    from streams.worker.stages.fold import Folder, signal_of
-    from streams.worker.staging import Staging
+    from streams.kafka.batches import Published
+    from streams.worker.compose import build_worker
+    from streams.worker.stages.fold import signal_of
     from tests.faults.support import expected_state
 
+    settings = Settings(store="memory://", topic_prefix="gap.", bootstrap_servers="x:1")
+    worker = build_worker(settings, broker="127.0.0.1:1")
+    chorus, folder = worker.runtime, worker.folder
+    assert folder is not None
     seeks: list[tuple[object, int]] = []
+    woken_at: list[int] = []
 
     async def seek(partition: object, offset: int) -> None:  # faust's Consumer.seek is async
         seeks.append((partition, offset))
 
-    chorus = _Chorus(
-        settings=Settings(),
-        projections=[CommitmentProjection(), ChannelOverviewProjection()],
-        folds={"commitments": {}, "overview": {}},
-        parts={"commitments": {}, "overview": {}},  # split folds' second tables
-        acknowledged=_acknowledged,
-        configs=ChannelConfigs({}),
-        driver_events=_Topic(),
-        dead_letters=_Topic(),
-        messages=_Topic(),
-        app=SimpleNamespace(consumer=SimpleNamespace(seek=seek)),
-        staging=Staging(),
-        messages_partitions=lambda: 1,  # every record of partition 0 is at home
-        publish=_publish,
-    )
-    folder = Folder(chorus)  # type: ignore[arg-type]
+    async def publish(topic: object, records: list[tuple[object, bytes, int]]) -> Published:
+        woken_at.extend(orjson.loads(value)["offset"] for _, value, _ in records)
+        return Published([0] * len(records), [])
+
+    chorus.app.consumer.seek = seek  # type: ignore[method-assign]
+    chorus.publish = publish  # type: ignore[method-assign]
+    chorus.messages_partitions = lambda: 1  # type: ignore[method-assign]
     messages = traffic(["gap/room"], 4, seed=5)
     for offset in (0, 1, 3, 2, 3):
         message = messages[offset]
         woken = await folder.on_record(message.channel.encode(), encode_message(message), 0, offset)
-        await folder.wake([signal_of(event, 1024 * 1024) for event in woken])
-    live = {
-        name: whole_fold(chorus.folds[name]["gap/room"], chorus.parts[name].get, "gap/room").state
-        for name in ("commitments", "overview")
-    }
-    assert live == expected_state(messages)
-    woken_at = [orjson.loads(sent["value"])["offset"] for sent in chorus.driver_events.sent]
+        await folder.signal([signal_of(event, 1024 * 1024) for event in woken])
+    live = {name: chorus.folded("gap/room", name) for name in ("commitments", "overview")}
+    assert {name: folded.state for name, folded in live.items() if folded} == expected_state(
+        messages
+    )
     assert woken_at == [0, 1, 2, 3]  # the jump to 3 woke nobody: it was sought back
+    assert [offset for _, offset in seeks] == [2]

@@ -271,7 +271,7 @@ class Folder:
         for done in steps:
             if done.applied:
                 self.folds[done.projection.name].set(channel, done.folded, partition, offset)
-                if done.projection.name == "commitments":
+                if done.projection.name == "commitments" and done.state is not done.before:
                     commitments = done.folded.state.get("commitments", {})
                     self._index_deadline(channel, earliest_deadline(commitments.values()))
             self._count_bounds(stored.get(done.projection.name), done)

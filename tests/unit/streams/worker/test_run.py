@@ -59,7 +59,8 @@ def test_the_worker_arms_its_stop_deadline_on_a_signal() -> None:
     from streams.worker.run import STOP_GRACE_SECONDS, ChorusWorker
 
     settings = Settings(store="memory://", bootstrap_servers="127.0.0.1:1")
-    worker = ChorusWorker(build_worker(settings, broker="127.0.0.1:1").runtime.app, quiet=True)
+    app = build_worker(settings, broker="127.0.0.1:1").runtime.app
+    worker = ChorusWorker(app, settings, quiet=True)
     assert worker.stop_deadline.seconds == STOP_GRACE_SECONDS <= 10
     with (
         patch.object(worker.stop_deadline, "arm") as arm,
