@@ -3,9 +3,9 @@ channel's state, then wake drivers with the new state (state first, then the sig
 
 Records arrive in batches (`Stream.take_events`, at most `FOLD_BATCH_MAX` records or
 `FOLD_BATCH_WAIT_MS`). A batch's folds change the state in memory (the checkpointed fold
-tables, `streams.worker.checkpoint`, which every view and timer reads), then its driver
-events go to the broker together in record batches (`Runtime.publish`) and the stage waits
-until the broker has acknowledged them all. Nothing on this path writes a table: each
+tables, `streams.worker.checkpoint`, which every view and timer reads); its driver events go
+to the broker in record batches (`Runtime.publish`) as they are folded, `SIGNALS_AT_ONCE`
+at a time, and the stage waits until the broker has acknowledged them all. Nothing on this path writes a table: each
 changed key reaches its table and changelog once per checkpoint, and the batch's records
 stay unacknowledged (`Checkpoint.hold`) until a checkpoint holds what they changed, so the
 source offsets are committed only after the state and the signals are durable.
@@ -66,6 +66,10 @@ MISPLACED_LOGGED_LIMIT = 10_000
 # Waits between attempts to publish a batch's driver events the broker did not acknowledge:
 # doubling from the first to the last, then the last until it does.
 PUBLISH_RETRY_SECONDS = (1.0, 30.0)
+# A batch's driver events go out this many at a time as its messages are folded, so a large
+# batch (a burst, a backlog) never holds its first events while the rest folds (about 20 ms
+# of folding); the batch ends once the broker has acknowledged them all.
+SIGNALS_AT_ONCE = 64
 
 
 class Signal(NamedTuple):
@@ -182,6 +186,7 @@ class Folder:
         checkpoint = self.chorus.checkpoint
         async with checkpoint.between_batches():
             signals: list[Signal] = []
+            sending: list[asyncio.Task[None]] = []
             limit = self.settings.max_message_bytes
             for event in batch:
                 checkpoint.hold(event)
@@ -195,7 +200,12 @@ class Folder:
                 )
                 # Encoded now: the states they carry must not change before the batch ends.
                 signals += [signal_of(driver_event, limit) for driver_event in woken]
-            await self.signal(signals)
+                if len(signals) >= SIGNALS_AT_ONCE:  # on their way while the rest folds
+                    sending.append(asyncio.ensure_future(self.signal(signals)))
+                    signals = []
+                    await asyncio.sleep(0)  # let it queue its record batches now
+            sending.append(asyncio.ensure_future(self.signal(signals)))
+            await asyncio.gather(*sending)
         if checkpoint.over_bound():
             await checkpoint.checkpoint()
 

@@ -361,3 +361,38 @@ async def test_a_table_write_too_large_for_its_changelog_is_dead_lettered() -> N
     assert {(letter.partition, letter.offset) for letter in letters} == {(HOME, 0)}
     assert chorus.app.tables["fold-overview-v3"].get("off/line") is None
     assert chorus.folded("off/line", "overview") is None  # the store's value: none
+
+
+async def test_a_large_batch_sends_its_first_driver_events_before_it_has_folded_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(streams.worker.stages.fold, "SIGNALS_AT_ONCE", 2)
+    worker = offline_worker()
+    chorus, folder = worker.runtime, worker.folder
+    assert folder is not None
+    folded_at_send: list[tuple[int, int]] = []
+
+    def at_send(record: Record) -> None:
+        overview = chorus.folded("off/line", "overview")
+        assert overview is not None
+        offset = DriverEvent.model_validate_json(record[1] or b"").offset
+        folded_at_send.append((offset, overview.state["message_count"]))
+
+    value = orjson.dumps({"channel": "off/line", "sender": "ann", "type": "STATUS"})
+    batch = [
+        SimpleNamespace(
+            key=b"off/line",
+            value=value,
+            message=SimpleNamespace(
+                partition=HOME, offset=offset, timestamp=0.0, incref=lambda: None
+            ),
+        )
+        for offset in range(5)
+    ]
+    with captured(at_send) as sent:
+        await folder.on_batch(batch)  # type: ignore[arg-type]
+    # The first two went out once two of the five were folded, not after all of them.
+    assert folded_at_send[:2] == [(0, 2), (1, 2)]
+    assert [offset for offset, _ in folded_at_send] == [0, 1, 2, 3, 4] and len(sent) == 5
