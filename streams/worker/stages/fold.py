@@ -5,8 +5,9 @@ Records arrive in batches (`Stream.take_events`, at most `FOLD_BATCH_MAX` record
 `FOLD_BATCH_WAIT_MS`). A batch's folds change the state in memory (the checkpointed fold
 tables, `streams.worker.checkpoint`, which every view and timer reads); its driver events go
 to the broker in record batches (`Runtime.publish`) as they are folded, `SIGNALS_AT_ONCE`
-at a time, and the stage waits until the broker has acknowledged them all. Nothing on this path writes a table: each
-changed key reaches its table and changelog once per checkpoint, and the batch's records
+at a time, and the stage waits until the broker has acknowledged them all. Nothing on this
+path writes a table: each changed key reaches its table and changelog once per checkpoint,
+and the batch's records
 stay unacknowledged (`Checkpoint.hold`) until a checkpoint holds what they changed, so the
 source offsets are committed only after the state and the signals are durable.
 
