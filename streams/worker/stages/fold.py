@@ -7,9 +7,9 @@ tables, `streams.worker.checkpoint`, which every view and timer reads); its driv
 to the broker in record batches (`Runtime.publish`) as they are folded, `SIGNALS_AT_ONCE`
 at a time, and the stage waits until the broker has acknowledged them all. Nothing on this
 path writes a table: each changed key reaches its table and changelog once per checkpoint,
-and the batch's records
-stay unacknowledged (`Checkpoint.hold`) until a checkpoint holds what they changed, so the
-source offsets are committed only after the state and the signals are durable.
+and the batch's records stay unacknowledged (`Checkpoint.hold`) until a checkpoint holds
+what they changed, so the source offsets are committed only after the state and the
+signals are durable.
 
 Guarantee: at-least-once with idempotent folds. Each fold records the last offset it
 applied; a redelivered record (after a crash, messages since the last checkpoint) is not
