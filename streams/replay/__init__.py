@@ -89,8 +89,9 @@ changelog`), so a new version never touches the old one's data.
 3. `chorus replay --drop-old` deletes older versions' changelogs, only once the worker serves
    the new version.
 
-A table is never written while a worker writes it: a changelog that moved past the marker,
-or has data without a marker, belongs to a worker and is left alone.
+A table is never written while a worker writes it: a table whose marker says a worker serves
+it (`mark_served`, as the fold role starts), a changelog that moved past the marker, or has
+data without a marker, belongs to a worker and is left alone.
 
 Limits: reads pause during the restart of step 2 (a worker folds one version of a projection;
 serving two versions at once needs the registry to load both). In a rolling upgrade, old
@@ -106,7 +107,7 @@ from streams.replay.core import Rec, Replayer
 from streams.replay.log import ReplayError
 from streams.replay.run import ReplayRun, replay
 from streams.replay.speed import measure_replay_vs_raw
-from streams.replay.tables import catch_up_rebuilds, rebuild
+from streams.replay.tables import catch_up_rebuilds, mark_served, rebuild
 
 __all__ = [
     "Difference",
@@ -116,6 +117,7 @@ __all__ = [
     "Replayer",
     "VerifyReport",
     "catch_up_rebuilds",
+    "mark_served",
     "measure_replay_vs_raw",
     "rebuild",
     "render_diff",

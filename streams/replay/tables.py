@@ -55,7 +55,9 @@ class RebuildMarker(BaseModel):
 
     `through[p]`: the source partition's records before this offset are folded in.
     `changelog_end[p]`: the changelog's end offsets right after the rebuild wrote. When they
-    have moved on, a worker folds the table itself and the rebuild is over.
+    have moved on, a worker folds the table itself and the rebuild is over. `served`: a
+    worker has started folding the table (`mark_served`): no rebuild writes it any more,
+    although the worker writes its changelog only at its first checkpoint.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -65,7 +67,7 @@ class RebuildMarker(BaseModel):
     version: int
     table: str
     changelog: str
-    status: Literal["building", "built"]
+    status: Literal["building", "built", "served"]
     through: dict[int, int] = {}
     changelog_end: dict[int, int] = {}
     channels: int = 0
@@ -101,10 +103,12 @@ def plan_rebuild(
       nothing, means a worker will fold from the start anyway: not needed);
     - a finished rebuild nobody has written after: incremental, from where it stopped;
     - an unfinished rebuild: full again (its partial writes are all overwritten);
-    - anything else: a worker already folds this table, and a second writer would corrupt
-      its changelog, so it is left alone.
+    - a table a worker has started serving, and anything else: a worker already folds this
+      table, and a second writer would corrupt its changelog, so it is left alone.
     """
     written = changelog_end is not None and any(end > 0 for end in changelog_end.values())
+    if marker is not None and marker.status == "served":
+        return RebuildPlan(projection, "live", "a worker serves this table", marker)
     if marker is not None and marker.status == "building":
         return RebuildPlan(projection, "full", "an earlier rebuild did not finish", marker)
     if not written and marker is None:
@@ -193,7 +197,7 @@ async def _ensure_topic(
 async def _write_marker(
     settings: Settings,
     projection: ChannelProjection[Any],
-    status: Literal["building", "built"],
+    status: Literal["building", "built", "served"],
     **progress: Any,
 ) -> None:
     """Record a rebuild of `projection`'s table (`progress`: the other marker fields)."""
@@ -363,6 +367,24 @@ async def _prepare_changelog(
     await _ensure_topic(settings, topic, partitions, spec.config)
     if not starts:
         await _write_marker(settings, plan.projection, "building")
+
+
+async def mark_served(settings: Settings, projections: Sequence[ChannelProjection[Any]]) -> None:
+    """Record that a worker folds each of `projections`' tables from now on (called as the
+    fold role starts, after `catch_up_rebuilds`): a worker writes a table's changelog only
+    at its checkpoints, so a changelog that has not moved yet does not mean nobody folds it.
+    """
+    markers = await read_markers(settings)
+    for projection in projections:
+        marker = markers.get(marker_key(settings, projection))
+        if marker is not None and marker.status == "served":
+            continue
+        progress = (
+            {"through": marker.through, "changelog_end": marker.changelog_end}
+            if marker is not None
+            else {}
+        )
+        await _write_marker(settings, projection, "served", **progress)
 
 
 async def catch_up_rebuilds(

@@ -146,18 +146,14 @@ def _closed_on_shutdown(runtime: Runtime, client: RemoteFoldState | ContextSourc
 
 def _checkpointed(runtime: Runtime) -> None:
     """Checkpoint the role's state when it is due (`Checkpoint.due`: every
-    CHORUS_CHECKPOINT_MS, or sooner at the memory bound or while partitions are revoked)
-    and once more as the app stops."""
+    CHORUS_CHECKPOINT_MS, or sooner at the memory bound or while partitions are revoked).
+    As the app stops, `ChorusApp` checkpoints what is held before the consumer stops."""
     checkpoint = runtime.checkpoint
 
     @runtime.app.timer(CHECKPOINT_TICK_SECONDS, name="checkpoint")
     async def checkpoint_when_due() -> None:
         if checkpoint.due(time.monotonic()):
             await checkpoint.checkpoint()
-
-    @runtime.app.on_before_shutdown.connect
-    async def checkpoint_on_stop(app: Any, **_: Any) -> None:
-        await checkpoint.checkpoint()
 
 
 def _track_messages_metadata(runtime: Runtime) -> None:

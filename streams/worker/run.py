@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaError
 from streams.kafka.groups import leave_group
 from streams.ops.topics import create_topics
 from streams.registry import registered_projections
-from streams.replay import catch_up_rebuilds
+from streams.replay import catch_up_rebuilds, mark_served
 from streams.settings import Settings
 from streams.worker.compose import build_worker
 from streams.worker.runtime import ROLES, Role, role_data_dir
@@ -122,10 +122,10 @@ def run_worker(settings: Settings, loglevel: str = "info", role: Role = "fold") 
     # Faust creates its data directory but not its parents (the context role's is inside the
     # fold role's, which may not exist yet).
     Path(role_data_dir(settings, role)).mkdir(parents=True, exist_ok=True)
+    projections = registered_projections(settings.projections, settings)
     if settings.rebuild_on_start and role == "fold":
         # A projection or version added to a running system must not start mid-log from
         # an empty state: fold what it missed into its changelog before Faust recovers it.
-        projections = registered_projections(settings.projections, settings)
         for outcome in asyncio.run(with_retries(lambda: catch_up_rebuilds(settings, projections))):
             if outcome.mode in ("full", "incremental"):
                 log.warning(
@@ -136,6 +136,8 @@ def run_worker(settings: Settings, loglevel: str = "info", role: Role = "fold") 
                     outcome.written,
                     outcome.records,
                 )
+    if role == "fold":  # no rebuild writes these tables from now on
+        asyncio.run(with_retries(lambda: mark_served(settings, projections)))
     # asyncio.run leaves no current loop behind; Faust's worker needs one.
     asyncio.set_event_loop(asyncio.new_event_loop())
     chorus = build_worker(settings, role=role).runtime

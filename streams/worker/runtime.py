@@ -5,6 +5,7 @@ wires the stages onto it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 from collections import OrderedDict
@@ -45,6 +46,10 @@ RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_s
 
 # The fold tables hold `Folded`s in memory and their records in the store.
 FOLDED = Codec(encode=Folded.as_record, decode=stored_folded)
+
+# While Faust waits for every delivered message to be acknowledged, how often what is held
+# is checkpointed.
+WAIT_EMPTY_CHECKPOINT_SECONDS = 0.05
 
 # Channels whose standing (`Runtime.standing`) is kept between views.
 STANDINGS_KEPT = 10_000
@@ -90,6 +95,38 @@ def _credentials(settings: Settings) -> Any:
     return faust.SSLCredentials(context) if context else None
 
 
+class ChorusApp(faust.App):
+    """Faust's app, whose stage records are acknowledged only by checkpoints.
+
+    Faust waits until every delivered message is acknowledged before it hands partitions
+    over (a rebalance) or stops its consumer (`App._consumer_wait_empty`). A message held by
+    a checkpoint (`Checkpoint.hold`) is acknowledged once a checkpoint writes what it
+    changed, so checkpoints go on meanwhile: the checkpoint timer stops with the app, and a
+    batch already taken from the stream may still be folded while Faust waits."""
+
+    checkpoint: Checkpoint | None = None
+
+    async def _consumer_wait_empty(self, consumer: Any, logger: Any) -> None:
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            await super()._consumer_wait_empty(consumer, logger)
+            return
+        waited = asyncio.Event()
+
+        async def checkpoint_what_is_held() -> None:
+            while not waited.is_set():
+                if checkpoint.held:
+                    await checkpoint.checkpoint()
+                await asyncio.sleep(WAIT_EMPTY_CHECKPOINT_SECONDS)
+
+        checkpoints = asyncio.ensure_future(checkpoint_what_is_held())
+        try:
+            await super()._consumer_wait_empty(consumer, logger)
+        finally:
+            waited.set()
+            await checkpoints
+
+
 class Runtime:
     """Everything the worker runs, built from settings (no globals, so tests build their own)."""
 
@@ -110,7 +147,7 @@ class Runtime:
         )
         servers = broker or bootstrap_servers(settings)
         self.servers = servers
-        self.app = faust.App(
+        self.app = ChorusApp(
             role_app_id(settings, role),
             broker=[f"kafka://{server}" for server in servers.split(",")],
             broker_credentials=_credentials(settings),
@@ -159,6 +196,7 @@ class Runtime:
             record_limit=settings.max_message_bytes,
             on_refused=self._refused_in_checkpoint,
         )
+        self.app.checkpoint = self.checkpoint
         # The fold tables live in the fold role only; the context role asks it for a fold
         # (`streams.worker.fold_state`), so `folded` and `standing` find nothing there.
         # Fold tables are not guarded: the fold step bounds every state (max_state_bytes).

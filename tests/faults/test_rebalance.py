@@ -17,7 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from projections.overview import ChannelOverviewProjection
 from streams.settings import Settings
+from streams.topology import changelog_name, fold_table_name
 from tests.conftest import free_web_port
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import (
@@ -38,7 +40,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 
 def owned(worker: FaultWorker, settings: Settings) -> dict[str, list[int]]:
     """Host URL -> active partitions of the overview fold, as this worker's router sees it."""
-    table = f"{settings.app_id}-fold-overview-v2-changelog"
+    table = changelog_name(settings, fold_table_name(ChannelOverviewProjection()))
     routes = httpx.get(f"{worker.base_url}/router/", timeout=10).json()
     return {host: sorted(topics.get(table, [])) for host, topics in routes.items()}
 

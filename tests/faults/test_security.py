@@ -299,7 +299,7 @@ async def test_the_bearer_token_also_guards_faust_table_views(
 
     await eventually(folded, 60, 0.5, "folded")
     leaks = {}
-    for path in ("/table/fold-overview-v2/guarded/", "/table/"):
+    for path in ("/table/fold-overview-v3/guarded/", "/table/"):
         response = httpx.get(f"{worker.base_url}{path}", timeout=10)
         if response.status_code == 200:
             leaks[path] = response.text[:200]

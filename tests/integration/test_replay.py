@@ -223,13 +223,13 @@ async def test_verify_passes_live_and_catches_a_corrupted_table(
         app_id = chorus_settings.app_id
         key, value = changelog_record("team/alpha", bogus)
         await kafka.send_and_wait(
-            f"{app_id}-fold-overview-v2-changelog",
+            f"{app_id}-fold-overview-v3-changelog",
             key=key,
             value=value,
             partition=partition["team/alpha"],
         )
         await kafka.send_and_wait(  # a tombstone: the worker forgets beta's commitments
-            f"{app_id}-fold-commitments-v2-changelog",
+            f"{app_id}-fold-commitments-v3-changelog",
             key=orjson.dumps("team/beta"),
             value=None,
             partition=partition["team/beta"],
@@ -332,7 +332,7 @@ async def test_rebuild_after_a_version_bump_while_reads_keep_working(
     assert (
         "tally v2" in built.output and ": full (the table has never been written)" in built.output
     )
-    assert "commitments v2" in built.output and "live (a worker already folds" in built.output
+    assert "commitments v3" in built.output and "live (a worker serves this table)" in built.output
     assert reads and set(reads) == {200}
 
     # Blue keeps folding v1 after the rebuild: the gap the switch must close.

@@ -43,6 +43,9 @@ def test_rebuild_plans() -> None:
     assert plan_rebuild(p, {0: 5, 1: 2}, None).mode == "live"  # a worker built it itself
     assert plan_rebuild(p, {0: 9, 1: 9}, marker("building")).mode == "full"
     assert plan_rebuild(p, {0: 0, 1: 0}, marker(ends={0: 0, 1: 0})).mode == "incremental"
+    # A worker serves it, although it has not written its changelog yet (its checkpoint).
+    assert plan_rebuild(p, {0: 3, 1: 2}, marker("served")).mode == "live"
+    assert plan_rebuild(p, None, marker("served")).mode == "live"
 
 
 def test_marker_round_trips_with_integer_partitions() -> None:

@@ -329,3 +329,27 @@ def test_a_checkpoint_is_due_at_the_interval_the_memory_bound_or_a_rebalance() -
     for key in range(10):  # max_keys
         folds.set(key, 1, partition=0)
     assert state.over_bound() and state.due(1001.0)
+
+
+async def test_while_faust_waits_for_every_acknowledgement_what_is_held_is_checkpointed() -> None:
+    """Faust waits until every delivered message is acknowledged before a rebalance hands
+    partitions over or the consumer stops; a held message is acknowledged by a checkpoint,
+    and the checkpoint timer stops with the app, so the app checkpoints meanwhile."""
+    import faust
+
+    from streams.settings import Settings
+    from streams.worker.runtime import Runtime
+
+    chorus = Runtime(
+        Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1"),
+        broker="127.0.0.1:1",
+    )
+    event = held(chorus.checkpoint, 0)
+
+    async def until_acknowledged(app: Any, consumer: Any, logger: Any) -> None:
+        while not event.message.acked:  # Faust's wait: every delivered message acknowledged
+            await asyncio.sleep(0.01)
+
+    with patch.object(faust.App, "_consumer_wait_empty", until_acknowledged):
+        await asyncio.wait_for(chorus.app._consumer_wait_empty(None, None), 5)
+    assert chorus.checkpoint.held == 0
