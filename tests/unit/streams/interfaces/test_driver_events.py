@@ -3,17 +3,16 @@ wait starts and how a request ended."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import orjson
 import pytest
 from pydantic import ValidationError
 
-from projections.termination import DecisionName
-from datetime import timedelta
-
 from projections.commitments import CommitmentState
 from projections.model import utc_now
+from projections.termination import DecisionName
 from streams.interfaces.driver_events import (
     CLOCK_SKEW,
     After,
