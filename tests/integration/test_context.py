@@ -64,7 +64,8 @@ async def test_context_endpoint_and_cli_stay_within_budget(
         await asyncio.sleep(0.5)
     text = str(found["text"])
     assert text.startswith(f"Channel {SCENARIO_CHANNEL}: ")
-    assert "Summary of what was said (through offset " in text and "Open commitments" in text, text
+    assert "Summary of what was said (through partition offset " in text, text
+    assert "Open commitments" in text, text
     assert "worker-a owes planner: “Fix the sample service config" in text
     assert found["decision"]["decision"] in ("CONTINUE", "COMPLETE", "FAILED", "ESCALATE")
     for budget in (0, 7, 50, 120, 400):
