@@ -55,6 +55,8 @@ __all__ = [
     "RecentMessage",
     "SummaryPart",
     "assemble_context",
+    "decision_phrase",
+    "narrative_lines",
 ]
 
 TRUNCATED = " … [truncated]"
@@ -74,6 +76,15 @@ _MIN_MESSAGE_CHARS = 40
 ENDED_SHOWN = 10
 
 
+def decision_phrase(decision: dict[str, Any] | None) -> str:
+    """A decision's JSON (`decision`, `detail`) as a line says it: "ESCALATE (1 commitment
+    expired (threshold: 0))", "CONTINUE"."""
+    found = decision or {}
+    name = found.get("decision") or "CONTINUE"
+    detail = found.get("detail")
+    return f"{name} ({detail})" if isinstance(detail, str) and detail else str(name)
+
+
 @dataclass(frozen=True)
 class ChannelHeader:
     """Where the channel stands as the fold holds it: `decision` is the termination
@@ -90,9 +101,7 @@ class ChannelHeader:
         """ "Channel team/plan: CONTINUE. 42 messages; state as of partition offset 41,
         2026-12-01 10:02:00 UTC." (the offset is the last message's on the channel's
         partition of the log, which other channels share: not a count)."""
-        decision = self.decision.get("decision") or "CONTINUE"
-        detail = self.decision.get("detail")
-        said = f"{decision} ({detail})" if isinstance(detail, str) and detail else decision
+        said = decision_phrase(self.decision)
         when = f", {self.at:%Y-%m-%d %H:%M:%S} UTC" if self.at else ""
         where = (
             "nothing folded yet"
