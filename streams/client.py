@@ -33,6 +33,7 @@ from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from projections.commitments import CommitmentState, states_a_request
+from projections.context import DEFAULT_CONTEXT_TOKENS
 from projections.model import ActorType, Message, MessageError, MessageType, utc_now
 from streams.errors import ChorusError
 from streams.interfaces.control import configure_channel, latest_value
@@ -379,7 +380,11 @@ class Client:
     # --- views from the worker ----------------------------------------------------------------
 
     async def context(
-        self, channel: str, *, max_tokens: int = 1000, for_agent: str | None = None
+        self,
+        channel: str,
+        *,
+        max_tokens: int = DEFAULT_CONTEXT_TOKENS,
+        for_agent: str | None = None,
     ) -> AgentContext:
         """What an agent should read first, within `max_tokens`; with `for_agent`, written
         for that agent (what it owes first)."""

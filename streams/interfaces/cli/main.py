@@ -677,19 +677,30 @@ def demo(turns: int, rate: float, debounce: str, no_worker: bool) -> None:
         raise click.ClickException(str(error)) from None
 
 
-@main.command()
-def mcp() -> None:
-    """Serve chorus to an agent host over MCP (stdio). Tools:
+@main.command(
+    help=f"""Serve chorus to an agent host over MCP (stdio). Tools:
 
     \b
-    get_channel_context(channel, max_tokens=1000, for_agent=None): what to read first
+    get_channel_context(channel, max_tokens={DEFAULT_CONTEXT_TOKENS}, for_agent=None):
+        what to read first
     get_channel_summary(channel): the latest summary and its annotations
     get_channel_state(channel): every projection's state and the decision
     list_channels(): the channels the worker has folded, with their decisions
     """
-    from streams.interfaces.mcp import build_server
+)
+@click.option(
+    "--loglevel",
+    default="warning",
+    show_default=True,
+    help="What the server logs on stderr, the host's log: debug, info, warning or error.",
+)
+def mcp(loglevel: str) -> None:
+    from streams.interfaces.mcp import LOG_LEVELS, build_server
 
-    build_server(get_settings()).run("stdio")
+    level = LOG_LEVELS.get(loglevel.lower())
+    if level is None:
+        raise click.BadParameter(f"{loglevel!r}: one of {', '.join(LOG_LEVELS)}")
+    build_server(get_settings(), level).run("stdio")
 
 
 main.add_command(replay_command)
