@@ -89,24 +89,6 @@ async def whole_owed(
     return [known[reference["id"]] for reference in references]
 
 
-def ended(correlation_id: str) -> Callable[[DriverEvent], bool]:
-    """`until` for `wait`: the event whose message ended the request's latest commitment
-    (a hand-off opens a new one for the same request: followed until that one ends)."""
-
-    def check(event: DriverEvent) -> bool:
-        ends = [c for c in changed(event) if c["correlation_id"] == correlation_id]
-        still = [c for c in active(event) if c["correlation_id"] == correlation_id]
-        return bool(ends) and ends[-1]["state"] not in ACTIVE and not still
-
-    return check
-
-
-def state_of(event: DriverEvent, correlation_id: str) -> str:
-    """How the request `correlation_id` ended, in the event that `ended` accepted."""
-    chain = [c for c in changed(event) if c["correlation_id"] == correlation_id]
-    return str(chain[-1]["state"])
-
-
 async def answer(
     chorus: Client,
     channel: str,
@@ -189,8 +171,8 @@ class Outcome:
     writers_sent: dict[str, list[str]] = field(default_factory=dict)
 
 
-async def reviewer(client: Client, channel: str, outcome: Outcome) -> None:
-    """Joins late: reads what it should know, then does what it owes."""
+async def reviewer(client: Client, channel: str, outcome: Outcome) -> SentMessage | None:
+    """Joins late: reads what it should know, then does what it owes; its last message."""
     outcome.reviewer_context = await client.context(channel, max_tokens=400, for_agent="rey")
     state = await client.state(channel)
     owed = [
@@ -200,10 +182,12 @@ async def reviewer(client: Client, channel: str, outcome: Outcome) -> None:
         and commitment["obligor"] in ("instance:rey", "role:reviewer")
     ]
     outcome.reviewer_owed = [commitment["excerpt"] for commitment in owed]
+    last = None
     for commitment in owed:
-        await answer(
+        last = await answer(
             client, channel, commitment, "rey", MessageType.DONE, "reviewed: two typos fixed"
         )
+    return last
 
 
 async def planner(client: Client, channel: str, outcome: Outcome) -> None:
@@ -219,11 +203,9 @@ async def planner(client: Client, channel: str, outcome: Outcome) -> None:
 
     async def ask(label: str, **fields: Any) -> str:
         request = await client.send(channel, sender="planner", **fields)
-        assert request.correlation_id is not None  # generated for a COMMAND or QUERY
-        event = await client.wait(
-            channel, until=ended(request.correlation_id), timeout=STEP_TIMEOUT
-        )
-        outcome.requests[label] = state_of(event, request.correlation_id)
+        # How the request ended (a hand-off followed to the end of the commitment it opened).
+        ended = await client.wait_for(request, timeout=STEP_TIMEOUT)
+        outcome.requests[label] = ended.state.value
         return outcome.requests[label]
 
     write = "write the changelog for 2.0"
@@ -248,8 +230,9 @@ async def run(channel: str, client: Client) -> Outcome:
         for name, policy in (("ana", ana_policy), ("ben", ben_policy))
     }
     await planner(client, channel, outcome)
-    await reviewer(client, channel, outcome)
-    final = await client.wait(channel, until=decided, timeout=STEP_TIMEOUT)
+    done = await reviewer(client, channel, outcome)
+    # The decision its work led to: none before its message counts.
+    final = await client.wait(channel, until=decided, after=done, timeout=STEP_TIMEOUT)
     outcome.decision = final.decision
     for name, task in writers.items():
         outcome.writers_sent[name] = await task

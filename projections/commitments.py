@@ -265,7 +265,8 @@ def _index(state: CommitmentsState) -> _Index:
 def states_a_request(message: Message) -> bool:
     """True for a message whose content is what a commitment asks: an opener (QUERY,
     COMMAND, PROPOSE) or a HANDOFF, with a correlation id. Text views take what was asked,
-    and how it stands now, from the commitments state, not from these messages."""
+    and how it stands now, from the commitments state; a narrative tells these messages
+    only as history (`projections.summarise.pending.as_narrated`)."""
     if not message.correlation_id:
         return False
     return message.type in REQUEST_TYPES or message.type is MessageType.HANDOFF

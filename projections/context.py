@@ -8,8 +8,8 @@ summarisers use.
 
 The parts come in the order a late agent needs them (context v2):
 
-1. a header: the channel, the decision and its detail, the offset and time the state is
-   current at, the message count;
+1. a header: the channel, the decision and its detail, the message count, the partition
+   offset and time the state is current at;
 2. the open commitments now, the newest first (a tight budget keeps the newest), with
    "… and N more" when cut; with `for_agent`, that agent's own first, and the messages
    addressed to it;
@@ -17,7 +17,10 @@ The parts come in the order a late agent needs them (context v2):
    most recent first, bounded;
 4. the messages after the summary's last offset, the newest that fit;
 5. the narrative summary (what was said), marked with the offsets it covers;
-6. the recap, when it is newer than the summary and current (nothing folded since).
+6. the recap, when it is newer than the summary and current (nothing folded since);
+7. the fulfilled commitments, the most recent first, bounded;
+8. the recent messages the summary covers, the newest that fit: a larger budget shows
+   more when there is more.
 
 One owner per fact: every line that names a commitment takes its status from the
 commitments state given here (the fold's), so no part can say a commitment is open when
@@ -29,18 +32,22 @@ that the header and the open commitments always take what fits; what was cut say
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from projections.model import Message
+from projections.model import Message, MessageType
 from projections.readable import CommitmentView, is_agent
 from projections.summarise.llm import estimate_tokens
-from projections.text import person
+from projections.text import counted, person
 
 __all__ = [
+    "DEFAULT_CONTEXT_TOKENS",
     "ENDED_SHOWN",
+    "MAX_CONTEXT_TOKENS",
+    "PARTITION_OFFSET",
     "TRUNCATED",
     "ChannelContext",
     "ChannelHeader",
@@ -48,15 +55,34 @@ __all__ = [
     "RecentMessage",
     "SummaryPart",
     "assemble_context",
+    "decision_phrase",
+    "narrative_lines",
 ]
 
 TRUNCATED = " … [truncated]"
+# How every view names an offset of the log: a position on the channel's partition, which
+# other channels share, never a count of the channel's messages.
+PARTITION_OFFSET = "partition offset"
+# The budget a context is asked for when none is given, and the most a caller may ask for:
+# far above anything the stages keep (summary, recent messages, commitments), a bound on
+# the work.
+DEFAULT_CONTEXT_TOKENS = 1000
+MAX_CONTEXT_TOKENS = 100_000
 _SEPARATOR = "\n\n"
 # A message cut shorter than this says too little to be worth its header.
 _MIN_MESSAGE_CHARS = 40
 # Ended commitments shown at most (most recent first): what a late joiner must know, not
 # the channel's history.
 ENDED_SHOWN = 10
+
+
+def decision_phrase(decision: dict[str, Any] | None) -> str:
+    """A decision's JSON (`decision`, `detail`) as a line says it: "ESCALATE (1 commitment
+    expired (threshold: 0))", "CONTINUE"."""
+    found = decision or {}
+    name = found.get("decision") or "CONTINUE"
+    detail = found.get("detail")
+    return f"{name} ({detail})" if isinstance(detail, str) and detail else str(name)
 
 
 @dataclass(frozen=True)
@@ -72,15 +98,17 @@ class ChannelHeader:
     message_count: int
 
     def line(self) -> str:
-        decision = self.decision.get("decision") or "CONTINUE"
-        detail = self.decision.get("detail")
-        said = f"{decision} ({detail})" if isinstance(detail, str) and detail else decision
-        where = "nothing folded yet" if self.offset is None else f"offset {self.offset}"
+        """ "Channel team/plan: CONTINUE. 42 messages; state as of partition offset 41,
+        2026-12-01 10:02:00 UTC." (the offset is the last message's on the channel's
+        partition of the log, which other channels share: not a count)."""
+        said = decision_phrase(self.decision)
         when = f", {self.at:%Y-%m-%d %H:%M:%S} UTC" if self.at else ""
-        return (
-            f"Channel {self.channel}: {said}. State at {where}{when}; "
-            f"{self.message_count} messages."
+        where = (
+            "nothing folded yet"
+            if self.offset is None
+            else f"state as of {PARTITION_OFFSET} {self.offset}{when}"
         )
+        return f"Channel {self.channel}: {said}. {counted(self.message_count, 'message')}; {where}."
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -174,10 +202,16 @@ class ChannelContext:
     def decision(self) -> dict[str, Any]:
         return self.header.decision
 
+    @property
+    def min_tokens(self) -> int:
+        """The smallest budget that shows the header whole."""
+        return estimate_tokens(self.header.line())
+
     def as_json(self) -> dict[str, Any]:
         return {
             "channel": self.channel,
             "max_tokens": self.max_tokens,
+            "min_tokens": self.min_tokens,
             "for_agent": self.for_agent,
             "tokens": self.tokens,
             "text": self.text,
@@ -357,6 +391,25 @@ def _newest_first(commitments: Sequence[CommitmentView]) -> list[CommitmentView]
     return sorted(commitments, key=lambda c: c.since, reverse=True)
 
 
+# A narrative line that says only a message's type: what summaries written before requests
+# were narrated (and a message without words) left, "- [planner] COMMAND".
+_BARE_TYPE_LINE = re.compile(
+    r"^(?:- )?\[[^\]]*\] (?:" + "|".join(kind.value for kind in MessageType) + r")$"
+)
+
+
+def narrative_lines(text: str) -> str:
+    """A summary's narrative as the context shows it: no blank lines and no line that says
+    only a message's type (records on the summaries topic written before narratives told
+    requests as history have both)."""
+    kept = [
+        line.rstrip()
+        for line in text.splitlines()
+        if line.strip() and not _BARE_TYPE_LINE.match(line.strip())
+    ]
+    return "\n".join(kept)
+
+
 def assemble_context(
     max_tokens: int,
     *,
@@ -384,11 +437,14 @@ def assemble_context(
     statuses = _Statuses(commitments)
 
     open_now = _newest_first([c for c in commitments if c.is_open])
-    ended = [c for c in commitments if not c.is_open and c.state != "FULFILLED"]
-    ended = sorted(ended, key=lambda c: c.ended_at or c.since, reverse=True)
-    fulfilled = sum(1 for c in commitments if c.state == "FULFILLED")
+    ended = sorted(
+        (c for c in commitments if not c.is_open), key=lambda c: c.ended_at or c.since, reverse=True
+    )
+    fulfilled = [c for c in ended if c.state == "FULFILLED"]
+    ended = [c for c in ended if c.state != "FULFILLED"]
     after = summary.last_offset if summary is not None else None
     newer = [m for m in messages if after is None or m.offset is None or m.offset > after]
+    covered = [m for m in messages if m not in newer]
 
     if for_agent:
         mine = [c for c in open_now if c.involves(for_agent)]
@@ -421,32 +477,50 @@ def assemble_context(
         page,
         lambda n: (
             f"Ended without being fulfilled ({len(ended)}, most recent first"
-            f"{'; ' + str(fulfilled) + ' fulfilled' if fulfilled else ''}):"
+            f"{'; ' + str(len(fulfilled)) + ' fulfilled' if fulfilled else ''}):"
         ),
         [c.line() for c in shown_ended],
         [c.as_json() for c in shown_ended],
     )
     parts["ended"]["total"] = len(ended)
     parts["ended"]["omitted"] = len(ended) - len(parts["ended"]["shown"])
-    parts["ended"]["fulfilled"] = fulfilled
-    since = "Recent messages" if after is None else f"Messages after offset {after}"
+    parts["ended"]["fulfilled"] = len(fulfilled)
+    since = "Recent messages" if after is None else f"Messages after {PARTITION_OFFSET} {after}"
     parts["messages"] = _messages_part(page, since, newer, statuses)
     parts["messages"]["after_offset"] = after
     parts["summary"] = None
     if summary is not None:
         covers = (
-            f" (through offset {summary.last_offset})" if summary.last_offset is not None else ""
+            f" (through {PARTITION_OFFSET} {summary.last_offset})"
+            if summary.last_offset is not None
+            else ""
         )
-        found = _text_part(page, f"Summary of what was said{covers}:", summary.text)
+        told = narrative_lines(summary.text)
+        found = _text_part(page, f"Summary of what was said{covers}:", told)
         if found is not None:
             found.update(first_offset=summary.first_offset, last_offset=summary.last_offset)
         parts["summary"] = found
     parts["recap"] = None
     if recap is not None and _recap_is_current(recap, summary, header):
-        found = _text_part(page, f"Recap (at offset {recap.covered_offset}):", recap.text)
+        found = _text_part(
+            page, f"Recap (at {PARTITION_OFFSET} {recap.covered_offset}):", recap.text
+        )
         if found is not None:
             found["covered_offset"] = recap.covered_offset
         parts["recap"] = found
+    # More when there is more: what was done, then the recent messages the summary condenses.
+    shown_fulfilled = fulfilled[:ended_shown]
+    parts["fulfilled"] = _list_part(
+        page,
+        lambda n: f"Fulfilled ({len(fulfilled)}, most recent first):",
+        [c.line() for c in shown_fulfilled],
+        [c.as_json() for c in shown_fulfilled],
+    )
+    parts["fulfilled"]["total"] = len(fulfilled)
+    parts["fulfilled"]["omitted"] = len(fulfilled) - len(parts["fulfilled"]["shown"])
+    parts["earlier"] = _messages_part(
+        page, f"Earlier messages, through {PARTITION_OFFSET} {after}", covered, statuses
+    )
     context.parts = parts
     context.text = page.text()
     return context

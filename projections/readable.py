@@ -82,7 +82,7 @@ class CommitmentView:
         )
 
     def line(self) -> str:
-        """One line for a prompt or a context: no ids, times to the minute in UTC. An ended
+        """One line for a prompt or a context: no ids, times to the second in UTC. An ended
         commitment's line starts with how it ended."""
         if self.is_open:
             due = f", due {_clock(self.expires_at)}" if self.expires_at else ""
@@ -119,7 +119,7 @@ def is_agent(address: str | None, agent: str) -> bool:
 
 
 def _clock(at: datetime) -> str:
-    return at.strftime("%Y-%m-%d %H:%M UTC")
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _when(value: Any) -> datetime | None:

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from projections.commitments import CommitmentsState, CommitmentState
 from projections.projection import dump_state
+from projections.text import counted
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,8 @@ class FailOnFailure(TerminationCondition):
     def evaluate(self, ctx: TerminationContext) -> Decision:
         failed = _commitments(ctx, self.projection).ended.get(CommitmentState.FAILED, 0)
         if failed > self.max_failures:
-            return Failed(f"{failed} commitments failed (threshold: {self.max_failures})")
+            said = counted(failed, "commitment")
+            return Failed(f"{said} failed (threshold: {self.max_failures})")
         return CONTINUE
 
 
@@ -228,7 +230,8 @@ class EscalateOnExpiry(TerminationCondition):
     def evaluate(self, ctx: TerminationContext) -> Decision:
         expired = _commitments(ctx, self.projection).ended.get(CommitmentState.EXPIRED, 0)
         if expired > self.max_expiries:
-            return Escalate(f"{expired} commitments expired (threshold: {self.max_expiries})")
+            said = counted(expired, "commitment")
+            return Escalate(f"{said} expired (threshold: {self.max_expiries})")
         return CONTINUE
 
 
@@ -244,7 +247,8 @@ class EscalateOnDecline(TerminationCondition):
     def evaluate(self, ctx: TerminationContext) -> Decision:
         declines = _commitments(ctx, self.projection).declines
         if declines > self.max_declines:
-            return Escalate(f"{declines} declines (threshold: {self.max_declines})")
+            said = counted(declines, "decline")
+            return Escalate(f"{said} (threshold: {self.max_declines})")
         return CONTINUE
 
 

@@ -64,6 +64,11 @@ def cut(text: str, max_chars: int, *, at_word: bool = False) -> str:
 # --------------------------------------------------------------------------- lines
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`count` and `noun`, the plural when count is not 1: "1 commitment", "2 commitments"."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def message_line(sender: str, text: str) -> str:
     """How a message reads inside a summary, a prompt or a compacted span: `[sender] text`."""
     return f"[{sender}] {text}"

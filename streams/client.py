@@ -5,10 +5,15 @@ read what an agent should know.
         ask = await chorus.send("team/plan", sender="planner", type="command",
                                 content="write the release notes", target="role:writer")
         await chorus.reply(ask, sender="writer", type="done", content="done: notes.md")
-        event = await chorus.wait("team/plan")  # the first decision other than CONTINUE
+        outcome = await chorus.wait_for(ask)  # how the request ended: FULFILLED
+        event = await chorus.wait("team/plan", after=ask)  # the first decision since ask
         print((await chorus.context("team/plan", for_agent="writer")).text)
 
-`SyncClient` offers the same methods, blocking, for scripts and notebooks.
+`SyncClient` offers the same methods, blocking, for scripts and notebooks. Every exception
+a method raises is exported here: chorus's own are `ChorusError`s, each with a one-line
+message; besides them `ValueError` for an argument that breaks its rule and aiokafka's
+`KafkaError` for a send the broker did not acknowledge (the README lists when each is
+raised).
 """
 
 from __future__ import annotations
@@ -24,18 +29,31 @@ from urllib.parse import quote, urlencode
 
 import httpx
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
+from projections.commitments import CommitmentState, states_a_request
+from projections.context import DEFAULT_CONTEXT_TOKENS
 from projections.model import ActorType, Message, MessageError, MessageType, utc_now
 from streams.errors import ChorusError
 from streams.interfaces.control import configure_channel, latest_value
-from streams.interfaces.driver_events import decided, driver_events, wait_for_event
+from streams.interfaces.driver_events import (
+    After,
+    RequestOutcome,
+    decided,
+    driver_events,
+    outcome_of,
+    request_ended,
+    wait_for_event,
+)
 from streams.interfaces.worker_api import (
     NOT_READY_PATIENCE_SECONDS,
+    ChannelRefused,
     WorkerApi,
     WorkerUnavailable,
     WorkerUnreachable,
 )
+from streams.kafka.clients import BrokerUnreachable, MissingTopicError, NoBrokerError
 from streams.kafka.produce import (
     SentMessage,
     deliver,
@@ -51,18 +69,27 @@ from streams.topology import RECAPS, SUMMARIES
 __all__ = [
     "ActorType",
     "AgentContext",
+    "BrokerUnreachable",
     "ChannelConfig",
     "ChannelNotFound",
+    "ChannelRefused",
+    "ChorusError",
     "Client",
+    "CommitmentState",
     "DecisionRecord",
     "DriverEvent",
+    "KafkaError",
     "Message",
     "MessageError",
     "MessageType",
+    "MissingTopicError",
+    "NoBrokerError",
+    "RequestOutcome",
     "SentMessage",
     "SyncClient",
     "WaitTimeout",
     "WorkerUnavailable",
+    "WorkerUnreachable",
     "decided",
     "driver_events",
 ]
@@ -122,6 +149,20 @@ def recap_view(channel: str, record: dict[str, Any] | None) -> dict[str, Any]:
         "text": record.get("text") if record else None,
         "recap": record,
     }
+
+
+def _start_of(channel: str, after: SentMessage | Message | int | None) -> After | None:
+    """Where a wait on `channel` starts: at a message of that channel (sent or received), or
+    at a partition offset."""
+    if after is None:
+        return None
+    if isinstance(after, int):
+        return After(offset=after)
+    if after.channel != channel:
+        raise ValueError(f"message {after.id!r} is in channel {after.channel!r}, not {channel!r}")
+    if isinstance(after, SentMessage):
+        return After(offset=after.offset)
+    return After(message_id=after.id, created_at=after.created_at)
 
 
 def _deadline_of(deadline: datetime | timedelta | None) -> datetime | None:
@@ -269,20 +310,59 @@ class Client:
         channel: str,
         *,
         until: Callable[[DriverEvent], bool] = decided,
+        after: SentMessage | Message | int | None = None,
         timeout: float | None = None,
     ) -> DriverEvent:
         """The driver event of `channel` that satisfies `until` (by default the first
-        decision other than CONTINUE); at once when the channel's latest event already
-        does. Raises `WaitTimeout` after `timeout` seconds."""
+        decision other than CONTINUE).
+
+        Without `after`: at once when the channel's latest event already does (is it
+        decided?). With `after` (a message you sent, one you received, or a partition
+        offset of the channel's messages): the first event for that message or a later one
+        that does, never one before it (what came of my message?). Raises `WaitTimeout`
+        after `timeout` seconds."""
+        start = _start_of(channel, after)
+        return await self._wait(
+            channel, until, start, timeout, "no driver event satisfied the condition"
+        )
+
+    async def wait_for(
+        self, request: SentMessage, *, timeout: float | None = None
+    ) -> RequestOutcome:
+        """Wait until the request you sent (a QUERY, COMMAND, PROPOSE or HANDOFF) has ended,
+        and say how: `RequestOutcome.state` (FULFILLED, DECLINED, FAILED or EXPIRED), the
+        commitment whole and the driver event of the message that ended it. A hand-off is
+        followed to the commitment it opened. Raises `WaitTimeout` after `timeout` seconds,
+        `ValueError` for a message that asks nothing."""
+        correlation_id = request.correlation_id
+        if correlation_id is None or not states_a_request(request.message):
+            raise ValueError(
+                f"message {request.id!r} is a {request.message.type.value}, not a request "
+                "(QUERY, COMMAND, PROPOSE or HANDOFF): no commitment to wait for"
+            )
+        event = await self._wait(
+            request.channel,
+            request_ended(correlation_id),
+            _start_of(request.channel, request),
+            timeout,
+            f"request {correlation_id!r} did not end",
+        )
+        return outcome_of(event, correlation_id)
+
+    async def _wait(
+        self,
+        channel: str,
+        until: Callable[[DriverEvent], bool],
+        after: After | None,
+        timeout: float | None,
+        what: str,
+    ) -> DriverEvent:
         try:
             return await asyncio.wait_for(
-                wait_for_event(self.settings, channel, until), timeout=timeout
+                wait_for_event(self.settings, channel, until, after=after), timeout=timeout
             )
         except TimeoutError:
-            raise WaitTimeout(
-                f"no driver event of channel {channel!r} satisfied the condition "
-                f"within {timeout:g} s"
-            ) from None
+            raise WaitTimeout(f"channel {channel!r}: {what} within {timeout:g} s") from None
 
     def events(
         self,
@@ -300,7 +380,11 @@ class Client:
     # --- views from the worker ----------------------------------------------------------------
 
     async def context(
-        self, channel: str, *, max_tokens: int = 1000, for_agent: str | None = None
+        self,
+        channel: str,
+        *,
+        max_tokens: int = DEFAULT_CONTEXT_TOKENS,
+        for_agent: str | None = None,
     ) -> AgentContext:
         """What an agent should read first, within `max_tokens`; with `for_agent`, written
         for that agent (what it owes first)."""
@@ -382,6 +466,7 @@ class SyncClient:
     reply = _blocking(Client.reply)
     configure = _blocking(Client.configure)
     wait = _blocking(Client.wait)
+    wait_for = _blocking(Client.wait_for)
     context = _blocking(Client.context)
     state = _blocking(Client.state)
     summary = _blocking(Client.summary)

@@ -29,7 +29,7 @@ import orjson
 
 from projections.model import Message
 from projections.summarise.heuristic import merge_list_annotation
-from projections.summarise.pending import spoken
+from projections.summarise.pending import spoken, told_request
 from projections.summarise.result import (
     SUMMARY_MAX_TOKENS,
     SummaryResult,
@@ -272,6 +272,9 @@ class DigestSummariser:
         its words read (`rough_sentences`, `term_words`), not cleaned; the term model counts
         the content words and the pairs of adjacent ones, across the message as before.
         """
+        # A narrated request counts its words, not the "asked worker-a: " that frames them
+        # (the framing stays on the sentence, as it will be shown).
+        framing, content = told_request(content)
         rough = rough_sentences(content)
         said = sentence_words(rough, ids=has_ids(content))
         words = list(itertools.chain.from_iterable(said))
@@ -287,7 +290,8 @@ class DigestSummariser:
                 distinct = set(piece_words)
                 if len(distinct) >= min_terms:
                     own = pairs[first : first + length - 1]
-                    pieces.append((position, speaker, piece, length, distinct.union(own)))
+                    told = framing + piece if first == 0 else piece
+                    pieces.append((position, speaker, told, length, distinct.union(own)))
             first += length
         return pieces
 

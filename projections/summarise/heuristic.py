@@ -37,7 +37,6 @@ class HeuristicMessageSummariser:
     Text (each line left out when it would be empty; trailing whitespace stripped):
 
         <previous text>
-
         --- Update (N messages) ---
         Participants: alice, bob
         Period: 2025-01-01T10:00:00Z — 2025-01-01T10:05:00Z
@@ -73,7 +72,7 @@ class HeuristicMessageSummariser:
             lines.append(f"Topics: {', '.join(topics)}")
 
         before = previous_text(previous)
-        text = (before + "\n\n" if before else "") + "\n".join(lines)
+        text = (before.rstrip() + "\n" if before else "") + "\n".join(lines)
 
         annotations = base_annotations(previous)
         annotations["tier"] = self.tier

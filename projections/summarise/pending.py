@@ -8,6 +8,7 @@ the caller read (the live stage: its memory, else the log; offline: the input).
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -16,7 +17,14 @@ from pydantic import BaseModel, ConfigDict
 
 from projections.commitments import states_a_request
 from projections.model import Message, MessageType
-from projections.text import cut, message_line, parse_message_line
+from projections.summarise.render import render_message
+from projections.text import (
+    ELLIPSIS,
+    cut,
+    parse_message_line,
+    person,
+    rough_sentences,
+)
 
 # A compacted item's content is cut to this many characters, shared by its messages.
 MAX_COMPACTED_CHARS = 4000
@@ -84,19 +92,65 @@ def summarisable(message: Message) -> bool:
     return message.type is not MessageType.EVENT
 
 
+# How a narrative tells a message that asks something (an opener or a HANDOFF): as history,
+# "[planner] asked worker-a: collect the merged pull requests…", true whatever came of it.
+# Whether it is still open is the commitments projection's to say (the state part and the
+# context render that from the fold), so no narrative can keep an ended request open.
+ASKING = {
+    MessageType.QUERY: "asked",
+    MessageType.COMMAND: "asked",
+    MessageType.PROPOSE: "proposed to",
+    MessageType.HANDOFF: "handed the request to",
+}
+# A narrative keeps the first sentence of what was asked, at most this long; the whole ask
+# (up to the commitments' excerpt length) is the state's.
+NARRATED_CHARS = 160
+_TOLD = re.compile(
+    "^(?:"
+    + "|".join(re.escape(verb) for verb in sorted(set(ASKING.values()), key=len, reverse=True))
+    + r") [^:\n]*?(?:: |$)",
+    re.IGNORECASE,
+)
+
+
 def as_narrated(message: Message) -> Message:
-    """The message as a summary's narrative may tell it: a request (an opener or a HANDOFF)
-    without its content. What was asked, and how it stands now, is the commitments
-    projection's to say (the summaries stage and the context render it from that state),
-    so a narrative can never keep an ended request in words that read as still open."""
-    if not states_a_request(message) or message.content is None:
+    """The message as a summary's narrative tells it: a request (an opener or a HANDOFF) as
+    history, "asked worker-a: <the first sentence of what was asked>". What a request asked
+    in full, and how it stands now, is the commitments projection's to say (the summaries
+    stage and the context render it from that state), so a narrative never reads as an
+    open request. (A message without words reads as what it did: `render_message`.)"""
+    if not states_a_request(message):
         return message
-    return message.model_copy(update={"content": None})
+    verb = f"{ASKING[message.type]} {person(message.target)}"
+    words = narrated_words(message.content or "")
+    return message.model_copy(update={"content": f"{verb}: {words}" if words else verb})
+
+
+def narrated_words(content: str) -> str:
+    """What a narrative keeps of a request's words: its first sentence, flattened and cut to
+    NARRATED_CHARS at a word, ending in "…" when more was said (one sentence, so no
+    summariser can split the rest from the "asked …:" that frames it)."""
+    pieces = [piece for piece in rough_sentences(" ".join(content.split())) if piece.strip()]
+    if not pieces:
+        return ""
+    first = cut(pieces[0].strip(), NARRATED_CHARS, at_word=True)
+    if len(pieces) > 1 and not first.endswith(ELLIPSIS):
+        first = first.removesuffix(".") + ELLIPSIS
+    return first
+
+
+def told_request(content: str) -> tuple[str, str]:
+    """`(framing, words)` of a narrated request's content ("asked worker-a: ", "collect
+    …"); `("", content)` for any other content. A summariser counts the words, not the
+    framing, as what the channel is about."""
+    found = _TOLD.match(content)
+    if found is None:
+        return "", content
+    return found.group(0), content[found.end() :]
 
 
 def _line(message: Message) -> str:
-    flat = " ".join((as_narrated(message).content or "").split()) or message.type.value
-    return message_line(message.sender, flat)
+    return " ".join(render_message(as_narrated(message)).split())
 
 
 def spoken(message: Message) -> list[tuple[str, str]]:

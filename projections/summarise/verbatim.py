@@ -11,7 +11,8 @@ T = TypeVar("T")
 
 
 class VerbatimContentSummariser(Generic[T]):
-    """Previous text, a blank line, then one `- <rendered>` line per item.
+    """Previous text, then one `- <rendered>` line per item (no blank line between batches:
+    a narrative is read line by line).
 
     Annotations: previous ones, plus `tier=verbatim` and `itemCount` (this batch).
     """
@@ -27,7 +28,7 @@ class VerbatimContentSummariser(Generic[T]):
         parts: list[str] = []
         before = previous_text(previous)
         if before:
-            parts.append(before + "\n\n")
+            parts.append(before.rstrip() + "\n")
         parts.append("\n".join(f"- {self._render(item)}" for item in items))
         annotations = base_annotations(previous)
         annotations["tier"] = self.tier

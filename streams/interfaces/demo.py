@@ -32,8 +32,10 @@ from projections.text import cut
 from streams.conversations import as_messages, conversations
 from streams.interfaces.control import configure_channel
 from streams.interfaces.worker_api import WorkerApi
+from streams.kafka.clients import local_run_dir
 from streams.kafka.consume import read_topic
 from streams.kafka.produce import send_messages
+from streams.ops.broker import cluster_status
 from streams.ops.topics import create_topics
 from streams.settings import Settings
 from streams.worker.role_client import role_url
@@ -96,6 +98,11 @@ SCENARIO = Path(__file__).resolve().parent / "demo_assets" / "multi-agent.jsonl"
 SCENARIO_CHANNEL = "demo/release-notes"
 SCENARIO_TERMINATION = ["all-commitments-resolved", "escalate-on-decline:0"]
 CONTEXT_TOKENS = 300
+# What the demo's driver-event lines show, said once above them.
+EVENT_LINES = (
+    "each fold: #the message's partition offset (its position on the channel's partition, "
+    "shared with other channels), what it changed, the decision"
+)
 # The late agent whose own context the demo shows too (it owes the scenario's open work).
 AGENT = "worker-a"
 AGENT_CONTEXT_TOKENS = 250
@@ -204,6 +211,7 @@ async def scenario(settings: Settings, debounce: float, rate: float, run: str) -
         termination=SCENARIO_TERMINATION,
     )
     console.print(f"termination: {' | '.join(SCENARIO_TERMINATION)}")
+    console.print(EVENT_LINES, markup=False)
     expired = asyncio.Event()
     watcher = asyncio.ensure_future(show_commitments(settings, channel, expired))
     await asyncio.sleep(1.0)
@@ -270,6 +278,7 @@ async def demo(settings: Settings, turns: int, rate: float, debounce: float) -> 
     console.print(
         f"[bold]{conversation.source}[/bold]: {len(messages)} turns into channel {channel}"
     )
+    console.print(EVENT_LINES, markup=False)
     await configure_channel(
         settings,
         channel,
@@ -322,7 +331,32 @@ def try_these(channels: list[str], command: str) -> str:
 
 
 def suggest(channels: list[str]) -> None:
-    console.print(try_these(channels, chorus_command()), markup=False)
+    # Printed whole, never wrapped at the terminal's width: a command is copied line by line.
+    console.print(try_these(channels, chorus_command()), markup=False, soft_wrap=True)
+
+
+def left_running(settings: Settings, command: str, own_worker: bool) -> str:
+    """What the demo leaves running once it ends, and how to stop it: its own worker stops
+    with it; the local broker keeps running (a cluster it was pointed at is not chorus's)."""
+    worker = (
+        "The demo's worker has stopped"
+        if own_worker
+        else "The worker you started keeps running (Ctrl-C in its terminal stops it)"
+    )
+    if settings.bootstrap_servers:
+        return (
+            f"{worker}; the Kafka cluster at {settings.bootstrap_servers} "
+            "(CHORUS_BOOTSTRAP_SERVERS) is not chorus's to stop."
+        )
+    run_dir = local_run_dir(settings)
+    cluster = cluster_status(run_dir)
+    if cluster is None:
+        return f"{worker}; no local Kafka broker is running."
+    return (
+        f"{worker}; the local Kafka broker keeps running ({cluster.bootstrap_servers}, "
+        f"data in {run_dir}). Stop it with `{command} broker stop` (or `make broker-stop` in "
+        "the checkout)."
+    )
 
 
 def run_demo(settings: Settings, turns: int, rate: float, debounce: float, worker: bool) -> None:
@@ -340,3 +374,5 @@ def run_demo(settings: Settings, turns: int, rate: float, debounce: float, worke
         if process is not None:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=30)
+    ended = left_running(settings, chorus_command(), own_worker=process is not None)
+    console.print(ended, markup=False, soft_wrap=True)

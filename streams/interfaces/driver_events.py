@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from projections.commitments import CommitmentProjection, CommitmentState
 from projections.termination import DecisionName
-from streams.kafka.clients import consumer, topic_partitions
+from streams.kafka.clients import consumer, started, topic_partitions
 from streams.kafka.consume import read_topic
 from streams.records import DriverEvent, key_partition
 from streams.settings import Settings
@@ -56,6 +60,45 @@ def decided(event: DriverEvent) -> bool:
     return event.decision is not None and event.decision.decision is not DecisionName.CONTINUE
 
 
+@dataclass(frozen=True)
+class RequestOutcome:
+    """How a request ended: `state` (FULFILLED, DECLINED, FAILED or EXPIRED), the commitment
+    that ended, whole as the fold holds it (`commitment`: what was asked, who owed it, the
+    message that ended it and when), and the driver event of that message (`event`; its
+    decision is the channel's after it). A hand-off is followed to the commitment it opened."""
+
+    state: CommitmentState
+    commitment: dict[str, Any]
+    event: DriverEvent
+
+
+def _changed(event: DriverEvent, correlation_id: str) -> list[dict[str, Any]]:
+    """The commitments of `correlation_id` the event's message opened, changed or ended."""
+    carried = event.projections.get(CommitmentProjection.name)
+    changes = (carried.changes if carried is not None else None) or {}
+    return [
+        c for c in changes.get("commitments") or [] if c.get("correlation_id") == correlation_id
+    ]
+
+
+def request_ended(correlation_id: str) -> Callable[[DriverEvent], bool]:
+    """`until` for a wait: the event whose message ended the request `correlation_id` (its
+    commitments the message changed all ended: a hand-off, which opens a new one, does not
+    end it)."""
+
+    def ended(event: DriverEvent) -> bool:
+        changed = _changed(event, correlation_id)
+        return bool(changed) and all(CommitmentState(c["state"]).is_terminal for c in changed)
+
+    return ended
+
+
+def outcome_of(event: DriverEvent, correlation_id: str) -> RequestOutcome:
+    """How the request `correlation_id` ended, from the event `request_ended` accepted."""
+    commitment = _changed(event, correlation_id)[-1]
+    return RequestOutcome(CommitmentState(commitment["state"]), commitment, event)
+
+
 async def driver_events(
     settings: Settings,
     *,
@@ -83,67 +126,146 @@ async def driver_events(
             return
 
 
-async def wait_for_event(
-    settings: Settings, channel: str, until: Callable[[DriverEvent], bool]
-) -> DriverEvent:
-    """The first driver event of `channel` that satisfies `until`, counting the channel's
-    latest event already on the topic: no race between sending a message and waiting.
+@dataclass(frozen=True)
+class After:
+    """Where a wait starts: at the channel's message at partition offset `offset`, or at the
+    message `message_id` (created at `created_at`), whose offset its driver event tells. The
+    event a wait returns is for that message or a later one."""
 
-    It reads only the channel's partition. It notes that partition's end, looks back from
-    there for the channel's latest event (windows of 1,000 records, each further one twice
-    as long, stopping at the first window that holds one: bounded by the topic's retention
-    and never more than twice the distance to that event), and returns it if it satisfies
-    `until`; else it follows the partition from the noted end, so no event falls between the
-    two. Cancel it (or wrap it in a timeout) to stop waiting.
+    offset: int | None = None
+    message_id: str | None = None
+    created_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if (self.offset is None) == (self.message_id is None):
+            raise ValueError("a wait starts after an offset or after a message id, one of them")
+        if self.offset is not None and self.offset < 0:
+            raise ValueError(f"a partition offset is 0 or more, got {self.offset}")
+
+
+class _Start:
+    """A wait's starting point as the driver events resolve it (a message id becomes the
+    offset of its event once that is read)."""
+
+    def __init__(self, after: After) -> None:
+        self.after = after
+        self.offset = after.offset
+
+    def note(self, event: DriverEvent) -> None:
+        if self.offset is None and event.message_id == self.after.message_id:
+            self.offset = event.offset
+
+    def covers(self, event: DriverEvent) -> bool:
+        self.note(event)
+        return self.offset is not None and event.offset >= self.offset
+
+    def reached(self, events: list[DriverEvent]) -> bool:
+        """True once the look-back has read back to the start: an event at or before its
+        offset (the message's own event included), or, while the message's event is not
+        found, one folded before the message was even created (with room for clocks that
+        disagree)."""
+        for event in events:
+            self.note(event)
+        if self.offset is not None:
+            return any(event.offset <= self.offset for event in events)
+        created = self.after.created_at
+        return created is not None and any(
+            event.timestamp < created - CLOCK_SKEW for event in events
+        )
+
+
+# How far the clocks of a producer and a worker may disagree: the look-back for a received
+# message's driver event stops at events folded this long before the message was created.
+CLOCK_SKEW = timedelta(minutes=5)
+
+
+async def wait_for_event(
+    settings: Settings,
+    channel: str,
+    until: Callable[[DriverEvent], bool],
+    *,
+    after: After | None = None,
+) -> DriverEvent:
+    """The first driver event of `channel` that satisfies `until`, counting the events
+    already on the topic: no race between sending a message and waiting.
+
+    Without `after`, the channel's latest event counts (a late joiner's question: is it
+    decided?); with it, every event for the message `after` names or a later one, in order
+    (a sender's question: what came of my message?), and no event before it.
+
+    It reads only the channel's partition. It notes that partition's end and looks back from
+    there (windows of 1,000 records, each further one twice as long): for the channel's
+    latest event, or with `after` until it has read back to it (bounded by the topic's
+    retention and never more than twice the distance to it). The first of those events that
+    satisfies `until` is returned; else it follows the partition from the noted end, so no
+    event falls between the two. Cancel it (or wrap it in a timeout) to stop waiting.
     """
     topic = settings.topic(DRIVER_EVENTS)
     kafka = consumer(
         settings, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest"
     )
-    await kafka.start()
+    start = _Start(after) if after is not None else None
+    await started(kafka, settings)
     try:
         partitions = await topic_partitions(kafka, topic)
         tp = TopicPartition(topic, key_partition(channel.encode(), len(partitions)))
         kafka.assign([tp])
         end = (await kafka.end_offsets([tp]))[tp]
-        latest = await _latest_before(kafka, tp, channel, end)
-        if latest is not None and until(latest):
-            return latest
-        kafka.seek(tp, end)
+        if start is None:
+            found = await _look_back(kafka, tp, channel, end, bool)
+            already = found[-1:]
+        else:
+            found = await _look_back(kafka, tp, channel, end, start.reached)
+            already = [event for event in found if start.covers(event)]
         seen = LastOffsets(limit=1)
-        if latest is not None:
-            seen.is_new(channel, latest.offset)  # a redelivery of it (or older) is not new
+        for event in already:
+            if seen.is_new(channel, event.offset) and until(event):
+                return event
+        for event in found[-1:]:
+            seen.is_new(channel, event.offset)  # a redelivery of it (or older) is not new
+        kafka.seek(tp, end)
         while True:
             batches = await kafka.getmany(tp, timeout_ms=POLL_MS)
             for record in batches.get(tp, []):
-                event = _event_of(record, channel)
-                if event is not None and seen.is_new(channel, event.offset) and until(event):
-                    return event
+                new = _event_of(record, channel)
+                if new is None or not seen.is_new(channel, new.offset):
+                    continue
+                if (start is None or start.covers(new)) and until(new):
+                    return new
     finally:
         await kafka.stop()
 
 
-async def _latest_before(
-    kafka: AIOKafkaConsumer, tp: TopicPartition, channel: str, end: int
-) -> DriverEvent | None:
-    """The channel's last driver event before offset `end` of its partition, if any."""
+async def _look_back(
+    kafka: AIOKafkaConsumer,
+    tp: TopicPartition,
+    channel: str,
+    end: int,
+    enough: Callable[[list[DriverEvent]], bool],
+) -> list[DriverEvent]:
+    """The channel's driver events before offset `end` of its partition, in order, read
+    back a window at a time until `enough` of the events read holds, or the partition's
+    start."""
     begin = (await kafka.beginning_offsets([tp]))[tp]
     window, stop = LOOK_BACK_RECORDS, end
+    found: list[DriverEvent] = []
     while stop > begin:
         start = max(begin, stop - window)
         kafka.seek(tp, start)
-        found: ConsumerRecord | None = None
+        read: list[DriverEvent] = []
         while await kafka.position(tp) < stop:
             records = (await kafka.getmany(tp, timeout_ms=POLL_MS)).get(tp, [])
             if not records:
                 break  # nothing more to read (records deleted under the look-back)
             for record in records:
-                if record.offset < stop and record.key == channel.encode():
-                    found = record
-        if found is not None:
-            return _event_of(found, channel)
+                event = _event_of(record, channel) if record.offset < stop else None
+                if event is not None:
+                    read.append(event)
+        found = read + found
+        if read and enough(read):
+            return found
         window, stop = 2 * window, start
-    return None
+    return found
 
 
 def _event_of(record: ConsumerRecord, channel: str) -> DriverEvent | None:

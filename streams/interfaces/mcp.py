@@ -11,17 +11,26 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 
+from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS
 from projections.model import validate_channel_name
 from streams.errors import ChorusError
 from streams.interfaces.worker_api import WorkerApi
 from streams.settings import Settings
-from streams.worker.read_model import MAX_CONTEXT_TOKENS
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+# `chorus mcp --loglevel`'s choices.
+LOG_LEVELS: dict[str, LogLevel] = {
+    "debug": "DEBUG",
+    "info": "INFO",
+    "warning": "WARNING",
+    "error": "ERROR",
+}
 
 INSTRUCTIONS = (
     "Call get_channel_context(channel, max_tokens, for_agent) first, before deciding whether "
@@ -75,17 +84,23 @@ async def _ask(
         return refused(str(error))
 
 
-def build_server(settings: Settings) -> MCPServer:
-    server: MCPServer = MCPServer("chorus", version=package_version(), instructions=INSTRUCTIONS)
+def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServer:
+    """The server; it logs at `log_level` and above (an agent host shows the server's
+    stderr in its log: one line per HTTP call at INFO would drown what matters)."""
+    server: MCPServer = MCPServer(
+        "chorus", version=package_version(), instructions=INSTRUCTIONS, log_level=log_level
+    )
 
     @server.tool(structured_output=False)
     async def get_channel_context(
-        channel: str, max_tokens: int = 1000, for_agent: str | None = None
+        channel: str, max_tokens: int = DEFAULT_CONTEXT_TOKENS, for_agent: str | None = None
     ) -> CallToolResult:
         """What to read first about a channel, within max_tokens (about 4 characters a token,
-        0 to 100000): its decision, open commitments, what ended badly, the newest messages,
-        the summary and the recap. for_agent (a sender name or role) puts what that agent
-        owes and is owed first. The text is the content; the parts are structured content."""
+        up to 100000; at least what its header line needs, about 30, else the answer says
+        the minimum): its decision, open commitments, what ended badly, the newest
+        messages, the summary and the recap. for_agent (a sender name or role) puts what
+        that agent owes and is owed first. The text is the content; the parts are
+        structured content."""
         reason = _checked(channel)
         if reason is not None:
             return refused(reason)
@@ -96,6 +111,12 @@ def build_server(settings: Settings) -> MCPServer:
 
         async def call(api: WorkerApi) -> CallToolResult:
             found: dict[str, Any] = await api.context(channel, max_tokens, for_agent)
+            least = found.get("min_tokens")
+            if isinstance(least, int) and max_tokens < least:
+                return refused(
+                    f"max_tokens {max_tokens} is below the {least} tokens the header line of "
+                    f"channel {channel!r} needs: ask for at least {least}"
+                )
             return answered(found["text"], found)
 
         return await _ask(settings, call)

@@ -24,14 +24,15 @@ class NoBrokerError(ChorusError):
 _SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
 
+def _in_checkout() -> bool:
+    return (_SOURCE_ROOT / "pyproject.toml").is_file()
+
+
 def local_run_dir(settings: Settings) -> Path:
     """The embedded broker's run folder: one per checkout, so two checkouts on a machine
     never share a broker's data (`.chorus/broker` in the checkout). With CHORUS_BROKER_HOME
     set, or for an installed chorus, `run` under the broker home (~/.cache/chorus)."""
-    if (
-        "broker_home" not in settings.model_fields_set
-        and (_SOURCE_ROOT / "pyproject.toml").is_file()
-    ):
+    if "broker_home" not in settings.model_fields_set and _in_checkout():
         return _SOURCE_ROOT / ".chorus" / "broker"
     return settings.broker_home / "run"
 
@@ -45,11 +46,25 @@ def bootstrap_servers(settings: Settings) -> str:
     run_dir = local_run_dir(settings)
     cluster = cluster_status(run_dir)
     if cluster is None:
-        raise NoBrokerError(
+        raise NoBrokerError(_no_broker(run_dir))
+    return cluster.bootstrap_servers
+
+
+def _no_broker(run_dir: Path) -> str:
+    """What to do when no broker is configured and none runs from `run_dir`. A checkout
+    runs its own broker; an installed chorus (an agent's project) is pointed at one that a
+    checkout runs, which `chorus broker start` here would not be: it would start another."""
+    if _in_checkout():
+        return (
             f"no Kafka broker (none runs from {run_dir}): run `chorus broker start` "
             "(or `make broker`), or set CHORUS_BOOTSTRAP_SERVERS to an existing cluster"
         )
-    return cluster.bootstrap_servers
+    return (
+        "no Kafka broker configured: set CHORUS_BOOTSTRAP_SERVERS to the broker your worker "
+        "uses (`chorus broker status` in the chorus checkout that runs it prints it, e.g. "
+        f"127.0.0.1:9092); none runs from {run_dir}, where `chorus broker start` would start "
+        "another"
+    )
 
 
 class MissingTopicError(ChorusError, LookupError):

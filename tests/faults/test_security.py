@@ -145,7 +145,7 @@ async def test_sasl_ssl_end_to_end_and_the_http_api_is_local_and_guarded(
         await eventually(folded, 90, 0.5, "the worker folds over SASL_SSL")
         code, _, out, err = cli(env, "consume", "driver-events", "--from-beginning")
         assert code == 0 and len(out.splitlines()) == 3, err  # one driver event per message
-        code, _, out, err = cli(env, "state", CHANNEL)
+        code, _, out, err = cli(env, "state", CHANNEL, "--json")
         assert code == 0 and orjson.loads(out)["channel"] == CHANNEL, err
 
         # The HTTP API: bound to 127.0.0.1 by default, bearer token enforced.

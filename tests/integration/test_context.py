@@ -64,7 +64,8 @@ async def test_context_endpoint_and_cli_stay_within_budget(
         await asyncio.sleep(0.5)
     text = str(found["text"])
     assert text.startswith(f"Channel {SCENARIO_CHANNEL}: ")
-    assert "Summary of what was said (through offset " in text and "Open commitments" in text, text
+    assert "Summary of what was said (through partition offset " in text, text
+    assert "Open commitments" in text, text
     assert "worker-a owes planner: “Fix the sample service config" in text
     assert found["decision"]["decision"] in ("CONTINUE", "COMPLETE", "FAILED", "ESCALATE")
     for budget in (0, 7, 50, 120, 400):
@@ -90,16 +91,23 @@ async def test_context_endpoint_and_cli_stay_within_budget(
     assert httpx.get(f"{worker.base_url}/channels/nobody/here/context").status_code == 404
     assert httpx.get(f"{worker.base_url}/channels/Bad Name/context").status_code == 400
 
-    shown = chorus(chorus_env, "summary", SCENARIO_CHANNEL)
-    assert "(from the worker)" in shown.stderr
+    shown = chorus(chorus_env, "summary", SCENARIO_CHANNEL, "--json")
+    assert shown.stderr == "(from the worker)\n"
+    content = orjson.loads(shown.stdout)["content"]
+    read = chorus(chorus_env, "summary", SCENARIO_CHANNEL)
+    assert read.stdout.startswith(f"Summary of {SCENARIO_CHANNEL} (") and content in read.stdout
+    assert "digestPool" not in read.stdout
+    assert "sked worker-a: Collect the pull requests merged since v2.3" in read.stdout
     worker.stop()
-    offline = chorus(chorus_env, "summary", SCENARIO_CHANNEL)
+    offline = chorus(chorus_env, "summary", SCENARIO_CHANNEL, "--json")
     assert offline.returncode == 0, offline.stderr
     assert "no worker answered" in offline.stderr and "summaries" in offline.stderr
-    assert orjson.loads(offline.stdout)["content"] == orjson.loads(shown.stdout)["content"]
-    recap = chorus(chorus_env, "recap", SCENARIO_CHANNEL)
+    assert orjson.loads(offline.stdout)["content"] == content
+    recap = chorus(chorus_env, "recap", SCENARIO_CHANNEL, "--json")
     assert recap.returncode == 0 and "no worker answered" in recap.stderr
     assert orjson.loads(recap.stdout)["phase"] == "COMPLETED"
+    told = chorus(chorus_env, "recap", SCENARIO_CHANNEL)
+    assert told.stdout.startswith(f"Recap of {SCENARIO_CHANNEL}: written.\nLatest recap (")
 
 
 def scripted_channel(channel: str, start: datetime) -> list[Message]:
@@ -196,7 +204,7 @@ async def test_no_view_says_an_ended_commitment_is_open(
 
     assert contradictions(latest["text"], views) == [], latest["text"]
     assert "Open (2):" in latest["text"] and "expired: “Which cache wins”" in latest["text"]
-    shown = chorus(chorus_env, "summary", channel)
+    shown = chorus(chorus_env, "summary", channel, "--json")
     assert contradictions(orjson.loads(shown.stdout)["content"], views) == []
 
     url = f"{worker.base_url}/channels/{channel}/context"
@@ -220,8 +228,11 @@ async def test_no_view_says_an_ended_commitment_is_open(
     assert mine.returncode == 0, mine.stderr
     assert mine.stdout.split("\n\n")[1].startswith("Yours, worker-b (1 open")
     assert "Review the grammar" in mine.stdout.split("\n\n")[1]
-    cli_state = orjson.loads(chorus(chorus_env, "state", channel).stdout)
+    cli_state = orjson.loads(chorus(chorus_env, "state", channel, "--json").stdout)
     assert cli_state["decision"]["decision"] == "ESCALATE"
+    told = chorus(chorus_env, "state", channel).stdout
+    assert told.startswith(f"Channel {channel}: ESCALATE (1 commitment expired (threshold: 0)).")
+    assert "Open (2, newest first):" in told and contradictions(told, views) == []
 
     env = {**os.environ, **chorus_env}
     server = StdioServerParameters(
@@ -235,6 +246,14 @@ async def test_no_view_says_an_ended_commitment_is_open(
         text = result.content[0].text
         assert estimate_tokens(text) <= 250 and contradictions(text, views) == []
         assert result.structured_content["decision"]["decision"] == "ESCALATE"
+        tiny = await client.call_tool("get_channel_context", {"channel": channel, "max_tokens": 5})
+        assert tiny.is_error and "max_tokens 5 is below the " in tiny.content[0].text
+        least = int(tiny.content[0].text.rsplit(" ", 1)[1])
+        header = await client.call_tool(
+            "get_channel_context", {"channel": channel, "max_tokens": least}
+        )
+        assert header.content[0].text.startswith(f"Channel {channel}: ESCALATE")
+        assert "[truncated]" not in header.content[0].text
         negative = await client.call_tool(
             "get_channel_context", {"channel": channel, "max_tokens": -3}
         )

@@ -7,7 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
+from projections.commitments import CommitmentState
 from projections.model import Message, MessageType
+from streams.client import Client
 from streams.interfaces.control import configure_channel
 from streams.interfaces.driver_events import decided, driver_events
 from streams.kafka.produce import send_messages
@@ -81,3 +83,46 @@ async def test_the_client_yields_each_v3_event_once_until_a_decision(
     ]
     assert events[-1].projections["commitments"].live["active"] == []
     assert events[-1].projections["overview"].live["message_count"] == 3
+
+
+@pytest.mark.timeout(240)
+async def test_a_wait_after_a_request_sent_right_after_a_decision_waits_for_its_outcome(
+    chorus_settings: Settings, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    await create_topics(chorus_settings)
+    channel = "client/asks-again"
+    start_worker()
+    async with Client(chorus_settings) as chorus:
+        await chorus.configure(channel, termination=["all-commitments-resolved"])
+        first = await chorus.send(
+            channel, sender="planner", type="command", content="tag the release", target="role:a"
+        )
+        await chorus.reply(first, sender="a", type="done", content="tagged v2.0")
+        decision = await chorus.wait(channel, after=first, timeout=120)
+        assert decision.decision is not None and decision.decision.decision == "COMPLETE"
+
+        # Sent right after the decision: the channel's latest event is still that decision.
+        second = await chorus.send(
+            channel, sender="planner", type="query", content="which notes?", target="role:b"
+        )
+        waiting = asyncio.ensure_future(chorus.wait(channel, after=second, timeout=60))
+        outcome = asyncio.ensure_future(chorus.wait_for(second, timeout=60))
+        answer = await chorus.reply(second, sender="b", type="response", content="the API notes")
+        found = await waiting
+        ended = await outcome
+
+        third = await chorus.send(
+            channel, sender="planner", type="command", content="port the lexer", target="role:b"
+        )
+        await chorus.reply(third, sender="b", type="handoff", content="yours", target="role:a")
+        await chorus.reply(third, sender="a", type="decline", content="no Rust here")
+        declined = await chorus.wait_for(third, timeout=60)
+
+    assert second.offset > decision.offset
+    assert (found.offset, found.message_id) == (answer.offset, answer.id)
+    assert found.decision is not None and found.decision.decision == "COMPLETE"
+    assert ended.state is CommitmentState.FULFILLED and ended.event.offset == answer.offset
+    assert ended.commitment["excerpt"] == "which notes?"
+    # A hand-off is followed to the commitment it opened, which a decline ended.
+    assert declined.state is CommitmentState.DECLINED
+    assert (declined.commitment["obligor"], declined.commitment["parent"]) == ("role:a", third.id)

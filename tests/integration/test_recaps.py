@@ -153,7 +153,7 @@ async def test_recap_fires_after_a_kill_during_the_countdown_and_costs_are_visib
             in watch.stdout
         )
         shown = subprocess.run(
-            [sys.executable, "-m", "streams.interfaces.cli", "recap", CHANNEL],
+            [sys.executable, "-m", "streams.interfaces.cli", "recap", CHANNEL, "--json"],
             capture_output=True,
             text=True,
             env=env,

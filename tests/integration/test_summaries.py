@@ -89,7 +89,7 @@ async def test_threshold_of_20_gives_three_summaries_readable_everywhere(
 
     env = {**os.environ, **chorus_env}
     cli = subprocess.run(
-        [sys.executable, "-m", "streams.interfaces.cli", "summary", CHANNEL],
+        [sys.executable, "-m", "streams.interfaces.cli", "summary", CHANNEL, "--json"],
         capture_output=True,
         text=True,
         env=env,

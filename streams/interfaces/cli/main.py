@@ -14,6 +14,7 @@ import click
 import orjson
 from aiokafka.errors import KafkaError
 
+from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS
 from projections.model import ActorType, MessageError, MessageType, utc_now
 from streams.interfaces.cli.failures import ChorusGroup
 from streams.interfaces.cli.replay import replay_command
@@ -363,25 +364,48 @@ def channel_argument(channel: str) -> str:
         raise click.ClickException(f"invalid channel name {channel!r}: {error}") from None
 
 
+def json_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--json`: the answer as JSON for scripts, instead of text for a person."""
+    return click.option("--json", "as_json", is_flag=True, help=f"{what} as JSON, for scripts.")
+
+
+def note(text: str) -> None:
+    """A note for the person at the terminal, on stderr and on a line of its own: whatever
+    was printed before it is out first and ends its line."""
+    sys.stdout.flush()
+    click.echo(text, err=True)
+
+
 @main.command()
 @click.argument("channel")
-def state(channel: str) -> None:
-    """Print a channel's projection states and its termination decision (`decision`:
-    CONTINUE, COMPLETE, FAILED or ESCALATE, with its detail and offset), from the worker
-    that owns it."""
+@json_option("Every projection's whole state, the decision and the config")
+def state(channel: str, as_json: bool) -> None:
+    """Where a channel stands, from the worker that owns it: its termination decision
+    (CONTINUE, COMPLETE, FAILED or ESCALATE, with its detail), who takes part, the open and
+    the recently ended commitments, the termination conditions."""
+    from streams.interfaces.cli.show import state_text
+
     channel_argument(channel)
     found = api_call(lambda api: api.state(channel))
     if found is None:
         raise click.ClickException(f"no messages folded for channel {channel!r}")
-    print_json(found)
+    if as_json:
+        print_json(found)
+    else:
+        click.echo(state_text(found))
 
 
 @main.command()
-def channels() -> None:
+@json_option("The channels and each one's decision")
+def channels(as_json: bool) -> None:
     """List the channels the worker has folded, each with its decision."""
-    for name, decision in sorted(api_call(lambda api: api.channel_decisions()).items()):
-        said = (decision or {}).get("decision") or "-"
-        click.echo(f"{name}\t{said}")
+    from streams.interfaces.cli.show import channels_text
+
+    decisions = api_call(lambda api: api.channel_decisions())
+    if as_json:
+        print_json({"channels": sorted(decisions), "decisions": decisions})
+    else:
+        click.echo(channels_text(decisions))
 
 
 @main.command()
@@ -430,44 +454,53 @@ def from_worker_or_topic(
     topic: str,
     channel: str,
     view: Callable[[dict[str, Any] | None], Any],
+    shown: Callable[[Any], str] | None,
 ) -> None:
-    """Print the worker's answer; when no worker answers, the channel's latest record on the
-    compacted `topic` instead. Which source answered goes to stderr (stdout stays JSON)."""
+    """Print the worker's answer (`shown` as text for a person; None: as JSON); when no
+    worker answers, the channel's latest record on the compacted `topic` instead. Which
+    source answered is a note on stderr (stdout stays what was asked for)."""
     try:
-        print_json(ask_worker(call))
-        click.echo("(from the worker)", err=True)
-        return
+        found, source = ask_worker(call), "(from the worker)"
     except WorkerUnreachable:
-        pass
-    except WorkerUnavailable as error:
+        found, source = None, None
+    except (WorkerUnavailable, ChannelRefused) as error:
         raise click.ClickException(str(error)) from None
-    from streams.kafka.consume import read_topic
+    if source is None:
+        from streams.kafka.consume import read_topic
 
-    settings = get_settings()
-    name = settings.topic(topic)
+        settings = get_settings()
+        name = settings.topic(topic)
 
-    async def latest() -> dict[str, Any] | None:
-        found = None
-        async for record in read_topic(settings, name, channels=[channel]):
-            found = record.value if isinstance(record.value, dict) else found
-        return found
+        async def latest() -> dict[str, Any] | None:
+            last = None
+            async for record in read_topic(settings, name, channels=[channel]):
+                last = record.value if isinstance(record.value, dict) else last
+            return last
 
-    print_json(view(run(latest())))
-    click.echo(f"(from {name}; no worker answered)", err=True)
+        found, source = view(run(latest())), f"(from {name}; no worker answered)"
+    if shown is None:
+        print_json(found)
+    else:
+        click.echo(shown(found))
+    note(source)
 
 
 @summary.command("show")
 @click.argument("channel")
-def summary_show(channel: str) -> None:
-    """Print the latest summary (content null when there is none yet); from chorus.summaries
-    when no worker is running."""
+@json_option("The summary record with its annotations (content null when there is none yet)")
+def summary_show(channel: str, as_json: bool) -> None:
+    """Print the latest summary: what it covers and when it was written, then what was said
+    and the commitments as they stand; from chorus.summaries when no worker is running."""
+    from streams.interfaces.cli.show import summary_text
     from streams.records import summary_view
 
+    channel_argument(channel)
     from_worker_or_topic(
         lambda api: api.summary(channel),
         "summaries",
         channel,
         lambda record: summary_view(channel, record),
+        None if as_json else summary_text,
     )
 
 
@@ -560,16 +593,20 @@ def recap() -> None:
 
 @recap.command("show")
 @click.argument("channel")
-def recap_show(channel: str) -> None:
-    """Print the recap phase, countdown and latest recap of a channel; from chorus.recaps
-    (phase, text and the record, no countdown) when no worker is running."""
+@json_option("The recap status and the latest recap record")
+def recap_show(channel: str, as_json: bool) -> None:
+    """Print a channel's title, when its next recap is due, and its latest recap; from
+    chorus.recaps (no countdown) when no worker is running."""
     from streams.client import recap_view
+    from streams.interfaces.cli.show import recap_text
 
+    channel_argument(channel)
     from_worker_or_topic(
         lambda api: api.recap(channel),
         "recaps",
         channel,
         lambda record: recap_view(channel, record),
+        None if as_json else recap_text,
     )
 
 
@@ -577,10 +614,10 @@ def recap_show(channel: str) -> None:
 @click.argument("channel")
 @click.option(
     "--max-tokens",
-    type=click.IntRange(min=0, max=100_000),
-    default=1000,
+    type=click.IntRange(min=0, max=MAX_CONTEXT_TOKENS),
+    default=DEFAULT_CONTEXT_TOKENS,
     show_default=True,
-    help="Token budget, 0 to 100000 (about 4 characters a token).",
+    help=f"Token budget, 0 to {MAX_CONTEXT_TOKENS} (about 4 characters a token).",
 )
 @click.option(
     "--for",
@@ -602,7 +639,7 @@ def context(channel: str, max_tokens: int, for_agent: str | None, as_json: bool)
         print_json(found)
         return
     click.echo(found["text"])
-    click.echo(f"({found['tokens']} of {max_tokens} tokens)", err=True)
+    note(f"({found['tokens']} of {max_tokens} tokens)")
 
 
 @recap.command("configure")
@@ -640,19 +677,30 @@ def demo(turns: int, rate: float, debounce: str, no_worker: bool) -> None:
         raise click.ClickException(str(error)) from None
 
 
-@main.command()
-def mcp() -> None:
-    """Serve chorus to an agent host over MCP (stdio). Tools:
+@main.command(
+    help=f"""Serve chorus to an agent host over MCP (stdio). Tools:
 
     \b
-    get_channel_context(channel, max_tokens=1000, for_agent=None): what to read first
+    get_channel_context(channel, max_tokens={DEFAULT_CONTEXT_TOKENS}, for_agent=None):
+        what to read first
     get_channel_summary(channel): the latest summary and its annotations
     get_channel_state(channel): every projection's state and the decision
     list_channels(): the channels the worker has folded, with their decisions
     """
-    from streams.interfaces.mcp import build_server
+)
+@click.option(
+    "--loglevel",
+    default="warning",
+    show_default=True,
+    help="What the server logs on stderr, the host's log: debug, info, warning or error.",
+)
+def mcp(loglevel: str) -> None:
+    from streams.interfaces.mcp import LOG_LEVELS, build_server
 
-    build_server(get_settings()).run("stdio")
+    level = LOG_LEVELS.get(loglevel.lower())
+    if level is None:
+        raise click.BadParameter(f"{loglevel!r}: one of {', '.join(LOG_LEVELS)}")
+    build_server(get_settings(), level).run("stdio")
 
 
 main.add_command(replay_command)

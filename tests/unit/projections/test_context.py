@@ -3,6 +3,7 @@ first, every line that names a commitment says its status as the fold holds it."
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -22,7 +23,8 @@ from projections.context import (
 )
 from projections.model import Message, MessageType
 from projections.readable import OUTCOME_WORDS, CommitmentView, commitment_views
-from projections.summarise import estimate_tokens
+from projections.summarise import default_summariser, estimate_tokens
+from projections.summarise.pending import as_narrated, summarisable
 from tests.context_checks import contradictions as text_contradictions
 from tests.context_checks import ended_outcomes
 
@@ -136,7 +138,7 @@ def header(offset: int = 10, decision: str = "ESCALATE") -> ChannelHeader:
         channel="team/plan",
         decision={
             "decision": decision,
-            "detail": "1 commitments expired (threshold: 0)",
+            "detail": "1 commitment expired (threshold: 0)",
             "offset": offset,
         },
         offset=offset,
@@ -172,12 +174,14 @@ def test_a_large_budget_shows_every_part_in_the_order_a_late_agent_needs() -> No
     found = context(10_000)
     text = found.text
     order = [
-        "Channel team/plan: ESCALATE (1 commitments expired",
+        "Channel team/plan: ESCALATE (1 commitment expired",
         "Open commitments (2, newest first):",
         "Ended without being fulfilled (4, most recent first; 1 fulfilled):",
-        "Messages after offset 6 (3 of 3, oldest first):",
-        "Summary of what was said (through offset 6):",
-        "Recap (at offset 10):",
+        "Messages after partition offset 6 (3 of 3, oldest first):",
+        "Summary of what was said (through partition offset 6):",
+        "Recap (at partition offset 10):",
+        "Fulfilled (1, most recent first):",
+        "Earlier messages, through partition offset 6 (7 of 7, oldest first):",
     ]
     positions = [text.index(heading) for heading in order]
     assert positions == sorted(positions)
@@ -196,9 +200,11 @@ def test_a_large_budget_shows_every_part_in_the_order_a_late_agent_needs() -> No
 def test_the_header_states_the_decision_offset_time_and_count() -> None:
     line = context(10_000).text.splitlines()[0]
     assert line == (
-        "Channel team/plan: ESCALATE (1 commitments expired (threshold: 0)). "
-        "State at offset 10, 2026-03-02 09:10:00 UTC; 11 messages."
+        "Channel team/plan: ESCALATE (1 commitment expired (threshold: 0)). "
+        "11 messages; state as of partition offset 10, 2026-03-02 09:10:00 UTC."
     )
+    one = ChannelHeader("team/a", {"decision": "CONTINUE"}, 0, None, 1)
+    assert one.line() == "Channel team/a: CONTINUE. 1 message; state as of partition offset 0."
 
 
 def test_messages_that_name_a_commitment_say_its_status_now() -> None:
@@ -282,6 +288,34 @@ def test_a_newest_message_too_long_for_the_budget_is_cut_and_marked() -> None:
     assert found.tokens <= head + 40
 
 
+def test_a_larger_budget_shows_more_while_there_is_more() -> None:
+    # The summary covers every message: what a larger budget adds is more of the narrative,
+    # what was fulfilled and the recent messages the summary condenses.
+    covering = SummaryPart(narrative(scripted()), 0, 10)
+    used = [context(budget, summary=covering, recap=None).tokens for budget in (150, 300, 450)]
+    assert used == sorted(set(used))
+    whole = context(5000, summary=covering, recap=None)
+    assert whole.tokens > used[-1] and TRUNCATED not in whole.text
+    assert "[planner] Asked worker-b: Port the lexer to Rust" in whole.parts["summary"]["text"]
+    assert "fulfilled: “Write the user docs”" in whole.text
+    assert whole.parts["earlier"]["total"] == 10 and whole.parts["earlier"]["omitted"] == 0
+    assert "Earlier messages, through partition offset 10 (10 of 10, oldest first):" in whole.text
+    assert context(5000, summary=covering, recap=None, messages=[]).parts["earlier"]["total"] == 0
+
+
+def test_a_narrative_is_shown_without_blank_lines_or_bare_type_tags() -> None:
+    old = SummaryPart("- [planner] COMMAND\n\n- [w] on it\n- [planner] QUERY\n\n- [w] done", 0, 6)
+    shown = context(10_000, summary=old).parts["summary"]["text"]
+    assert shown == "- [w] on it\n- [w] done"
+
+
+def test_the_answer_says_the_smallest_budget_that_shows_the_header_whole() -> None:
+    found = context(5)
+    assert found.as_json()["min_tokens"] == estimate_tokens(header().line()) > 5
+    assert estimate_tokens(context(found.min_tokens).text) == found.min_tokens
+    assert context(found.min_tokens).text == header().line()
+
+
 def test_zero_budget_is_empty_and_negative_is_refused() -> None:
     assert context(0).text == ""
     try:
@@ -316,8 +350,8 @@ steps = st.lists(
 
 def play(plan: list[tuple[str, int, MessageType]]) -> tuple[list[Message], SummaryPart | None]:
     """A channel from a random plan: requests (each a distinct ask), replies to them of any
-    kind, expiries, chatter; a summary cut at random points (narrative only, as the stage
-    passes it) covers the log up to there."""
+    kind, expiries, chatter; a summary cut at random points (its narrative, as the stage
+    writes it and the context shows it) covers the log up to there."""
     log: list[Message] = []
     summary: SummaryPart | None = None
     asked = 0
@@ -357,8 +391,23 @@ def play(plan: list[tuple[str, int, MessageType]]) -> tuple[list[Message], Summa
         elif kind == "chat":
             log.append(message(index, MessageType.STATUS, content="chatter about the parser"))
         elif log:
-            summary = SummaryPart("Discussed:\n- [w1] on it.", 0, len(log) - 1)
+            summary = SummaryPart(narrative(log), 0, len(log) - 1)
     return log, summary
+
+
+def narrative(log: Sequence[Message]) -> str:
+    """What the summaries stage would write for `log`: its messages told as a narrative
+    tells them (`as_narrated`), in batches the verbatim tier and the digest summarise."""
+    said = [as_narrated(m) for m in log if summarisable(m)]
+
+    async def run() -> str:
+        summariser = default_summariser(None)
+        result = None
+        for start in range(0, len(said), 5):
+            result = await summariser.summarise(said[start : start + 5], result)
+        return result.text if result is not None else ""
+
+    return asyncio.run(run())
 
 
 @settings(max_examples=200, deadline=None)
@@ -405,3 +454,8 @@ def test_the_checker_finds_an_ended_commitment_said_to_be_open() -> None:
     assert text_contradictions(silent, views) == [silent.splitlines()[1]]
     said = "Ended (1):\n- declined: “Port the lexer to Rust” (owed by worker-b to planner)"
     assert text_contradictions(said, views) == []
+    # Told as history it is true whatever came of it, but never under an open heading.
+    history = "Discussed:\n- [planner] Asked worker-b: Port the lexer…"
+    assert text_contradictions(history, views) == []
+    listed = "Open (1):\n- [planner] asked worker-b: Port the lexer to Rust"
+    assert text_contradictions(listed, views) == [listed.splitlines()[1]]

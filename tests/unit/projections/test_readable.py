@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 from projections.commitments import CommitmentProjection, CommitmentsState
@@ -62,6 +63,7 @@ def test_open_oldest_first_and_ended_most_recent_first() -> None:
 def test_every_line_says_where_its_commitment_stands() -> None:
     views = {v.id: v for v in commitment_views(state())}
     assert views["m2"].line().startswith("rey owes planner: “Is it frozen” (open since 2026-03-02")
+    assert re.search(r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)$", views["m2"].line())
     assert views["m1"].line().startswith("declined: “Port the lexer” (owed by worker-b to planner")
     assert views["m0"].line().startswith("delegated to worker-c: “Write the docs”")
     assert views["m4"].asked == "Write the docs"  # what is owed is still what was first asked

@@ -259,7 +259,7 @@ def test_all_commitments_resolved_says_how_they_ended() -> None:
 def test_fail_on_failure() -> None:
     failed = commitments(msg(MessageType.QUERY, "a"), msg(MessageType.FAILURE, "a"))
     decision = FailOnFailure().evaluate(ctx(commitments=failed))
-    assert decision == Failed("1 commitments failed (threshold: 0)")
+    assert decision == Failed("1 commitment failed (threshold: 0)")
     assert FailOnFailure(1).evaluate(ctx(commitments=failed)) == C
     assert FailOnFailure().evaluate(ctx()) == C
     with pytest.raises(ValueError, match="at least 0"):
@@ -271,7 +271,7 @@ def test_escalate_on_expiry() -> None:
     late = asked.model_copy(update={"deadline": asked.created_at + timedelta(minutes=1)})
     expired = commitments(late, expiry_event("c", "a", late.created_at + timedelta(minutes=2)))
     decision = EscalateOnExpiry().evaluate(ctx(commitments=expired))
-    assert decision == Escalate("1 commitments expired (threshold: 0)")
+    assert decision == Escalate("1 commitment expired (threshold: 0)")
     assert EscalateOnExpiry(1).evaluate(ctx(commitments=expired)) == C
     with pytest.raises(ValueError, match="at least 0"):
         EscalateOnExpiry(-1)
@@ -304,7 +304,9 @@ def test_escalate_on_decline() -> None:
     decision = condition.evaluate(ctx(commitments=two))
     assert isinstance(decision, Escalate)
     assert "2 declines" in decision.reason and "threshold: 1" in decision.reason
-    assert EscalateOnDecline(0).evaluate(ctx(commitments=one)).__class__ is Escalate
+    assert EscalateOnDecline(0).evaluate(ctx(commitments=one)) == Escalate(
+        "1 decline (threshold: 0)"
+    )
     assert condition.evaluate(ctx()) == C
     with pytest.raises(ValueError):
         EscalateOnDecline(-1)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.text import count_keyphrases, keyphrase_candidates, top_keyphrases
+from projections.text import count_keyphrases, counted, keyphrase_candidates, top_keyphrases
 
 
 def space_saving(
@@ -153,3 +153,9 @@ def test_sentence_words_read_each_sentence_as_term_words_does(text: str) -> None
     pieces = rough_sentences(text)
     ids = has_ids(text)
     assert sentence_words(pieces, ids=ids) == [term_words(p, ids=ids) for p in pieces]
+
+
+def test_a_count_takes_the_plural_unless_it_is_one() -> None:
+    assert counted(1, "commitment") == "1 commitment"
+    assert [counted(n, "message") for n in (0, 2)] == ["0 messages", "2 messages"]
+    assert counted(3, "reply", "replies") == "3 replies"

@@ -5,6 +5,7 @@ real broker."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -17,6 +18,7 @@ from streams import client as client_module
 from streams.client import (
     ActorType,
     ChannelNotFound,
+    ChannelRefused,
     Client,
     DriverEvent,
     Message,
@@ -34,6 +36,7 @@ from streams.ops.topics import create_topics
 from streams.records import key_partition
 from streams.settings import Settings
 from streams.topology import DRIVER_EVENTS, MESSAGES
+from tests.conftest import REPO
 
 CHANNEL = "team/plan"
 
@@ -135,6 +138,38 @@ async def test_an_unknown_channel_raises_channel_not_found(view: str) -> None:
     async with Client(no_kafka_settings(), transport=transport) as chorus:
         with pytest.raises(ChannelNotFound, match="no messages folded for channel 'team/plan'"):
             await getattr(chorus, view)(CHANNEL)
+
+
+async def test_a_request_the_worker_refuses_raises_channel_refused_with_its_reason() -> None:
+    reason = "max_tokens must be between 0 and 100000, got -5"
+    transport = worker_answering({"/channels/team/plan/context": (400, {"error": reason})}, [])
+    async with Client(no_kafka_settings(), transport=transport) as chorus:
+        with pytest.raises(ChannelRefused, match=reason):
+            await chorus.context(CHANNEL, max_tokens=-5)
+
+
+def test_every_exception_the_client_exports_is_listed_in_the_readme_and_back() -> None:
+    exported = {
+        name
+        for name in client_module.__all__
+        if isinstance(getattr(client_module, name), type)
+        and issubclass(getattr(client_module, name), BaseException)
+        and name != "ChorusError"
+    }
+    readme = (REPO / "README.md").read_text()
+    errors = readme[readme.index("Errors. Every exception the client raises") :]
+    table = errors[: errors.index("\n\n", errors.index("| exception |"))]
+    listed = set(re.findall(r"^\| `(\w+)`", table, re.MULTILINE)) - {"ValueError"}
+    assert exported == listed
+    # What the client raises, exported: the views', the waits', the broker's, the send's.
+    assert {
+        "ChannelNotFound",
+        "ChannelRefused",
+        "WorkerUnavailable",
+        "WorkerUnreachable",
+    } <= exported
+    assert {"WaitTimeout", "NoBrokerError", "BrokerUnreachable", "MissingTopicError"} <= exported
+    assert {"MessageError", "KafkaError"} <= exported
 
 
 async def test_state_waits_for_a_worker_that_answers_503_then_returns_its_answer() -> None:
@@ -309,6 +344,70 @@ async def test_wait_follows_from_where_it_looked_so_a_later_decision_is_not_miss
         await publish_events(chorus_settings, later)
         found = await waiting
     assert (found.offset, found.decision and found.decision.decision) == (2, "ESCALATE")
+
+
+@pytest.mark.kafka
+async def test_wait_after_a_message_never_returns_an_event_before_it(
+    chorus_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A decision (offset 1), then a request (offset 2) and its outcome: a wait after the
+    # request returns the first decision at or after it, from the look-back too, over
+    # several small look-back windows of another channel's events.
+    monkeypatch.setattr(driver_events_module, "LOOK_BACK_RECORDS", 2)
+    await create_topics(chorus_settings)
+    other = neighbour_of(CHANNEL, chorus_settings.partitions)
+    decisions = ["CONTINUE", "COMPLETE", "CONTINUE", "FAILED", "CONTINUE"]
+    await publish_events(
+        chorus_settings,
+        [driver_event(CHANNEL, offset, said) for offset, said in enumerate(decisions)]
+        + [driver_event(other, i, "CONTINUE") for i in range(9)],
+    )
+    request = Message(
+        id="m2",
+        channel=CHANNEL,
+        sender="planner",
+        type=MessageType.COMMAND,
+        content="go",
+        correlation_id="go",
+    )
+    async with Client(chorus_settings) as chorus:
+        by_sent = await chorus.wait(CHANNEL, after=SentMessage(request, 0, 2), timeout=20)
+        by_received = await chorus.wait(CHANNEL, after=request, timeout=20)
+        by_offset = await chorus.wait(CHANNEL, after=3, timeout=20)
+        later = asyncio.ensure_future(chorus.wait(CHANNEL, after=5, timeout=30))
+        await publish_events(
+            chorus_settings,
+            [driver_event(CHANNEL, 5, "CONTINUE"), driver_event(CHANNEL, 6, "ESCALATE")],
+        )
+        after_all = await later
+    assert [by_sent.offset, by_received.offset, by_offset.offset, after_all.offset] == [3, 3, 3, 6]
+
+
+@pytest.mark.kafka
+async def test_wait_after_a_received_message_not_folded_yet_starts_at_its_event(
+    chorus_settings: Settings,
+) -> None:
+    await create_topics(chorus_settings)
+    await publish_events(chorus_settings, [driver_event(CHANNEL, 0, "COMPLETE")])
+    received = Message(id="m1", channel=CHANNEL, sender="planner", type=MessageType.STATUS)
+    async with Client(chorus_settings) as chorus:
+        waiting = asyncio.ensure_future(chorus.wait(CHANNEL, after=received, timeout=30))
+        await publish_events(
+            chorus_settings,
+            [driver_event(CHANNEL, 1, "CONTINUE"), driver_event(CHANNEL, 2, "FAILED")],
+        )
+        found = await waiting
+    assert (found.offset, found.message_id) == (2, "m2")
+
+
+async def test_wait_refuses_a_message_of_another_channel_and_wait_for_a_non_request() -> None:
+    elsewhere = Message(channel="team/other", sender="planner", type=MessageType.STATUS)
+    status = SentMessage(Message(channel=CHANNEL, sender="a", type=MessageType.STATUS), 0, 3)
+    async with Client(no_kafka_settings()) as chorus:
+        with pytest.raises(ValueError, match="is in channel 'team/other', not 'team/plan'"):
+            await chorus.wait(CHANNEL, after=elsewhere)
+        with pytest.raises(ValueError, match="is a STATUS, not a request"):
+            await chorus.wait_for(status)
 
 
 @pytest.mark.kafka

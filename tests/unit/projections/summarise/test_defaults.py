@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
+from projections.model import Message, MessageType
 from projections.summarise import (
     FALLBACK_FROM,
     FALLBACK_REASON,
     SummaryResult,
     default_summariser,
 )
+from projections.summarise.pending import as_narrated
 from tests.unit.projections.summarise.support import FakeChatClient, conversation, msg
 
 
@@ -73,3 +79,53 @@ async def test_default_summariser_accumulates_across_tiers() -> None:
     assert {"caching", "deployment"} <= set(third.annotations["topics"].split(","))
     assert "eviction rule" in third.text and "release candidate" in third.text
     assert third.annotations["domain"] == "infra"
+
+
+def _requests_and_replies(rounds: int) -> list[Message]:
+    """Rounds of a request and its bare acknowledgement, with chatter between them."""
+    out: list[Message] = []
+    for n in range(rounds):
+        ask = Message(
+            channel="team/dev",
+            sender="planner",
+            type=MessageType.COMMAND,
+            content=f"Collect the merged pull requests of sprint {n}. Then list them.",
+            correlation_id=f"c{n}",
+            target="role:worker-a",
+        )
+        ack = Message(
+            channel="team/dev",
+            sender="worker-a",
+            type=MessageType.STATUS,
+            correlation_id=f"c{n}",
+            in_reply_to=ask.id,
+        )
+        chat = Message(
+            channel="team/dev",
+            sender="reviewer",
+            type=MessageType.STATUS,
+            content=f"The grammar tables for sprint {n} look stable.",
+        )
+        out += [ask, ack, chat]
+    return out
+
+
+@pytest.mark.parametrize("batch", [1, 3, 6, 15])
+async def test_a_narrative_with_requests_names_what_was_asked_in_lines_that_say_something(
+    batch: int,
+) -> None:
+    # As the summaries stage passes them: each message narrated (`as_narrated`), in batches
+    # the verbatim tier (1, 3) or the digest (6, 15) summarises.
+    summariser = default_summariser(None)
+    messages = [as_narrated(m) for m in _requests_and_replies(6)]
+    result: SummaryResult | None = None
+    for start in range(0, len(messages), batch):
+        result = await summariser.summarise(messages[start : start + batch], result)
+    assert result is not None
+    lines = result.text.splitlines()
+    assert all(line.strip() for line in lines), result.text
+    bare = [line for line in lines if re.fullmatch(r"- \[[^\]]+\] [A-Z]+", line)]
+    assert bare == [], result.text
+    assert re.search(
+        r"\[planner\] [Aa]sked worker-a: Collect the merged pull requests", result.text
+    )

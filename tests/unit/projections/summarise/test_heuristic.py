@@ -35,7 +35,7 @@ async def test_heuristic_accumulates_across_runs() -> None:
     heuristic = HeuristicMessageSummariser()
     first = await heuristic.summarise([msg("alice", topic="caching")], None)
     second = await heuristic.summarise([msg("bob", topic="indexing")], first)
-    assert second.text.startswith(first.text + "\n\n")
+    assert second.text.startswith(first.text + "\n--- Update")
     assert second.annotations["participants"] == "alice,bob"
     assert second.annotations["topics"] == "caching,indexing"
     assert second.annotations["itemCount"] == "1"

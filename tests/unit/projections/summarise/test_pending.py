@@ -9,8 +9,11 @@ from projections.model import Message, MessageType
 from projections.summarise.pending import (
     MAX_COMPACTED_CHARS,
     MAX_COMPACTED_PARTS,
+    NARRATED_CHARS,
     PendingBatch,
     add,
+    as_narrated,
+    compacted,
     due,
     fill,
     missing,
@@ -18,6 +21,7 @@ from projections.summarise.pending import (
     replay,
     spoken,
     summarisable,
+    told_request,
     trim,
 )
 
@@ -226,3 +230,66 @@ def test_a_long_compacted_run_shows_its_first_parts_only_and_counts_them_all() -
     # Its message depends on the first parts alone: what a stage reads back for it.
     first = {i: said[i] for i in range(MAX_COMPACTED_PARTS)}
     assert fill(filled(count, max_pending=1), first) == [message]
+
+
+def said(kind: MessageType, content: str | None, **fields: Any) -> Message:
+    if kind in (MessageType.QUERY, MessageType.COMMAND, MessageType.PROPOSE, MessageType.HANDOFF):
+        fields.setdefault("correlation_id", "c1")
+    if kind is MessageType.HANDOFF:
+        fields.setdefault("in_reply_to", "m0")
+        fields.setdefault("target", "role:worker-b")
+    fields.setdefault("sender", "planner")
+    return Message(channel="c", type=kind, content=content, **fields)
+
+
+@pytest.mark.parametrize(
+    ("message", "told"),
+    [
+        (
+            said(
+                MessageType.COMMAND,
+                "Collect the merged pull requests. Then list them by author.",
+                target="role:worker-a",
+            ),
+            "asked worker-a: Collect the merged pull requests…",
+        ),
+        (said(MessageType.QUERY, "Which cache wins?"), "asked anyone: Which cache wins?"),
+        (
+            said(MessageType.PROPOSE, "Switch the parser to PEG.", target="instance:rey"),
+            "proposed to rey: Switch the parser to PEG.",
+        ),
+        (said(MessageType.HANDOFF, "Over to you"), "handed the request to worker-b: Over to you"),
+        (said(MessageType.COMMAND, None, target="role:worker-a"), "asked worker-a"),
+        (said(MessageType.STATUS, "on it"), "on it"),
+        (said(MessageType.STATUS, None), None),
+    ],
+)
+def test_a_narrative_tells_a_request_as_history(message: Message, told: str | None) -> None:
+    assert as_narrated(message).content == told
+
+
+def test_a_narrated_request_keeps_one_sentence_cut_at_a_word() -> None:
+    long = said(MessageType.COMMAND, "word " * 100, target="role:a")
+    words = told_request(as_narrated(long).content or "")[1]
+    assert len(words) <= NARRATED_CHARS and words.endswith("…") and "word wor…" not in words
+
+
+def test_told_request_parts_the_framing_from_the_words() -> None:
+    assert told_request("asked worker-a: Collect the PRs") == (
+        "asked worker-a: ",
+        "Collect the PRs",
+    )
+    assert told_request("handed the request to b") == ("handed the request to b", "")
+    assert told_request("Asked about it: yes") == ("Asked about it: ", "yes")
+    assert told_request("we asked nobody") == ("", "we asked nobody")
+
+
+def test_a_compacted_span_tells_its_requests_as_history() -> None:
+    parts = [said(MessageType.COMMAND, "Port the lexer.", target="role:b"), msg(1)]
+    parts.append(said(MessageType.STATUS, None, sender="b"))
+    span = compacted(parts, covers=3)
+    assert (span.content or "").splitlines() == [
+        "[planner] asked b: Port the lexer.",
+        "[s] m1",
+        "[b] gave a status update",
+    ]

@@ -14,4 +14,7 @@ def test_render_message() -> None:
     event = msg("ci", None, type=MessageType.EVENT, payload={"kind": "build.passed"})
     assert render_message(event) == "[ci] event build.passed"
     assert render_message(msg("ci", None, type=MessageType.EVENT)) == "[ci] event"
-    assert render_message(msg("bob", None)) == "[bob] STATUS"
+    # A message without words reads as what it did, never as a bare type tag.
+    assert render_message(msg("bob", None)) == "[bob] gave a status update"
+    done = msg("bob", " ", type=MessageType.DONE, correlation_id="c1")
+    assert render_message(done) == "[bob] reported it done"

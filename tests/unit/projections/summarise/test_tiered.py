@@ -51,7 +51,7 @@ async def test_fallback_to_heuristic_with_reason() -> None:
     assert result.annotations[FALLBACK_FROM] == "synthesised"
     assert result.annotations[FALLBACK_REASON] == "LLM unavailable"
     assert result.annotations["domain"] == "medical"
-    assert result.text.startswith("before\n\n--- Update (2 messages) ---")
+    assert result.text.startswith("before\n--- Update (2 messages) ---")
 
 
 async def test_fallback_catches_any_exception_with_a_short_reason() -> None:

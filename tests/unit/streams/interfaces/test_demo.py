@@ -1,15 +1,20 @@
-"""The demo's scenario: each run writes its own channel and ids, linked as in the file."""
+"""The demo: each run writes its own channel and ids, linked as in the file; what it
+suggests is printed whole; it says what it left running."""
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 
 from projections.model import utc_now
 from streams.interfaces import demo
 from streams.interfaces.demo import scenario_messages, scenario_records
+from streams.settings import Settings
 
 
 def test_each_run_gets_its_own_ids_and_keeps_the_replies_linked() -> None:
@@ -64,3 +69,40 @@ def test_a_driver_event_line_says_which_commitments_changed() -> None:
     assert seen == {"m1": opened}
     omitted = {"offset": 4, "projections": {"commitments": {"live": None}}}
     assert driver_event_line(omitted, seen) is None
+
+
+def test_the_suggested_commands_are_printed_whole_however_narrow_the_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    printed = io.StringIO()
+    monkeypatch.setattr(demo, "console", Console(file=printed, width=40))
+    long = "/home/someone/projects/with/a/long/path/.venv/bin/chorus"
+    monkeypatch.setattr(demo, "chorus_command", lambda: long)
+    demo.suggest(["demo/release-notes-abc123", "demo/meeting-abc123"])
+    lines = printed.getvalue().splitlines()
+    assert f"  {long} context demo/release-notes-abc123 --for worker-a --max-tokens 300" in lines
+    assert f"  {long} summary demo/meeting-abc123" in lines
+
+
+def test_the_demo_says_what_it_left_running_and_how_to_stop_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    running = SimpleNamespace(bootstrap_servers="127.0.0.1:9092")
+    monkeypatch.setattr(demo, "local_run_dir", lambda _: tmp_path)
+    monkeypatch.setattr(demo, "cluster_status", lambda _: running)
+    said = demo.left_running(settings, "chorus", own_worker=True)
+    assert said == (
+        "The demo's worker has stopped; the local Kafka broker keeps running "
+        f"(127.0.0.1:9092, data in {tmp_path}). Stop it with `chorus broker stop` "
+        "(or `make broker-stop` in the checkout)."
+    )
+    monkeypatch.setattr(demo, "cluster_status", lambda _: None)
+    assert demo.left_running(settings, "chorus", own_worker=False) == (
+        "The worker you started keeps running (Ctrl-C in its terminal stops it); "
+        "no local Kafka broker is running."
+    )
+    elsewhere = Settings(_env_file=None, bootstrap_servers="kafka:9092")  # type: ignore[call-arg]
+    assert "kafka:9092 (CHORUS_BOOTSTRAP_SERVERS) is not chorus's to stop" in (
+        demo.left_running(elsewhere, "chorus", own_worker=True)
+    )

@@ -77,6 +77,22 @@ def test_without_a_broker_the_error_says_where_it_looked(
         bootstrap_servers(Settings())
 
 
+def test_an_installed_client_without_a_broker_is_told_to_name_one_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_broker_home: None
+) -> None:
+    # Only CHORUS_BROKER_PORT set, as an agent's project might: the checkout's broker runs
+    # elsewhere, and starting one here would make a second broker.
+    monkeypatch.setattr(clients, "_SOURCE_ROOT", tmp_path / "site-packages")
+    monkeypatch.delenv("CHORUS_BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.setenv("CHORUS_BROKER_PORT", "9192")
+    with pytest.raises(NoBrokerError) as raised:
+        bootstrap_servers(Settings())
+    message = str(raised.value)
+    assert message.startswith("no Kafka broker configured: set CHORUS_BOOTSTRAP_SERVERS")
+    assert message.index("CHORUS_BOOTSTRAP_SERVERS") < message.index("chorus broker start")
+    assert "\n" not in message
+
+
 @pytest.mark.parametrize("make", [consumer, producer, admin])
 async def test_a_client_that_cannot_reach_its_cluster_is_stopped_and_says_where(
     make: object,

@@ -77,7 +77,7 @@ def test_the_state_view_carries_the_decision_and_every_fold() -> None:
     assert found is not None
     assert found["decision"] == {
         "decision": "FAILED",
-        "detail": "1 commitments failed (threshold: 0)",
+        "detail": "1 commitment failed (threshold: 0)",
         "offset": 1,
     }
     assert set(found["projections"]) == {"commitments", "overview"}

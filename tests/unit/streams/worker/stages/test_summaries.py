@@ -43,16 +43,15 @@ def chat(n: int, kind: MessageType = MessageType.STATUS, **fields: object) -> Me
     )
 
 
-async def test_a_request_s_words_never_reach_a_summariser() -> None:
+async def test_a_request_reaches_a_summariser_as_history() -> None:
     ask = chat(
         0, MessageType.COMMAND, content="Port the lexer", correlation_id="c1", target="role:w"
     )
     recording = Recording()
     batch = PendingBatch(items=[PendingItem(offset=0), PendingItem(offset=1)])
     record = await summarise_batch(recording, "team/plan", batch, [ask, chat(1)], None)
-    assert [m.content for m in recording.seen] == [None, "note 1"]
-    assert "Port the lexer" not in record.text
-    assert record.narrative == record.text == "COMMAND | note 1"
+    assert [m.content for m in recording.seen] == ["asked w: Port the lexer", "note 1"]
+    assert record.narrative == record.text == "asked w: Port the lexer | note 1"
 
 
 async def test_the_next_batch_builds_on_the_narrative_not_the_state_part() -> None:

@@ -1,0 +1,175 @@
+"""What `chorus summary`, `recap`, `state` and `channels` print for a person; their `--json`
+prints the answer as it is, for scripts.
+
+Pure: from the worker's JSON answer (or, without a worker, the view of a compacted topic's
+record) to text. Times read to the second in UTC, counts take their plural, an offset is
+named as a partition offset, and what chorus keeps for itself (the digest's annotations)
+is left to `--json`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from projections.commitments import CommitmentProjection
+from projections.context import PARTITION_OFFSET, ChannelHeader, decision_phrase
+from projections.overview import ChannelOverviewProjection
+from projections.readable import OUTCOME_WORDS, commitment_views
+from projections.termination import DEFAULT_TERMINATION
+from projections.text import counted
+
+# The ended commitments `chorus state` lists (the state keeps more; `--json` has them all).
+ENDED_LISTED = 10
+
+
+def when(value: Any) -> str | None:
+    """An ISO time (or a datetime) as "2026-12-01 10:02:05 UTC"; None when there is none."""
+    if isinstance(value, str) and value:
+        value = datetime.fromisoformat(value)
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if isinstance(value, datetime) else None
+
+
+def summary_text(view: Mapping[str, Any]) -> str:
+    """The channel's summary: where it stands (what it covers, when and by which tier it
+    was written), then its text (the narrative and the state part)."""
+    channel = view.get("channel")
+    content = view.get("content")
+    if not content:
+        return f"No summary of {channel} yet."
+    facts = [counted(int(view.get("total_messages") or 0), "message")]
+    if view.get("last_offset") is not None:
+        facts[0] += f" through {PARTITION_OFFSET} {view['last_offset']}"
+    updated = when(view.get("updated_at"))
+    if updated:
+        facts.append(f"updated {updated}")
+    tier = (view.get("annotations") or {}).get("tier")
+    by = view.get("updated_by")
+    if by and not str(by).startswith("system:"):
+        facts.append(f"set by {by}")
+    elif tier:
+        facts.append(f"tier {tier}")
+    return f"Summary of {channel} ({'; '.join(facts)}):\n{content}"
+
+
+_PHASES = {
+    "IDLE": "idle",
+    "GENERATING": "being written",
+    "COMPLETED": "written",
+    "ERROR": "failed",
+}
+
+
+def recap_text(view: Mapping[str, Any]) -> str:
+    """The channel's recap: its title, where the next one stands (due in, being written,
+    failed), the decision when the worker gave it, then the latest recap and when it was
+    written."""
+    channel = view.get("channel")
+    title = view.get("title")
+    phase = str(view.get("phase") or "IDLE")
+    record = view.get("recap") or {}
+    if phase == "PENDING":
+        status = f"the next is due in {view.get('label') or 'a moment'} of quiet"
+    else:
+        status = _PHASES.get(phase, phase.lower())
+        if phase == "ERROR" and record.get("error"):
+            status += f": {record['error']}"
+    lines = [f"Recap of {channel}" + (f", “{title}”" if title else "") + f": {status}."]
+    if view.get("decision"):
+        lines.append(f"Decision: {decision_phrase(view['decision'])}.")
+    text = view.get("text")
+    if not text:
+        lines.append("No recap yet.")
+        return "\n".join(lines)
+    facts = [
+        fact
+        for fact in (
+            when(record.get("generated_at")),
+            record.get("tier") and f"tier {record['tier']}",
+            record.get("covered_offset") is not None
+            and f"at {PARTITION_OFFSET} {record['covered_offset']}",
+        )
+        if fact
+    ]
+    lines.append("Latest recap" + (f" ({', '.join(facts)})" if facts else "") + ":")
+    lines.append(str(text))
+    return "\n".join(lines)
+
+
+def state_text(view: Mapping[str, Any]) -> str:
+    """Where the channel stands, as its folds hold it: the decision and the counts, who
+    takes part, the commitments (open ones, and the most recently ended), the termination
+    conditions, and which other projections `--json` shows."""
+    channel = str(view.get("channel"))
+    folds: Mapping[str, Any] = view.get("projections") or {}
+    overview = (folds.get(ChannelOverviewProjection.name) or {}).get("state") or {}
+    offsets = [
+        offset
+        for fold in folds.values()
+        if isinstance(offset := fold.get("offset"), int) and offset >= 0
+    ]
+    header = ChannelHeader(
+        channel=channel,
+        decision=view.get("decision") or {},
+        offset=max(offsets) if offsets else None,
+        at=datetime.fromisoformat(overview["last_activity"])
+        if overview.get("last_activity")
+        else None,
+        message_count=int(overview.get("message_count") or 0),
+    )
+    lines = [header.line()]
+    participants: Mapping[str, int] = overview.get("participants") or {}
+    if participants:
+        busiest = sorted(participants.items(), key=lambda item: -item[1])
+        named = ", ".join(f"{name} {count}" for name, count in busiest)
+        lines.append(f"Participants ({len(participants)}, by messages): {named}.")
+    commitments = (folds.get(CommitmentProjection.name) or {}).get("state")
+    if commitments:
+        lines.extend(_commitments(commitments))
+    config = view.get("config") or {}
+    termination = config.get("termination") or []
+    said = " | ".join(termination or DEFAULT_TERMINATION)
+    lines.append(f"Termination: {said}{'' if termination else ' (the default)'}.")
+    others = [
+        f"{name} v{fold.get('version')}"
+        for name, fold in folds.items()
+        if name not in (CommitmentProjection.name, ChannelOverviewProjection.name)
+    ]
+    if others:
+        lines.append(f"Other projections (their states with --json): {', '.join(others)}.")
+    return "\n".join(lines)
+
+
+def _commitments(state: Mapping[str, Any]) -> list[str]:
+    views = commitment_views(state)
+    opened = sorted((v for v in views if v.is_open), key=lambda v: v.since, reverse=True)
+    ended = [v for v in reversed(views) if not v.is_open]
+    counts: Mapping[str, int] = state.get("ended") or {}
+    how = ", ".join(
+        f"{counts[name]} {word}" for name, word in OUTCOME_WORDS.items() if counts.get(name)
+    )
+    total = sum(counts.values())
+    lines = [
+        f"Commitments: {int(state.get('opened') or 0)} opened, {len(opened)} open, "
+        f"{total} ended" + (f" ({how})" if how else "") + "."
+    ]
+    if opened:
+        lines.append(f"Open ({len(opened)}, newest first):")
+        lines.extend(f"- {view.line()}" for view in opened)
+    if ended:
+        shown = ended[:ENDED_LISTED]
+        lines.append(f"Ended (the last {len(shown)}, most recent first):")
+        lines.extend(f"- {view.line()}" for view in shown)
+    return lines
+
+
+def channels_text(decisions: Mapping[str, Any]) -> str:
+    """Each channel the worker folded and where it stands, one a line, in name order."""
+    if not decisions:
+        return "No channels folded yet."
+    width = max(len(name) for name in decisions)
+    return "\n".join(
+        f"{name:<{width}}  {decision_phrase(decision)}"
+        for name, decision in sorted(decisions.items())
+    )
