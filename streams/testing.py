@@ -16,8 +16,8 @@ fold stage alone, its Quix Streams peer): `spawn` starts it, `kill`/`stop` end i
 from __future__ import annotations
 
 import os
+import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,10 +29,12 @@ from pathlib import Path
 import httpx
 
 from streams.ops.broker import free_port, start_cluster, stop_cluster
+from streams.ops.broker.ports import port_free
 from streams.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER_COMMAND = ("-m", "streams.interfaces.cli", "worker")
+WEB_PORTS = range(20_000, 32_000)
 
 
 @contextmanager
@@ -56,17 +58,15 @@ def local_broker(run_dir: Path, timeout: float = 120.0) -> Iterator[str]:
 
 def free_web_port(taken: int | None = None) -> int:
     """A port for CHORUS_WEB_PORT whose next port, the context role's, is free too (and
-    neither is one of the two of another worker's CHORUS_WEB_PORT `taken`)."""
+    neither is one of the two of another worker's CHORUS_WEB_PORT `taken`). Drawn below
+    Linux's ephemeral range (32768 and up), so no outgoing connection takes either port
+    between the choice and the worker's bind."""
     while True:
-        port = free_port()
+        port = random.randrange(WEB_PORTS.start, WEB_PORTS.stop - 1)
         if taken is not None and abs(port - taken) <= 1:
             continue
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
+        if port_free(port) and port_free(port + 1):
+            return port
 
 
 def worker_env(bootstrap: str, data_dir: Path, tag: str | None = None) -> dict[str, str]:
