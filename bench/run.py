@@ -11,7 +11,7 @@ Phases (`--only` picks some; docs/benchmarks.md says how each measures):
 
 Starts its own local broker (in a temp dir, stopped at the end). Writes
 bench/results/<date>[-quick].json and .md and prints the markdown. `--quick` is a smoke run
-of a few minutes; the full run takes about 25 minutes on 2 cores.
+of a few minutes; the full run takes about 10 minutes on 2 cores.
 """
 
 from __future__ import annotations
