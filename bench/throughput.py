@@ -95,7 +95,7 @@ async def run_system(
     )
     if summaries:
         await summary_reader.start()
-    system.start()
+    system.process.spawn()  # not waited for: its output is polled from the start
     try:
         polls = await poll_until(system, broker, done, timeout)
     finally:
