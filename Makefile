@@ -30,8 +30,7 @@ test-faults: $(STAMP)
 	$(BIN)/pytest -q -rxX -m faults tests/faults
 
 ## test-llm: opt-in test against a real local model (llama-cpp-python server, Gemma 3 270M from PyPI)
-# The tests take ~6 min (one real QMSum meeting, 6 LLM calls, is most of it); the ROUGE run
-# with the model is `python -m bench.llm_quality` (README, Measured).
+# The tests take ~6 min (one real QMSum meeting, 6 LLM calls, is most of it).
 # llama-cpp-python has no wheel here: pip compiles llama.cpp for the CPU the first time
 # (~15 min on 2 cores); pip caches the wheel, so later runs only check what is installed.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
@@ -51,8 +50,9 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+## bench: chorus beside Quix Streams on one local broker (docs/benchmarks.md); BENCH_ARGS=--quick
 bench: $(STAMP)
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
 	-test -x $(BIN)/chorus && $(BIN)/chorus broker stop  # its data is in .chorus/broker

@@ -1,3 +1,3 @@
-"""Benchmarks: chorus against the limit (Kafka's consumer, a raw aiokafka read) and a peer
-(Quix Streams), on one broker in one run. Entry point: `python -m bench.run` (`make bench`).
-"""
+"""Benchmarks: chorus beside Quix Streams running the same fold, on one broker in one run.
+Entry point: `python -m bench.run` (`make bench`); docs/benchmarks.md says what each phase
+measures and how."""

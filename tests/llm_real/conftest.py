@@ -1,9 +1,8 @@
 """A real model behind an OpenAI-compatible server, for the opt-in `llm_real` tests.
 
-The server is `bench.llm_server.local_server` (the launcher the real-model bench uses too),
-up for the whole session. Install its requirements with `pip install -r
-requirements-llm.txt` (`make test-llm` does); without them every test here is skipped and
-says why.
+The server is `tests.llm_real.server.local_server`, up for the whole session. Install its
+requirements with `pip install -r requirements-llm.txt` (`make test-llm` does); without them
+every test here is skipped and says why.
 """
 
 from __future__ import annotations
@@ -12,7 +11,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from bench.llm_server import (
+from streams.llm.client import OpenAIChatClient
+from tests.llm_real.server import (
     INSTALL_HINT,
     LlmServer,
     LlmServerError,
@@ -20,7 +20,6 @@ from bench.llm_server import (
     local_server,
     missing_requirements,
 )
-from streams.llm.client import OpenAIChatClient
 
 
 @pytest.fixture(scope="session")

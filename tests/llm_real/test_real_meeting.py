@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import pytest
 
-from bench.llm_quality import Meeting, RecordingClient, RecordingSummariser, degenerate, selected
-from bench.llm_server import LlmServer
 from bench.summary_quality import as_messages
 from projections.summarise import FALLBACK_FROM, FALLBACK_REASON, estimate_tokens
 from streams.llm.client import OpenAIChatClient
 from streams.settings import Settings
 from streams.worker.stages.summaries import simulate, summariser_from_settings
+from tests.llm_real.recording import (
+    Meeting,
+    RecordingClient,
+    RecordingSummariser,
+    degenerate,
+    selected,
+)
+from tests.llm_real.server import LlmServer
 
 pytestmark = pytest.mark.llm_real
 

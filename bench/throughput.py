@@ -1,0 +1,148 @@
+"""Throughput: N pre-produced real messages through each system, measured on its output.
+
+Each system gets its own copy of the same N messages (0.5-2 KB, over M channels) in its
+messages topic, then is started and polled every 0.2 s: its driver events' end offsets, the
+CPU (user + system) of all its processes, and the broker's. Msg/s and CPU per message run
+from the first poll that saw output (start-up and state recovery are no message's cost) to
+the poll that saw the last; `run_figures` does the arithmetic.
+
+  fold stage  the fold role with only its config and fold stages (bench/fold_worker.py);
+  quix        Quix Streams running chorus's fold (bench/quix_peer);
+  pipeline    `chorus worker`, both roles, CHORUS_SUMMARY_AFTER_SECONDS=2 so the tail is
+              summarised without the default 300 s wait: to its last driver event, and to
+              its last summary, when every channel's latest summary covers its last message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import ConsumerRecord
+
+from bench.data import encoded_messages, size_stats
+from bench.kafka import Follower, end_offsets, opened, produce
+from bench.measure import Poll, all_covered, channel_ends, cpu_seconds, run_figures
+from bench.systems import (
+    Broker,
+    Makers,
+    System,
+    chorus_worker,
+    fold_stage,
+    log,
+    quix_peer,
+    quix_version,
+    side_by_side,
+)
+from streams.conversations import Conversation
+
+SUMMARY_AFTER_SECONDS = "2"
+POLL_SECONDS = 0.2
+STALL_SECONDS = 120.0
+
+
+async def poll_until(
+    system: System, broker: Broker, done: Callable[[int], bool], timeout: float
+) -> list[Poll]:
+    """Poll the system's driver events and CPU until `done(driver events so far)`."""
+    topic = system.topic("driver-events")
+    broker_pid = broker.pid()
+    polls: list[Poll] = []
+    deadline = time.monotonic() + timeout
+    last_change = time.monotonic()
+    async with opened(broker.settings) as kafka:
+        while True:
+            count = sum((await end_offsets(kafka, [topic]))[topic].values())
+            cpu = cpu_seconds(system.process.pid)
+            polls.append(Poll(time.time(), count, cpu, cpu_seconds(broker_pid)))
+            if done(count):
+                return polls
+            system.process.check_alive()
+            if len(polls) > 1 and count != polls[-2].outputs:
+                last_change = time.monotonic()
+            now = time.monotonic()
+            if now > deadline or now - last_change > STALL_SECONDS:
+                raise TimeoutError(f"{system.name}: stopped at {count:,} driver events")
+            await asyncio.sleep(POLL_SECONDS)
+
+
+async def run_system(
+    system: System,
+    broker: Broker,
+    records: list[tuple[bytes, bytes]],
+    timeout: float,
+    summaries: bool = False,
+) -> dict[str, Any]:
+    channels = [key.decode() for key, _ in records]
+    ends = channel_ends(channels, await produce(broker.settings, system.topic("messages"), records))
+    covered: dict[str, int] = {}
+
+    def take_summary(record: ConsumerRecord[bytes, bytes], _: float) -> None:
+        summary = orjson.loads(record.value) if record.value else {}
+        channel, last = summary.get("channel"), summary.get("last_offset")
+        if channel is not None and last is not None:
+            covered[channel] = max(last, covered.get(channel, -1))
+
+    def done(count: int) -> bool:
+        return count >= len(records) and (not summaries or all_covered(ends, covered))
+
+    summary_reader = Follower(
+        broker.settings, system.topic("summaries"), take_summary, from_beginning=True
+    )
+    if summaries:
+        await summary_reader.start()
+    system.process.spawn()  # not waited for: its output is polled from the start
+    try:
+        polls = await poll_until(system, broker, done, timeout)
+    finally:
+        system.process.stop()
+        await summary_reader.stop()
+    result: dict[str, Any] = {**run_figures(polls), "messages": len(records)}
+    if summaries:
+        to_events = [poll for poll in polls if poll.outputs < len(records)]
+        last_event = next(poll for poll in polls if poll.outputs >= len(records))
+        first = next(poll for poll in polls if poll.outputs > 0)
+        result["to_last_event"] = run_figures([*to_events, last_event])
+        result["last_event_s"] = last_event.wall - first.wall
+        result["last_summary_s"] = polls[-1].wall - first.wall
+        result["channels_covered"] = sum(1 for c, e in ends.items() if covered.get(c, -1) >= e)
+    log(f"  {system.name}: {result['msgs_per_s'] or 0:,.0f} msg/s")
+    return result
+
+
+async def measure(
+    broker: Broker,
+    work: Path,
+    conversations: list[Conversation],
+    messages: int,
+    channels: int,
+    timeout: float,
+) -> dict[str, Any]:
+    records = encoded_messages(conversations, messages, channels)
+    result: dict[str, Any] = {
+        "messages": messages,
+        "channels": channels,
+        "message_bytes": size_stats(records),
+    }
+    makers: Makers = [
+        ("fold_stage", lambda: fold_stage(broker, work, "tput-fold")),
+        ("quix", lambda: quix_peer(broker, work, "tput-quix")),
+        (
+            "pipeline",
+            lambda: chorus_worker(
+                broker, work, "tput-pipeline", CHORUS_SUMMARY_AFTER_SECONDS=SUMMARY_AFTER_SECONDS
+            ),
+        ),
+    ]
+
+    async def run(system: System) -> dict[str, Any]:
+        summaries = system.name == "chorus"  # the whole pipeline, to its last summary
+        return await run_system(system, broker, records, timeout, summaries)
+
+    result.update(await side_by_side("throughput", makers, run))
+    result["quix_version"] = quix_version()
+    return result
