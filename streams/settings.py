@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     # fold_batch_wait_ms for more; their driver events go out together.
     fold_batch_max: int = Field(default=500, ge=1)
     fold_batch_wait_ms: float = Field(default=5.0, gt=0)
+    # How much a fetch brings per partition: with Faust's 1 MiB (about 750 messages of 1.4 KB)
+    # the fold waited for fetches 40% of the time (measured: 3,500 → 7,200 msg/s with 4 MiB).
+    # A fetch request is capped at 50 MiB whatever the partitions (aiokafka's fetch_max_bytes).
+    consumer_fetch_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     # Bigger, slightly later produce requests: a driver event carries a whole state, so
     # Faust's 16 KB default batches held a few records each (+30% msg/s measured).
     producer_linger_ms: float = Field(default=2.0, ge=0)
@@ -135,6 +139,16 @@ class Settings(BaseSettings):
         if self.compacted_segment_bytes < self.topic_max_message_bytes:
             raise ValueError(
                 f"compacted_segment_bytes ({self.compacted_segment_bytes}) must be at least "
+                f"{self.topic_max_message_bytes}, the topics' max.message.bytes "
+                "(max_message_bytes + 64 KiB)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _a_fetch_holds_the_largest_record(self) -> Settings:
+        if self.consumer_fetch_bytes < self.topic_max_message_bytes:
+            raise ValueError(
+                f"consumer_fetch_bytes ({self.consumer_fetch_bytes}) must be at least "
                 f"{self.topic_max_message_bytes}, the topics' max.message.bytes "
                 "(max_message_bytes + 64 KiB)"
             )

@@ -169,6 +169,7 @@ class Runtime:
             producer_max_batch_size=min(settings.producer_batch_bytes, settings.max_message_bytes),
             producer_max_request_size=settings.topic_max_message_bytes,
             consumer_auto_offset_reset="earliest",
+            consumer_max_fetch_size=settings.consumer_fetch_bytes,
             table_standby_replicas=settings.standby_replicas,
             broker_session_timeout=settings.session_timeout_seconds,
             consumer_group_instance_id=group_instance_id(settings),

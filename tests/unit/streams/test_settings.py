@@ -38,6 +38,12 @@ def test_a_segment_smaller_than_the_largest_record_is_refused() -> None:
     assert _settings(max_message_bytes=1_000_000, compacted_segment_bytes=fits)
 
 
+def test_a_fetch_smaller_than_the_largest_record_is_refused() -> None:
+    with pytest.raises(ValidationError, match="consumer_fetch_bytes"):
+        Settings(consumer_fetch_bytes=512 * 1024)
+    assert Settings().consumer_fetch_bytes >= Settings().topic_max_message_bytes
+
+
 def test_an_empty_ca_file_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHORUS_SSL_CAFILE", "")
     assert _settings().ssl_cafile is None

@@ -166,8 +166,10 @@ def test_worker_settings_reach_faust() -> None:
         producer_linger_ms=7,
         producer_batch_bytes=65_536,
         standby_replicas=0,
+        consumer_fetch_bytes=8 << 20,
     )
     conf = Runtime(settings, broker="127.0.0.1:1").app.conf
+    assert conf.consumer_max_fetch_size == 8 << 20
     assert conf.producer_linger == 0.007
     assert conf.producer_max_batch_size == 65_536
     assert conf.table_standby_replicas == 0
