@@ -36,8 +36,7 @@ from streams.kafka.consume import read_topic
 from streams.kafka.produce import send_messages
 from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.worker.role_client import role_url
-from streams.worker.runtime import ROLES
+from streams.worker.runtime import ROLES, role_url
 
 console = Console(highlight=False)
 

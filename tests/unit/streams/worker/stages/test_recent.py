@@ -1,0 +1,134 @@
+"""The fold role's recent messages: windows of offsets per channel, bodies in bounded memory,
+shown through the fold's gate, read back from the log when memory lacks them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from unittest.mock import patch
+
+import orjson
+
+from streams.records import key_partition
+from streams.settings import Settings
+from streams.worker.stages import recent as recent_module
+from streams.worker.stages.recaps import RECAP_WINDOW
+from streams.worker.stages.recent import RECENT_RECORDS, RecentMessages
+
+PARTITIONS = 4
+CHANNEL = "store/age"
+PARTITION = key_partition(CHANNEL.encode(), PARTITIONS)
+
+
+class Owner:
+    """The part of `Runtime` the windows read."""
+
+    settings = Settings(store="memory://", bootstrap_servers="x:1")
+
+    def messages_partition(self, channel: str) -> int | None:
+        return key_partition(channel.encode(), PARTITIONS)
+
+    def messages_partitions(self) -> int:
+        return PARTITIONS
+
+
+class Log:
+    """A fake `RangeReader` over one partition's records: (key, value, timestamp)."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, tuple[bytes, bytes]] = {}
+        self.reads: list[tuple[int, int]] = []
+
+    async def read(
+        self, partition: int, first: int, last: int, take: Callable[[Any], Any], limit: Any = None
+    ) -> list[tuple[int, Any]]:
+        self.reads.append((first, last))
+        found = []
+        for offset in range(first, last + 1):
+            if offset in self.records:
+                key, value = self.records[offset]
+                record = type("R", (), {"key": key, "value": value, "timestamp": 1000 + offset})()
+                taken = take(record)
+                if taken is not None:
+                    found.append((offset, taken))
+        return found
+
+
+def said(content: str, kind: str = "STATUS", channel: str = CHANNEL, **extra: Any) -> bytes:
+    return orjson.dumps(
+        {"channel": channel, "sender": "ann", "type": kind, "content": content, **extra}
+    )
+
+
+def windows(log: Log | None = None) -> RecentMessages:
+    return RecentMessages(Owner(), log)  # type: ignore[arg-type]
+
+
+async def test_a_view_shows_the_conversation_folded_so_far_through_the_fold_s_gate() -> None:
+    recent = windows()
+    key = CHANNEL.encode()
+    recent.on_record(key, said("plan the release"), PARTITION, 0, 5_000)
+    recent.on_record(key, said("", "EVENT", payload={"kind": "typing"}), PARTITION, 1, 5_100)
+    recent.on_record(key, b"{not json", PARTITION, 2, 5_200)  # dead-lettered by the fold
+    recent.on_record(key, said("x" * 400), PARTITION, 3, 5_300)
+    recent.on_record(key, said("not folded yet"), PARTITION, 4, 5_400)
+    found = await recent.recent(CHANNEL, through=3)
+    assert [offset for offset, _ in found.messages] == [0, 3]
+    assert found.messages[1][1].content == "x" * 299 + "…"  # cut as the recap window cuts
+    assert found.last_change == (3, 5_300) and found.last_record_ms == 5_300
+    recent.on_record(key, said("plan the release"), PARTITION, 0, 5_000)  # redelivered
+    assert [o for o, _ in recent.windows[CHANNEL]] == [0, 1, 2, 3, 4]
+
+
+async def test_a_window_is_bounded_and_shows_at_most_the_recap_window() -> None:
+    recent = windows()
+    for offset in range(3 * RECENT_RECORDS):
+        recent.on_record(CHANNEL.encode(), said(f"m{offset}"), PARTITION, offset, offset)
+    assert len(recent.windows[CHANNEL]) == RECENT_RECORDS
+    found = await recent.recent(CHANNEL, through=10**6)
+    assert len(found.messages) == RECAP_WINDOW
+    assert found.messages[-1][1].content == f"m{3 * RECENT_RECORDS - 1}"
+
+
+async def test_past_the_bounds_windows_and_bodies_are_dropped_and_read_back() -> None:
+    log = Log()
+    recent = windows(log)
+    with (
+        patch.object(recent_module, "RECENT_KEPT_CHANNELS", 2),
+        patch.object(recent_module, "RECENT_KEPT_BYTES", 200),
+    ):
+        for offset, channel in enumerate(["a/1", "b/1", CHANNEL, CHANNEL, CHANNEL]):
+            value = said(f"m{offset}", channel=channel)
+            log.records[offset] = (channel.encode(), value)
+            recent.on_record(channel.encode(), value, PARTITION, offset, offset)
+        assert list(recent.windows) == ["b/1", CHANNEL]  # a/1, the least recently active
+        assert recent.size <= 200 and (CHANNEL, 2) not in recent.bodies
+        found = await recent.recent(CHANNEL, through=4)
+    assert [m.content for _, m in found.messages] == ["m2", "m3", "m4"]
+    assert (2, 2) in log.reads  # what memory let go, read back from the log
+
+
+async def test_after_a_move_a_window_is_read_back_from_before_the_agent_took_over() -> None:
+    log = Log()
+    for offset in range(30):
+        channel = CHANNEL if offset % 3 == 0 else "other/c"
+        log.records[offset] = (channel.encode(), said(f"m{offset}", channel=channel))
+    recent = windows(log)
+    recent.on_record(CHANNEL.encode(), said("live"), PARTITION, 30, 30)
+    with patch.object(recent_module, "RECENT_READ_BACK", 10):
+        found = await recent.recent(CHANNEL, through=30)
+    # At most RECENT_READ_BACK records before the first one the agent read (offset 30).
+    assert log.reads[0] == (20, 29)
+    assert [offset for offset, _ in found.messages] == [21, 24, 27, 30]
+    await recent.recent(CHANNEL, through=30)
+    assert len(log.reads) == 1  # once per channel until partitions move
+    recent.forget()
+    assert not recent.windows and not recent.filled and not recent.live_from
+
+
+async def test_a_channel_this_worker_does_not_own_or_has_not_folded_shows_nothing() -> None:
+    recent = windows()
+    recent.on_record(CHANNEL.encode(), said("hello"), PARTITION, 0, 0)
+    assert (await recent.recent(CHANNEL, through=None)).messages == []
+    with patch.object(Owner, "messages_partition", lambda self, channel: None):
+        assert (await recent.recent(CHANNEL, through=0)).messages == []
