@@ -61,7 +61,7 @@ class LatestViews:
             RangeReader(settings, recaps, chorus.servers),
             on_dropped=dropped.labels(recaps).inc,
         )
-        books = {summaries: self.summaries, recaps: self.recaps}
+        books: dict[str, LatestBook[Any]] = {summaries: self.summaries, recaps: self.recaps}
         self.follower = Follower(settings, chorus.servers, books, self.owned)
 
     def owned(self) -> frozenset[int]:
