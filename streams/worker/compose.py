@@ -8,10 +8,11 @@ through Kafka topics: neither role calls the other.
   fold role (app id CHORUS_APP_ID, the public HTTP API on CHORUS_WEB_PORT)
   chorus.channel-config ─► config: the config table (read by every stage)
   chorus.messages ─► fold: validate once, fold ─► fold tables ─► chorus.driver-events
-                  │                     └────────────────────► chorus.dead-letters
-                  └► recent: each channel's last records (offsets; bodies in memory or
-                     read back), for the views
-  chorus.summaries, chorus.recaps ─► latest: the latest of each channel, in memory
+                                        └────────────────────► chorus.dead-letters
+  the views' follower (a consumer of its own; the partitions this worker owns):
+    chorus.messages ─► recent: each channel's last records (offsets; bodies in memory or
+                       read back), for the views
+    chorus.summaries, chorus.recaps ─► latest: the latest of each channel, in memory
   shadow: re-folds a sample of channels from the log now and then (off by default)
   http: the views over the read model (`streams.worker.read_model`), from this process
 
@@ -99,8 +100,8 @@ def build_worker(
         shadow.install(runtime)
     if "http" not in stages:
         return Worker(runtime, folder, None, None)
-    views = latest.install(runtime)
     window = recent.install(runtime)
+    views = latest.install(runtime, also=[window])
     http.install(runtime, views, window)
     return Worker(runtime, folder, None, None, views=views, window=window)
 

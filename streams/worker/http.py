@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hmac
 import inspect
-import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +41,6 @@ if TYPE_CHECKING:
     from streams.worker.latest import LatestViews
     from streams.worker.runtime import Runtime
     from streams.worker.stages.recent import RecentMessages
-
-log = logging.getLogger(__name__)
 
 
 # What a 503 tells a client to wait before it asks again, in seconds.
@@ -214,9 +211,9 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
         if found is None:
             return None
         partition = chorus.messages_partition(channel)
-        record = await latest.recaps.latest(channel, partition)
+        record = await latest.recaps.latest(channel, partition, read_back=read_back)
         window = await recent.recent(channel, found.offset, read_back=read_back)
-        newest = await latest.summaries.latest(channel, partition)
+        newest = await latest.summaries.latest(channel, partition, read_back=read_back)
         fallback = record.record.title if record.record else None
         return recap_answer(
             channel,
@@ -234,8 +231,8 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
         return view.json(found) if found is not None else unknown(view, channel)
 
     async def recaps_view(view: View, _: Request) -> Response:
-        """Every channel this worker owns, from memory: a window this worker has not seen
-        since it took the partition over is not read back for a list."""
+        """Every channel this worker owns, from memory: what memory let go (or has not read
+        since this worker took the partition over) is not read back for a list."""
         views = []
         for channel in local_channels(chorus):
             if chorus.messages_partition(channel) is None:

@@ -2,9 +2,10 @@
 compacted `chorus.summaries` and `chorus.recaps` topics, never from the context role.
 
 Both topics are keyed and partitioned like `chorus.messages`, so the summaries and recaps of
-the channels a fold worker owns are on the partitions with the same numbers: the follower
-(`streams.kafka.compacted`) reads exactly those, from their beginning when the worker takes
-one over. A view answers from memory, without asking another process, and says how far
+the channels a fold worker owns are on the partitions with the same numbers: the views'
+follower (`streams.kafka.follow`) reads exactly those, from their beginning when the worker
+takes one over (and the messages partitions from their end, for the recent messages,
+`stages/recent.py`). A view answers from memory, without asking another process, and says how far
 each partition has been read (`Current`): a record published after that is not in it.
 
 Bounded: per channel, the position of its latest record; the records themselves up to
@@ -16,10 +17,11 @@ back from the topic by its position when a view asks for it.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from streams.kafka.compacted import LATEST_KEPT_BYTES, Follower, LatestBook
 from streams.kafka.consume import RangeReader
+from streams.kafka.follow import LATEST_KEPT_BYTES, Followed, Follower, LatestBook
 from streams.records import RecapRecord, SummaryRecord
 
 if TYPE_CHECKING:
@@ -40,9 +42,9 @@ def summary_goes_back(kept: SummaryRecord, new: SummaryRecord) -> bool:
 
 class LatestViews:
     """The books of `chorus.summaries` and `chorus.recaps` and the follower that fills them
-    for the messages partitions this worker actively owns."""
+    (and `also`'s readers) for the messages partitions this worker actively owns."""
 
-    def __init__(self, chorus: Runtime) -> None:
+    def __init__(self, chorus: Runtime, also: Collection[Followed] = ()) -> None:
         self.chorus = chorus
         settings = chorus.settings
         summaries = chorus.summaries.get_topic_name()
@@ -61,8 +63,8 @@ class LatestViews:
             RangeReader(settings, recaps, chorus.servers),
             on_dropped=dropped.labels(recaps).inc,
         )
-        books: dict[str, LatestBook[Any]] = {summaries: self.summaries, recaps: self.recaps}
-        self.follower = Follower(settings, chorus.servers, books, self.owned)
+        readers: list[Followed] = [self.summaries, self.recaps, *also]
+        self.follower = Follower(settings, chorus.servers, readers, self.owned)
 
     def owned(self) -> frozenset[int]:
         """The messages partitions this worker actively owns (none before the group assigned
@@ -75,12 +77,12 @@ class LatestViews:
         return frozenset(tp.partition for tp in actives if tp.topic == topic)
 
 
-def install(chorus: Runtime) -> LatestViews:
-    """The books and their follower, as a task of the fold role's app."""
-    views = LatestViews(chorus)
+def install(chorus: Runtime, also: Collection[Followed] = ()) -> LatestViews:
+    """The books and their follower (feeding `also` too), as a task of the fold role's app."""
+    views = LatestViews(chorus, also)
 
     @chorus.app.task
-    async def follow_summaries_and_recaps() -> None:
+    async def follow_what_the_views_read() -> None:
         await views.follower.run()
 
     async def stop_readers(*_: Any, **__: Any) -> None:

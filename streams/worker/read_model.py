@@ -32,7 +32,7 @@ from projections.readable import CommitmentView, commitment_views
 from projections.recap import countdown_label, status_as_read, with_recap_state
 from projections.recap.title import channel_title
 from projections.summarise.state import narrative_of
-from streams.kafka.compacted import Latest
+from streams.kafka.follow import Latest
 from streams.records import RecapRecord, SummaryRecord, summary_view
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recent import Recent

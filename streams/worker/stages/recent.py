@@ -1,33 +1,35 @@
 """Fold role: each channel's recent messages, for the agent context and the recap view, kept
 here so that no view asks another process for them.
 
-The agent reads `chorus.messages` beside the fold and does no parsing: per record it keeps
-the offset and Kafka timestamp in the channel's window (its last `RECENT_RECORDS` records)
-and the raw value in bounded memory. A view validates what it shows with the fold's gate
-(`validate_record`: a record the fold dead-lettered is never shown), keeps the conversation
-(not EVENTs, at most `RECAP_WINDOW`, cut as the recap window cuts them) and only what was
-folded (at or before the fold's offset), and reads back from the log what memory let go.
+It reads `chorus.messages` beside the fold, through the views' own follower
+(`streams.kafka.follow`: the partitions this worker owns, from their end when it takes one
+over; no Faust agent, so nothing of the fold's consumption or commits changes), and does no
+parsing: per record it keeps the offset and Kafka timestamp in the channel's window (its
+last `RECENT_RECORDS` records) and the raw value in bounded memory. A view validates what it
+shows with the fold's gate (`validate_record`: a record the fold dead-lettered is never
+shown), keeps the conversation (not EVENTs, at most `RECAP_WINDOW`, cut as the recap window
+cuts them) and only what was folded (at or before the fold's offset), and reads back from
+the log what memory let go.
 
 After a restart or a partition move the windows start empty: a view of a channel reads back
-at most `RECENT_READ_BACK` records of its partition before what the agent has read since, so
-a channel quiet for longer than that shows only what came after (its summary has the rest).
+at most `RECENT_READ_BACK` records of its partition before where the follower started, so a
+channel quiet for longer than that shows only what came after (its summary has the rest).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import ConsumerRecord
-from faust.types import EventT
 
 from projections.model import LogPosition, Message, MessageError
 from projections.recap import is_conversation_change
 from streams.kafka.consume import RangeReader
-from streams.records import validate_record
+from streams.records import key_partition, validate_record
 from streams.worker.stages.recaps import RECAP_WINDOW, windowed_message
 
 if TYPE_CHECKING:
@@ -62,10 +64,15 @@ NOTHING_RECENT = Recent([])
 
 
 class RecentMessages:
-    """The windows (offsets and times) and the bodies (raw, or parsed once shown)."""
+    """The windows (offsets and times) and the bodies (raw, or parsed once shown); a reader
+    of `chorus.messages` for the views' follower (`streams.kafka.follow.Followed`)."""
+
+    from_beginning = False
 
     def __init__(self, chorus: Runtime, reader: RangeReader | None = None) -> None:
         self.chorus = chorus
+        self.restoring: dict[int, int] = {}  # a log's tail: nothing to restore
+        self.topic = chorus.messages.get_topic_name()
         self.reader = reader
         # channel -> its last RECENT_RECORDS (offset, timestamp ms), the least recently
         # active channel first.
@@ -76,17 +83,30 @@ class RecentMessages:
             OrderedDict()
         )
         self.size = 0
-        # partition -> the first offset read since this worker took it over (what comes
-        # before it is read back when a view asks); channels read back since then.
+        # partition -> where the follower started reading it when this worker took it over
+        # (what comes before is read back when a view asks); channels read back since then.
         self.live_from: dict[int, int] = {}
         self.filled: set[str] = set()
 
-    def forget(self) -> None:
-        """Partitions moved: a window may lack what another worker read meanwhile (the
-        bodies kept stay valid: a record at an offset never changes)."""
-        self.windows.clear()
-        self.live_from.clear()
-        self.filled.clear()
+    def took(self, partition: int, end: int) -> None:
+        """Taken over at `end`: a window kept from an earlier time here may lack what
+        another worker read meanwhile (bodies stay valid: a record never changes)."""
+        self._forget(lambda p: p == partition)
+        self.live_from[partition] = end
+
+    def keep_only(self, partitions: Collection[int]) -> None:
+        self._forget(lambda p: p not in partitions)
+        for gone in set(self.live_from) - set(partitions):
+            del self.live_from[gone]
+
+    def _forget(self, moved: Any) -> None:
+        partitions = self.chorus.messages_partitions()
+        for channel in [c for c in self.windows if moved(key_partition(c.encode(), partitions))]:
+            del self.windows[channel]
+            self.filled.discard(channel)
+
+    def on_consumed(self, record: ConsumerRecord) -> None:
+        self.on_record(record.key, record.value, record.partition, record.offset, record.timestamp)
 
     def on_record(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int, at_ms: int
@@ -94,7 +114,6 @@ class RecentMessages:
         if not key or value is None:
             return
         channel = key.decode(errors="replace")
-        self.live_from.setdefault(partition, offset)
         window = self.windows.get(channel)
         if window is None:
             window = self.windows[channel] = deque(maxlen=RECENT_RECORDS)
@@ -107,17 +126,6 @@ class RecentMessages:
             return  # redelivered
         window.append((offset, at_ms))
         self._keep((channel, offset), value, len(value))
-
-    def on_batch(self, batch: Sequence[EventT]) -> None:
-        for event in batch:
-            record = event.message
-            self.on_record(
-                event.key,
-                event.value,
-                record.partition,
-                record.offset,
-                int(record.timestamp * 1000),
-            )
 
     def _keep(self, key: tuple[str, int], body: bytes | Message | None, size: int) -> None:
         previous = self.bodies.pop(key, None)
@@ -225,19 +233,10 @@ def _mine(channel: str) -> Any:
 
 
 def install(chorus: Runtime) -> RecentMessages:
+    """The windows, their read-back reader stopped with the app; the views' follower
+    (`streams.worker.latest`) feeds them."""
     reader = RangeReader(chorus.settings, chorus.messages.get_topic_name(), chorus.servers)
     recent = RecentMessages(chorus, reader)
-
-    @chorus.app.agent(chorus.messages, name="recent-messages")
-    async def keep_recent(stream: Any) -> None:
-        settings = chorus.settings
-        batches = stream.take_events(settings.fold_batch_max, settings.fold_batch_wait_ms / 1000)
-        async for batch in batches:
-            recent.on_batch(batch)
-
-    @chorus.app.on_partitions_revoked.connect
-    async def forget_on_revoke(app: Any, revoked: Any, **_: Any) -> None:
-        recent.forget()
 
     async def stop_reader(*_: Any, **__: Any) -> None:
         await reader.stop()

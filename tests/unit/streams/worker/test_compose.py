@@ -27,10 +27,13 @@ def test_the_fold_role_writes_only_the_fold_and_reads_the_rest_from_the_topics()
     assert app.conf.id == "chorus" and app.conf.web_port == 6066
     assert worker.folder is not None
     # Summaries and recaps are the context role's: the views read them from their topics
-    # (into memory, no table) and keep the recent messages beside the fold.
+    # (into memory, no table) and keep the recent messages beside the fold, through a
+    # consumer of their own (no agent beside the fold's on chorus.messages).
     assert worker.views is not None and worker.window is not None
     assert worker.summariser is None and worker.recapper is None
-    assert set(app.agents) == {"channel-config", "fold-messages", "recent-messages"}
+    assert set(app.agents) == {"channel-config", "fold-messages"}
+    followed = set(worker.views.follower.readers)
+    assert followed == {"offline.messages", "offline.summaries", "offline.recaps"}
     assert "fold-positions" in app.tables
     assert not any(name.startswith(("summary-", "recap-")) for name in app.tables)
 

@@ -16,7 +16,7 @@ from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded
 from projections.recap import RecapPhase
 from projections.termination import parse_conditions
-from streams.kafka.compacted import Current, Latest
+from streams.kafka.follow import Current, Latest
 from streams.records import RecapRecord, SummaryRecord
 from streams.worker.read_model import (
     MAX_CONTEXT_TOKENS,

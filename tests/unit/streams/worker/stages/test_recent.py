@@ -1,5 +1,6 @@
 """The fold role's recent messages: windows of offsets per channel, bodies in bounded memory,
-shown through the fold's gate, read back from the log when memory lacks them."""
+shown through the fold's gate, read back from the log when memory lacks them; a partition
+taken over again starts afresh."""
 
 from __future__ import annotations
 
@@ -18,12 +19,17 @@ from streams.worker.stages.recent import RECENT_RECORDS, RecentMessages
 PARTITIONS = 4
 CHANNEL = "store/age"
 PARTITION = key_partition(CHANNEL.encode(), PARTITIONS)
+# A channel on another partition.
+OTHER = next(
+    f"x/c{n}" for n in range(100) if key_partition(f"x/c{n}".encode(), PARTITIONS) != PARTITION
+)
 
 
 class Owner:
     """The part of `Runtime` the windows read."""
 
     settings = Settings(store="memory://", bootstrap_servers="x:1")
+    messages = type("Topic", (), {"get_topic_name": lambda _: "t.messages"})()
 
     def messages_partition(self, channel: str) -> int | None:
         return key_partition(channel.encode(), PARTITIONS)
@@ -60,8 +66,11 @@ def said(content: str, kind: str = "STATUS", channel: str = CHANNEL, **extra: An
     )
 
 
-def windows(log: Log | None = None) -> RecentMessages:
-    return RecentMessages(Owner(), log)  # type: ignore[arg-type]
+def windows(log: Log | None = None, took_at: int = 0) -> RecentMessages:
+    """Windows whose follower took the channel's partition over at offset `took_at`."""
+    recent = RecentMessages(Owner(), log)  # type: ignore[arg-type]
+    recent.took(PARTITION, took_at)
+    return recent
 
 
 async def test_a_view_shows_the_conversation_folded_so_far_through_the_fold_s_gate() -> None:
@@ -113,17 +122,17 @@ async def test_after_a_move_a_window_is_read_back_from_before_the_agent_took_ove
     for offset in range(30):
         channel = CHANNEL if offset % 3 == 0 else "other/c"
         log.records[offset] = (channel.encode(), said(f"m{offset}", channel=channel))
-    recent = windows(log)
+    recent = windows(log, took_at=30)
     recent.on_record(CHANNEL.encode(), said("live"), PARTITION, 30, 30)
     with patch.object(recent_module, "RECENT_READ_BACK", 10):
         found = await recent.recent(CHANNEL, through=30)
-    # At most RECENT_READ_BACK records before the first one the agent read (offset 30).
+    # At most RECENT_READ_BACK records before where the follower started (offset 30).
     assert log.reads[0] == (20, 29)
     assert [offset for offset, _ in found.messages] == [21, 24, 27, 30]
     await recent.recent(CHANNEL, through=30)
     assert len(log.reads) == 1  # once per channel until partitions move
-    recent.forget()
-    assert not recent.windows and not recent.filled and not recent.live_from
+    recent.keep_only({PARTITION + 1})  # the partition moved away: its windows forgotten
+    assert not recent.windows and not recent.filled and PARTITION not in recent.live_from
 
 
 async def test_a_channel_this_worker_does_not_own_or_has_not_folded_shows_nothing() -> None:
@@ -132,3 +141,13 @@ async def test_a_channel_this_worker_does_not_own_or_has_not_folded_shows_nothin
     assert (await recent.recent(CHANNEL, through=None)).messages == []
     with patch.object(Owner, "messages_partition", lambda self, channel: None):
         assert (await recent.recent(CHANNEL, through=0)).messages == []
+
+
+async def test_a_partition_taken_over_again_forgets_its_old_windows() -> None:
+    recent = windows()
+    recent.on_record(CHANNEL.encode(), said("before"), PARTITION, 0, 0)
+    other = key_partition(OTHER.encode(), PARTITIONS)
+    recent.on_record(OTHER.encode(), said("elsewhere", channel=OTHER), other, 0, 0)
+    recent.took(PARTITION, 7)  # away and back: what came between is not in this window
+    assert CHANNEL not in recent.windows and recent.live_from[PARTITION] == 7
+    assert OTHER in recent.windows  # another partition's windows stay

@@ -1,12 +1,13 @@
-"""The latest record per key of compacted topics, for the partitions a worker owns: read
-from their beginning when it takes one over (a compacted topic holds about one record per
-key), then followed, so a reader answers from memory and says how far it has read.
+"""Following the partitions a worker owns of topics keyed and partitioned alike, with a
+consumer of its own (no group, nothing committed): `Follower` feeds each topic's reader
+(`Followed`) what arrives, from the partition's beginning when it takes one over (a
+compacted topic holds about one record per key) or from its end (a log's new records).
 
-`LatestBook` holds one topic's: per key the position of its latest record (two integers)
-and the records themselves up to `kept_bytes`; past that, the key whose record was read or
-written longest ago is dropped from memory (`on_dropped`) and read back from the topic by
-its position when it is asked for. `Follower` fills the books of several topics keyed and
-partitioned alike (a consumer of its own, no group, nothing committed).
+`LatestBook` is the reader of a compacted topic: per key the position of its latest record
+(two integers) and the records themselves up to `kept_bytes`; past that, the key whose
+record was read or written longest ago is dropped from memory (`on_dropped`) and read back
+from the topic by its position when it is asked for. A reader answers from memory and says
+how far it has read (`Current`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import BaseModel, ValidationError
@@ -66,9 +67,31 @@ class Latest(Generic[R]):
     current: Current
 
 
+class Followed(Protocol):
+    """A topic's reader, fed by the `Follower`."""
+
+    topic: str
+    # Read a partition taken over from its beginning (else from its end).
+    from_beginning: bool
+    # partition -> the end offset to reach before it counts as read (the follower clears it).
+    restoring: dict[int, int]
+
+    def took(self, partition: int, end: int) -> None:
+        """The partition was taken over when its end offset was `end`."""
+        ...
+
+    def on_consumed(self, record: ConsumerRecord) -> None: ...
+
+    def keep_only(self, partitions: Collection[int]) -> None:
+        """Forget what was read from the partitions not in `partitions` (moved away)."""
+        ...
+
+
 class LatestBook(Generic[R]):
     """The latest valid record per channel of one compacted topic, for the partitions the
     follower reads. Records change only from `on_record` (the follower, in offset order)."""
+
+    from_beginning = True
 
     def __init__(
         self,
@@ -94,6 +117,14 @@ class LatestBook(Generic[R]):
         # partition -> the last offset read; partition -> the end to reach while restoring.
         self.read_through: dict[int, int] = {}
         self.restoring: dict[int, int] = {}
+
+    def took(self, partition: int, end: int) -> None:
+        if end > 0:
+            self.restoring[partition] = end
+
+    def on_consumed(self, record: ConsumerRecord) -> None:
+        key = record.key.decode(errors="replace") if record.key else ""
+        self.on_record(key, record.partition, record.offset, record.value)
 
     def on_record(self, channel: str, partition: int, offset: int, value: bytes | None) -> None:
         self.read_through[partition] = offset
@@ -145,16 +176,19 @@ class LatestBook(Generic[R]):
             partition is None or partition in self.restoring,
         )
 
-    async def latest(self, channel: str, partition: int | None) -> Latest[R]:
+    async def latest(
+        self, channel: str, partition: int | None, *, read_back: bool = True
+    ) -> Latest[R]:
         """The channel's latest record; one dropped from memory is read back by its
-        position (None when the topic no longer has it there: compacted or deleted)."""
+        position unless `read_back` is False (None when the topic no longer has it there:
+        compacted or deleted)."""
         current = self.current(partition)
         kept = self.records.get(channel)
         if kept is not None:
             self.records.move_to_end(channel)
             return Latest(kept[0], current)
         position = self.positions.get(channel)
-        if position is None or self.reader is None:
+        if position is None or self.reader is None or not read_back:
             return Latest(None, current)
         found = await self.reader.read(position[0], position[1], position[1], _value)
         if not found or self.positions.get(channel) != position:
@@ -171,20 +205,20 @@ def _value(record: ConsumerRecord) -> bytes | None:
 
 
 class Follower:
-    """Reads the partitions `owned()` names of each book's topic (a consumer of its own, no
-    group, nothing committed): from their beginning when it takes one over, then as records
-    arrive; a partition no longer owned is forgotten."""
+    """Reads the partitions `owned()` names of each reader's topic: from their beginning or
+    their end when it takes one over (`Followed.from_beginning`), then as records arrive;
+    a partition no longer owned is forgotten."""
 
     def __init__(
         self,
         settings: Settings,
         servers: str,
-        books: Mapping[str, LatestBook[Any]],
+        readers: Collection[Followed],
         owned: Callable[[], frozenset[int]],
     ) -> None:
         self.settings = settings
         self.servers = servers
-        self.books = dict(books)
+        self.readers = {reader.topic: reader for reader in readers}
         self.owned = owned
         self.assigned: frozenset[int] = frozenset()
 
@@ -207,7 +241,7 @@ class Follower:
             except Exception as error:
                 log.warning(
                     "reading %s stopped (%r); again in %gs",
-                    ", ".join(self.books),
+                    ", ".join(self.readers),
                     error,
                     FOLLOW_RETRY_SECONDS,
                 )
@@ -225,26 +259,41 @@ class Follower:
             return
         batches = await kafka.getmany(timeout_ms=FOLLOW_POLL_MS)
         for tp, records in batches.items():
-            book = self.books[tp.topic]
+            reader = self.readers[tp.topic]
             for record in records:
-                key = record.key.decode(errors="replace") if record.key else ""
-                book.on_record(key, tp.partition, record.offset, record.value)
-        for topic, book in self.books.items():
-            for partition, end in list(book.restoring.items()):
+                reader.on_consumed(record)
+        for topic, reader in self.readers.items():
+            for partition, end in list(reader.restoring.items()):
                 if await kafka.position(TopicPartition(topic, partition)) >= end:
-                    del book.restoring[partition]
+                    del reader.restoring[partition]
 
     async def reassign(self, kafka: AIOKafkaConsumer, owned: frozenset[int]) -> None:
-        """Read the newly owned partitions from their beginning; forget the others."""
+        """Read the newly owned partitions from their beginning or end; forget the others;
+        go on where it was in those it keeps (`assign` forgets every position)."""
         taken = owned - self.assigned
-        for book in self.books.values():
-            book.keep_only(owned)
-        kafka.assign([TopicPartition(topic, p) for topic in self.books for p in owned])
-        fresh = [TopicPartition(topic, p) for topic in self.books for p in taken]
-        if fresh:
-            await kafka.seek_to_beginning(*fresh)
-            ends = await kafka.end_offsets(fresh)
-            for tp, end in ends.items():
-                if end > 0:
-                    self.books[tp.topic].restoring[tp.partition] = end
+        kept = {
+            tp: await kafka.position(tp)
+            for tp in kafka.assignment()
+            if tp.partition in owned and tp.partition in self.assigned
+        }
+        for reader in self.readers.values():
+            reader.keep_only(owned)
+        kafka.assign([TopicPartition(topic, p) for topic in self.readers for p in owned])
+        for tp, position in kept.items():
+            kafka.seek(tp, position)
+        for starts_at_beginning in (True, False):
+            fresh = [
+                TopicPartition(topic, p)
+                for topic, reader in self.readers.items()
+                if reader.from_beginning is starts_at_beginning
+                for p in taken
+            ]
+            if not fresh:
+                continue
+            if starts_at_beginning:
+                await kafka.seek_to_beginning(*fresh)
+            else:
+                await kafka.seek_to_end(*fresh)
+            for tp, end in (await kafka.end_offsets(fresh)).items():
+                self.readers[tp.topic].took(tp.partition, end)
         self.assigned = owned
