@@ -18,7 +18,6 @@ channel quiet for longer than that shows only what came after (its summary has t
 
 from __future__ import annotations
 
-import logging
 from collections import OrderedDict, deque
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -35,8 +34,6 @@ from streams.worker.stages.recaps import RECAP_WINDOW, windowed_message
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
 
-log = logging.getLogger(__name__)
-
 # Records per channel window: twice the messages shown, so that a few EVENTs among them
 # (typing, expiries) still leave the window's worth of conversation.
 RECENT_RECORDS = 2 * RECAP_WINDOW
@@ -45,7 +42,7 @@ RECENT_RECORDS = 2 * RECAP_WINDOW
 RECENT_KEPT_CHANNELS = 50_000
 # Raw values kept in memory across channels (the oldest dropped first: read back on demand).
 RECENT_KEPT_BYTES = 32 * 1024 * 1024
-# What a view reads back of a partition, at most, to fill a window the agent has not seen.
+# What a view reads back of a partition, at most, to fill a window the follower has not seen.
 RECENT_READ_BACK = 5_000
 
 
@@ -186,11 +183,13 @@ class RecentMessages:
         return shown
 
     async def _fill(self, channel: str, partition: int, through: int) -> None:
-        """Read back the channel's records before what the agent read of the partition
-        (at most RECENT_READ_BACK records), once per channel until partitions move."""
-        self.filled.add(channel)
-        first_live = self.live_from.get(partition, through + 1)
-        last = min(first_live, through + 1) - 1
+        """Read back the channel's records before where the follower started the partition
+        (at most RECENT_READ_BACK records), once per channel until partitions move; before
+        the follower has started it, up to `through`, and again at the next view."""
+        first_live = self.live_from.get(partition)
+        if first_live is not None:
+            self.filled.add(channel)
+        last = (through + 1 if first_live is None else first_live) - 1
         if last < 0 or self.reader is None:
             return
         first = max(0, last - RECENT_READ_BACK + 1)

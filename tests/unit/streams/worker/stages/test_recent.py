@@ -151,3 +151,23 @@ async def test_a_partition_taken_over_again_forgets_its_old_windows() -> None:
     recent.took(PARTITION, 7)  # away and back: what came between is not in this window
     assert CHANNEL not in recent.windows and recent.live_from[PARTITION] == 7
     assert OTHER in recent.windows  # another partition's windows stay
+
+
+async def test_a_window_is_filled_up_to_where_the_follower_started_whatever_the_fold_did() -> None:
+    """The follower starts a partition at its end while the fold may still be behind: the
+    messages in between show once folded, not never."""
+    log = Log()
+    for offset in range(6):
+        log.records[offset] = (CHANNEL.encode(), said(f"m{offset}"))
+    recent = windows(log, took_at=6)
+    assert [o for o, _ in (await recent.recent(CHANNEL, through=2)).messages] == [0, 1, 2]
+    assert [o for o, _ in (await recent.recent(CHANNEL, through=5)).messages] == [0, 1, 2, 3, 4, 5]
+    assert log.reads == [(0, 5)]
+
+
+async def test_before_the_follower_started_a_partition_a_view_reads_back_and_asks_again() -> None:
+    log = Log()
+    log.records[0] = (CHANNEL.encode(), said("m0"))
+    recent = RecentMessages(Owner(), log)  # type: ignore[arg-type]
+    assert [o for o, _ in (await recent.recent(CHANNEL, through=0)).messages] == [0]
+    assert CHANNEL not in recent.filled  # filled for good once the follower has started
