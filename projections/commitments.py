@@ -272,21 +272,6 @@ def states_a_request(message: Message) -> bool:
     return message.type in REQUEST_TYPES or message.type is MessageType.HANDOFF
 
 
-def may_change_commitments(message: Message) -> bool:
-    """True for a message whose fold can change a commitment: a request, a reply with a
-    correlation id (STATUS acknowledges), or an expiry event; `CommitmentProjection.apply`
-    leaves every state as it is for any other. A reader that only needs to know when to
-    read the fold again (the context role) asks this of the log it reads, and keeps no fold
-    of its own."""
-    if expiry_target(message) is not None:
-        return True
-    return bool(message.correlation_id) and (
-        message.type in REQUEST_TYPES
-        or message.type in CLOSING_TYPES
-        or message.type is MessageType.STATUS
-    )
-
-
 def expiry_event(channel: str, correlation_id: str, now: datetime) -> Message:
     """The EVENT the timer writes when a commitment is overdue.
 

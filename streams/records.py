@@ -160,11 +160,13 @@ class ChannelConfig(WireRecord):
 class SummaryRecord(WireRecord):
     """The latest summary of a channel, on the compacted `chorus.summaries` topic.
 
-    `text` is the `narrative` (what was said, covering `first_offset`..`last_offset`)
-    followed by the state part: the open and ended commitments rendered from the
-    commitments projection's state at `state_offset` (`projections.summarise.state`). When a
-    commitment changes after the latest summary, the record is published again with the
-    same narrative and the state part rendered anew."""
+    On the topic, `text` is the narrative: what was said (covering `first_offset`..
+    `last_offset`), as history; it never says which commitments are open. `narrative` is the
+    same text (a record written before this rule also carried a state part in `text`; its
+    `narrative` field, when set, is what was said). A view renders the state part beside it
+    from the commitments fold when it is read (`rendered`): then `text` is the narrative
+    followed by the open and ended commitments, and `state_offset` the fold offset they were
+    rendered at (None on the topic)."""
 
     channel: str
     text: str
@@ -205,10 +207,17 @@ def summary_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:
 
 
 class RecapRecord(WireRecord):
-    """Recap status and text for a channel, on the compacted `chorus.recaps` topic."""
+    """Recap status and text for a channel, on the compacted `chorus.recaps` topic.
+
+    `text` is history only: what the channel is about, what was done and said (the same as
+    `narrative`). The goal, what is open and the next step are the commitments fold's,
+    rendered beside it when a view is read (`projections.recap.state`). A record written
+    before this rule has no `narrative`: its text also told the commitments as they stood
+    then, so a view shows none of it, only the state part rendered now."""
 
     channel: str
     text: str | None
+    narrative: str | None = None
     phase: RecapPhase
     generated_at: datetime | None = None
     covered_offset: int | None = None
@@ -219,8 +228,8 @@ class RecapRecord(WireRecord):
     tier: str | None = None
     error: str | None = None
     generation: int = 0
-    # The channel's title when the recap was generated (the context role reads it from the
-    # latest summary and the window; the fold role's views show it).
+    # The channel's title when the recap was generated (read from the latest summary and
+    # the window the recap was written from).
     title: str | None = None
 
 

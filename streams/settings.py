@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections import commitments, overview
 from projections.channel import MAX_STATE_BYTES
+from projections.errors import ChorusError
 from projections.model import DEFAULT_MAX_MESSAGE_BYTES
 from projections.summarise.result import SUMMARY_MAX_TOKENS
 
@@ -17,6 +18,21 @@ COMPACTED_SEGMENT_BYTES = 8 * 1024 * 1024
 COMPACTED_SEGMENT_MS = 10 * 60 * 1000
 # A topic's max.message.bytes is the message bound plus room for the record's envelope.
 RECORD_OVERHEAD_BYTES = 64 * 1024
+# The context role's web server (readiness, its LLM costs and metrics) is on web_port + this.
+CONTEXT_WEB_PORT_OFFSET = 1
+
+# Settings that went away, refused (not ignored) for one release: what replaced each.
+RETIRED = {
+    "fold_url": "the context role reads no fold: summaries and recaps are narratives, and "
+    "the fold role renders their commitments when a view is read",
+    "context_url": "the fold role reads the latest summaries and recaps from the "
+    "chorus.summaries and chorus.recaps topics",
+}
+
+
+class RetiredSetting(ChorusError):
+    """A setting chorus no longer reads is set: refused, so no deployment believes it
+    still applies."""
 
 
 class Settings(BaseSettings):
@@ -55,11 +71,8 @@ class Settings(BaseSettings):
     web_host: str = "127.0.0.1"
     web_port: int = 6066
     api_token: SecretStr | None = None
-    # Where the context role reads folds (the fold role's public API); unset: this host's
-    # web_port, where `chorus worker` starts the fold role.
+    # Retired (`RETIRED`): read only to refuse them.
     fold_url: str | None = None
-    # Where the fold role reads recaps and recap windows (the context role's web server);
-    # unset: this host's web_port + 1, where `chorus worker` starts the context role.
     context_url: str | None = None
     projections: list[str] = Field(default_factory=list)
     standby_replicas: int = 1
@@ -134,6 +147,17 @@ class Settings(BaseSettings):
         return None if value == "" else value
 
     @model_validator(mode="after")
+    def _no_retired_setting(self) -> Settings:
+        for name, replaced_by in RETIRED.items():
+            if getattr(self, name) is not None:
+                # Not a ValueError: pydantic passes this one on as it is (one line).
+                raise RetiredSetting(
+                    f"CHORUS_{name.upper()} is no longer read and must be unset: the roles "
+                    f"share data through Kafka topics only ({replaced_by})"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _segments_hold_the_largest_record(self) -> Settings:
         # The broker refuses a record batch larger than a segment.
         if self.compacted_segment_bytes < self.topic_max_message_bytes:
@@ -161,6 +185,11 @@ class Settings(BaseSettings):
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"
+
+    @property
+    def context_web_port(self) -> int:
+        """Where the context role's web server listens (readiness, its LLM costs)."""
+        return self.web_port + CONTEXT_WEB_PORT_OFFSET
 
 
 @lru_cache(maxsize=1)

@@ -6,7 +6,9 @@ and once a recap exists for the current conversation nothing burns again until t
 conversation itself changes.
 
 Everything here is pure: `phase` (when a recap is due), `prompt` (what a model is given
-and what of its answer is kept) and `extractive` (the recap without a model).
+and what of its answer is kept), `extractive` (the recap without a model) and `state` (the
+goal, what is open and the next step, rendered from the commitments fold when a recap is
+read: a recap record is history only).
 """
 
 from projections.recap.extractive import RECAP_MAX_WORDS, RECAP_MIN_WORDS, extractive_recap
@@ -20,6 +22,7 @@ from projections.recap.phase import (
     on_generation_started,
     on_generation_succeeded,
     on_message,
+    status_as_read,
 )
 from projections.recap.prompt import (
     RECAP_SYSTEM_PROMPT,
@@ -27,6 +30,7 @@ from projections.recap.prompt import (
     clean_recap,
     presentation_transcript,
 )
+from projections.recap.state import with_recap_state
 
 __all__ = [
     "RECAP_MAX_WORDS",
@@ -45,4 +49,6 @@ __all__ = [
     "on_generation_succeeded",
     "on_message",
     "presentation_transcript",
+    "status_as_read",
+    "with_recap_state",
 ]

@@ -1,15 +1,19 @@
-"""The extractive recap, for when no model is configured: the current goal, what was done,
-what is open and who owes it, and the next step, stitched from the channel's own words."""
+"""The extractive recap, for when no model is configured: what the channel is about, what
+was done and what went wrong, its salient points and the next step someone said, stitched
+from the channel's own words.
+
+It is history only: what was said stays true. What was asked and where it stands (the goal,
+what is open and who owes it, the next step it implies) is the commitments fold's to say,
+rendered beside the recap when it is read (`projections.recap.state`)."""
 
 from __future__ import annotations
 
 import functools
 import re
-from collections import Counter
 from collections.abc import Iterator, Sequence
 
-from projections.model import REQUEST_TYPES, ActorType, Message, MessageType
-from projections.readable import CommitmentView
+from projections.commitments import states_a_request
+from projections.model import ActorType, Message, MessageType
 from projections.recap.prompt import BULLET, clean_recap, one_line
 from projections.summarise.llm import UnusableAnswer
 from projections.text import (
@@ -34,6 +38,7 @@ _NEXT_STEP = re.compile(
 )
 RECAP_MIN_WORDS = 40
 RECAP_MAX_WORDS = 80
+NOTHING_TO_RECAP = "Nothing to recap yet."
 
 
 def _tidy(text: str) -> str:
@@ -42,12 +47,13 @@ def _tidy(text: str) -> str:
     return one_line(clean(scrub_ids(text))).strip(" ,;")
 
 
-def _sentence(text: str) -> str:
+def sentence(text: str) -> str:
+    """`text` ending as a sentence does."""
     text = text.rstrip(" ,;:-–—")
     return text if text.endswith((".", "!", "?", ELLIPSIS)) else text + "."
 
 
-def _clip(text: str, words: int) -> str:
+def clip(text: str, words: int) -> str:
     try:
         clipped = clean_recap(text, max_words=words, max_chars=600)
     except UnusableAnswer:
@@ -96,8 +102,8 @@ def _rank(text: str, counts: KeyphraseCounts) -> tuple[float, int]:
     return salience(text, counts), len(content_words(text))
 
 
-def _best_sentence(text: str, counts: KeyphraseCounts, words: int) -> str:
-    return _clip(max(_sentences(text), key=lambda s: _rank(s, counts)), words)
+def _bestsentence(text: str, counts: KeyphraseCounts, words: int) -> str:
+    return clip(max(_sentences(text), key=lambda s: _rank(s, counts)), words)
 
 
 def _listed(items: Sequence[str]) -> str:
@@ -106,36 +112,13 @@ def _listed(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _goal(
-    spoken: Sequence[Message],
-    owed: Sequence[CommitmentView],
-    ended: Sequence[CommitmentView],
-    used: set[str],
-) -> str | None:
-    """The open request asked first, else the latest request said; a request that ended
-    is never the goal without how it ended."""
-    if owed:
-        root = owed[0]
-        asked = _clip(root.what().strip("“”"), 18).rstrip(".")
-        return f"Goal: {asked} (asked by {person(root.requester)})"
-    outcomes = {c.correlation_id: c.outcome for c in reversed(ended) if c.outcome}
-    for message in reversed(spoken):
-        said = _said(message) if message.type in REQUEST_TYPES else None
-        if _substantial(said):
-            used.add(message.id)
-            goal = f"Goal ({person(message.sender)}): {_clip(said or '', 18)}"
-            outcome = outcomes.get(message.correlation_id or "")
-            return f"{goal.rstrip('.')} ({outcome})" if outcome else goal
-    return None
-
-
 def _progress(spoken: Sequence[Message], used: set[str]) -> list[str]:
     """What was done: the latest results, and the setback that followed them if any."""
     done = [m for m in spoken if m.type is MessageType.DONE][-2:]
     found: list[str] = []
     if done:
-        results = [f"{person(m.sender)} {_clip(_said(m) or 'finished', 12)}" for m in done]
-        found.append(_sentence("Done: " + "; ".join(r.rstrip(".") for r in results)))
+        results = [f"{person(m.sender)} {clip(_said(m) or 'finished', 12)}" for m in done]
+        found.append(sentence("Done: " + "; ".join(r.rstrip(".") for r in results)))
     last_done = max((spoken.index(m) for m in done), default=-1)
     setbacks = [m for m in spoken[last_done + 1 :] if m.type in _SETBACK_TYPES]
     if setbacks:
@@ -143,8 +126,8 @@ def _progress(spoken: Sequence[Message], used: set[str]) -> list[str]:
         verb = "declined" if latest.type is MessageType.DECLINE else "failed"
         reason = _said(latest)
         found.append(
-            _sentence(
-                f"{person(latest.sender)} {verb}" + (f": {_clip(reason, 12)}" if reason else "")
+            sentence(
+                f"{person(latest.sender)} {verb}" + (f": {clip(reason, 12)}" if reason else "")
             )
         )
     used.update(m.id for m in done + setbacks[-1:])
@@ -166,9 +149,7 @@ def _points(spoken: Sequence[Message], counts: KeyphraseCounts, used: set[str]) 
 
 
 def _point(message: Message, counts: KeyphraseCounts) -> str:
-    return _sentence(
-        f"{person(message.sender)}: {_best_sentence(_said(message) or '', counts, 14)}"
-    )
+    return sentence(f"{person(message.sender)}: {_bestsentence(_said(message) or '', counts, 14)}")
 
 
 def _summary_points(summary: str | None, counts: KeyphraseCounts, seen: str) -> list[str]:
@@ -180,7 +161,7 @@ def _summary_points(summary: str | None, counts: KeyphraseCounts, seen: str) -> 
         _tidy(s) for line in lines for s in _sentences(line) if _substantial(s) and s not in seen
     ]
     ranked = sorted(sentences, key=lambda s: _rank(s, counts), reverse=True)
-    return [_sentence(f"Earlier: {_clip(s, 16)}") for s in ranked if s]
+    return [sentence(f"Earlier: {clip(s, 16)}") for s in ranked if s]
 
 
 def _extended(text: str, extra: str) -> str:
@@ -190,55 +171,31 @@ def _extended(text: str, extra: str) -> str:
     return text
 
 
-def _open(owed: Sequence[CommitmentView], ended: Sequence[CommitmentView]) -> str:
-    if not owed:
-        setbacks = Counter(c.outcome for c in ended if c.state != "FULFILLED" and c.outcome)
-        if setbacks:
-            counted = ", ".join(f"{count} {outcome}" for outcome, count in setbacks.items())
-            return f"Nothing is open ({counted})."
-        return "Nothing is open."
-    shown = "; ".join(f"{c.owes()} {_clip(c.what(), 10)}" for c in owed[:2])
-    more = f" (+{len(owed) - 2} more)" if len(owed) > 2 else ""
-    return _sentence(f"Open: {shown}{more}")
-
-
-def _next_step(
-    spoken: Sequence[Message], owed: Sequence[CommitmentView], topics: Sequence[str], used: set[str]
-) -> str:
-    if owed:
-        soonest = min(owed, key=lambda c: (c.expires_at is None, c.expires_at or c.since))
-        owner = person(soonest.obligor) if soonest.obligor else "someone"
-        due = f" before {soonest.expires_at:%H:%M} UTC" if soonest.expires_at else ""
-        return _sentence(f"Next: {owner} to deliver {_clip(soonest.what(), 10)}{due}")
-    if spoken and spoken[-1].type in _SETBACK_TYPES:
-        return "Next: hand the refused work to someone else or change the plan."
+def _said_next(spoken: Sequence[Message], used: set[str]) -> str | None:
+    """The latest next step someone said ("we should…", "next: …"), as who said it."""
     for message in reversed(spoken):
         said = _said(message) if message.id not in used else None
         steps = [s for s in _sentences(said) if _NEXT_STEP.search(s)] if said else []
         if steps and _substantial(steps[-1]):
-            return _sentence(f"Next ({person(message.sender)}): {_clip(steps[-1], 16)}")
-    if any(m.type is MessageType.DONE for m in spoken):
-        return "Next: review the results and close the channel or start the next task."
-    if topics:
-        return _sentence(f"Next: continue on {topics[0]}")
-    return "Next: pick up where the conversation stopped."
+            used.add(message.id)
+            return sentence(f"Planned ({person(message.sender)}): {clip(steps[-1], 16)}")
+    return None
 
 
 def extractive_recap(
     messages: Sequence[Message],
-    open_commitments: Sequence[CommitmentView],
     keyphrases: KeyphraseCounts | None = None,
     summary: str | None = None,
-    ended_commitments: Sequence[CommitmentView] = (),
 ) -> str:
     """A recap stitched from the log itself, for when no model is configured.
 
-    It says the current goal, what was done, what is open and who owes it, and the next
-    useful step, in the channel's own words without ids or backchannel. `keyphrases` are
-    the channel's keyphrase counts (see `projections.readable`); without them the recent
-    messages alone rank what is salient. A recap short of 40 words is filled from the
-    channel's other points and the running `summary`. Each part is clipped on its own so a long goal
-    cannot crowd out the commitments, which are what a returning person most needs.
+    It says what the channel is about, what was done (and the setback after it, if any),
+    its most salient points and the next step someone said, in the channel's own words
+    without ids or backchannel. A request's own words are left to the state part (what was
+    asked is the commitments fold's, with where it stands). `keyphrases` are the channel's
+    keyphrase counts (see `projections.recap.title`); without them the recent messages
+    alone rank what is salient. A recap short of 40 words is filled from the channel's other
+    points and the running `summary`; it is one line of at most 80 words.
     """
     spoken = [
         m
@@ -251,25 +208,22 @@ def extractive_recap(
         for message in spoken:
             counts = count_keyphrases(counts, message.content or "")
     topics = top_keyphrases(counts, 6)
-    if not spoken and not open_commitments:
-        return "Nothing to recap yet."
+    told = [m for m in spoken if not states_a_request(m)]
+    if not told and not topics:
+        return NOTHING_TO_RECAP
     used: set[str] = set()
-    goal = _goal(spoken, open_commitments, ended_commitments, used)
     about = f"The channel is about {_listed(topics[:3])}." if topics else None
-    progress = _progress(spoken, used)
-    points = [] if progress else _points(spoken, counts, used)
+    progress = _progress(told, used)
+    points = [] if progress else _points(told, counts, used)
     used.update(m.id for m in points[:2])
     parts = [
-        _sentence(goal) if goal else about,
+        about,
         *progress,
         *(_point(m, counts) for m in points[:2]),
-        _open(open_commitments, ended_commitments),
-        _next_step(spoken, open_commitments, topics, used),
+        _said_next(told, used),
     ]
     text = " ".join(p for p in parts if p)
     said = text  # what the summary's points must not repeat
-    if goal and about:
-        text = _extended(text, about)
     # Below the lower bound: more of what the channel said, then what else it is about;
     # each built only while the recap is still short.
 
@@ -277,10 +231,10 @@ def extractive_recap(
         yield from (_point(m, counts) for m in points[2:] if m.id not in used)
         yield from _summary_points(summary, counts, said)
         if topics[3:]:
-            yield _sentence(f"Also discussed: {_listed(topics[3:])}")
+            yield sentence(f"Also discussed: {_listed(topics[3:])}")
 
     for extra in extras():
         if len(text.split()) >= RECAP_MIN_WORDS:
             break
         text = _extended(text, extra)
-    return clean_recap(text, max_words=RECAP_MAX_WORDS)
+    return clean_recap(text or NOTHING_TO_RECAP, max_words=RECAP_MAX_WORDS)

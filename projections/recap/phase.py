@@ -199,6 +199,30 @@ def on_generation_failed(
     )
 
 
+def status_as_read(
+    latest: tuple[RecapPhase, int | None] | None,
+    last_change: tuple[int, datetime] | None,
+    debounce: float,
+) -> RecapStatus:
+    """A channel's recap status as a reader of the recaps topic and the log sees it (the
+    fold role's views, which run no phase machine of their own): PENDING, due `debounce`
+    after the last conversation change (offset, time), when that change is newer than what
+    the latest recap record (phase, covered offset) covers; else that record's phase; IDLE
+    before anything. The writer's countdown may end a little later (it never shortens)."""
+    covered = latest[1] if latest is not None and latest[1] is not None else -1
+    if last_change is not None and last_change[0] > covered:
+        offset, at = last_change
+        return RecapStatus(
+            phase=RecapPhase.PENDING,
+            due_at=_utc(at) + _seconds(debounce, "debounce"),
+            last_activity=at,
+            covered_offset=offset,
+        )
+    if latest is None:
+        return RecapStatus()
+    return RecapStatus(phase=latest[0], covered_offset=covered)
+
+
 def countdown_label(status: RecapStatus, now: datetime) -> str:
     """The status-line word: "3s", "2s", … while pending, else the phase in one word."""
     if status.phase is RecapPhase.PENDING:

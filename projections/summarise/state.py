@@ -1,10 +1,10 @@
 """The state part of a published summary: what is open and what ended, rendered from the
 commitments projection's state, never from a summariser's own reading of the messages.
 
-A summary record's text is its narrative (what was said: the summariser's output) followed
-by this part. The narrative can be minutes old; this part is rendered again whenever the
-commitments change (the summaries stage refreshes the record), so a consumer of the
-summaries topic never keeps an ended commitment listed as open once a channel is quiet.
+A summary record on the topic is its narrative only (what was said: the summariser's
+output). Whoever owns the fold renders this part beside it when a summary is read (the
+worker's summary view), from the fold as it is then, so no summary shown keeps an ended
+commitment listed as open, however old its narrative.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ __all__ = [
     "STATE_HEADERS",
     "narrative_of",
     "state_part",
-    "state_part_of",
     "with_state",
 ]
 
@@ -59,13 +58,6 @@ def _bullets(views: Sequence[CommitmentView], shown: int, more: str | None) -> l
 def with_state(narrative: str, part: str) -> str:
     """The record's text: the narrative, then the state part."""
     return _SEPARATOR.join(piece for piece in (narrative.strip(), part) if piece)
-
-
-def state_part_of(text: str, narrative: str | None) -> str:
-    """The state part of a record's text ("" for a record without a narrative field)."""
-    if narrative is None or not text.startswith(narrative.strip()):
-        return ""
-    return text[len(narrative.strip()) :].strip()
 
 
 def narrative_of(text: str, narrative: str | None) -> str:

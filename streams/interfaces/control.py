@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from projections.model import utc_now
-from projections.summarise.state import state_part_of, with_state
 from projections.termination import parse_conditions
 from streams.kafka.clients import producer, started
 from streams.kafka.consume import read_topic
@@ -47,8 +46,8 @@ async def configure_channel(settings: Settings, channel: str, **changes: Any) ->
 
 
 async def set_summary(settings: Settings, channel: str, text: str, by: str) -> SummaryRecord:
-    """The manual override of the narrative: new text; the state part (rendered from the
-    commitments state), annotations, offsets and counts are kept."""
+    """The manual override of the narrative: new text; annotations, offsets and counts are
+    kept (the state part is the fold's, rendered when a view is read)."""
     current = await latest_value(settings, SUMMARIES, channel)
     base = (
         SummaryRecord.model_validate(current)
@@ -57,7 +56,7 @@ async def set_summary(settings: Settings, channel: str, text: str, by: str) -> S
     )
     record = base.model_copy(
         update={
-            "text": with_state(text, state_part_of(base.text, base.narrative)),
+            "text": text,
             "narrative": text,
             "updated_by": by,
             "updated_at": utc_now(),

@@ -38,8 +38,7 @@ from streams.kafka.produce import send_messages
 from streams.ops.broker import cluster_status
 from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.worker.role_client import role_url
-from streams.worker.runtime import ROLES
+from streams.worker.runtime import ROLES, role_url
 
 console = Console(highlight=False)
 
@@ -246,15 +245,27 @@ async def wait_for_recap(settings: Settings, channel: str, timeout: float) -> No
             settings, settings.topic("recaps"), follow=True, channels=[channel]
         ):
             if record.value["phase"] == "COMPLETED":
-                tier, text = record.value["tier"], record.value["text"]
+                tier = record.value["tier"]
                 console.print(f"[bold magenta]recap[/bold magenta] ({tier}):", end=" ")
-                console.print(text, markup=False)
+                console.print(await recap_as_shown(settings, channel), markup=False)
                 return
 
     try:
         await asyncio.wait_for(first_completed(), timeout)
     except TimeoutError:
         console.print("[yellow]no recap within the wait; see `chorus watch`[/yellow]")
+
+
+async def recap_as_shown(settings: Settings, channel: str) -> str:
+    """The recap as the worker shows it once it has read the record: its narrative with the
+    goal, what is open and the next step rendered from the fold now."""
+    async with WorkerApi(settings) as api:
+        for _ in range(20):
+            shown = await api.recap(channel)
+            if shown["phase"] == "COMPLETED" and shown["text"]:
+                return str(shown["text"])
+            await asyncio.sleep(0.25)
+    return str(shown["text"] or "")
 
 
 async def stream_conversation(settings: Settings, messages: list[Message], rate: float) -> None:

@@ -46,6 +46,8 @@ class WorkerApi:
         if settings.api_token:
             headers["Authorization"] = f"Bearer {settings.api_token.get_secret_value()}"
         self.base_url = f"http://{settings.web_host}:{settings.web_port}"
+        # The context role's web server (its LLM costs), beside the fold role's.
+        self.context_url = f"http://{settings.web_host}:{settings.context_web_port}"
         self._client = httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
@@ -99,8 +101,18 @@ class WorkerApi:
         query = f"max_tokens={max_tokens}" + (f"&for={quote(for_agent)}" if for_agent else "")
         return await self.get(f"/channels/{quote(channel)}/context?{query}")
 
-    async def costs(self) -> Any:
-        return await self.get("/costs")
+    async def costs(self) -> dict[str, Any]:
+        """The LLM costs of the fold role's process and of the context role's on this host
+        (which makes the summary and recap calls); the fold role's alone when no context
+        role answers there."""
+        rows = list((await self.get("/costs"))["llm"])
+        try:
+            response = await self._client.get(f"{self.context_url}/costs")
+            if response.status_code == 200:
+                rows += response.json().get("llm", [])
+        except (httpx.HTTPError, ValueError):
+            pass
+        return {"llm": rows}
 
     async def aclose(self) -> None:
         await self._client.aclose()

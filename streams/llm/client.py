@@ -199,17 +199,20 @@ def _content(data: Any) -> str | None:
     return None
 
 
-def client_from_settings(settings: Settings, secondary: bool = False) -> OpenAIChatClient | None:
-    """The configured client, or None when no LLM base URL is set.
-
-    `secondary` uses `secondary_llm_base_url`/`secondary_llm_model`, each falling back to
-    the primary setting.
-    """
-    base_url = settings.llm_base_url
-    model = settings.llm_model
+def endpoint(settings: Settings, secondary: bool = False) -> tuple[str | None, str]:
+    """(base URL, model) of the configured LLM; `secondary` (recaps) uses
+    `secondary_llm_base_url`/`secondary_llm_model`, each falling back to the primary one."""
     if secondary:
-        base_url = settings.secondary_llm_base_url or base_url
-        model = settings.secondary_llm_model or model
+        return (
+            settings.secondary_llm_base_url or settings.llm_base_url,
+            settings.secondary_llm_model or settings.llm_model,
+        )
+    return settings.llm_base_url, settings.llm_model
+
+
+def client_from_settings(settings: Settings, secondary: bool = False) -> OpenAIChatClient | None:
+    """The configured client (`endpoint`), or None when no LLM base URL is set."""
+    base_url, model = endpoint(settings, secondary)
     if not base_url:
         return None
     return OpenAIChatClient(

@@ -2,29 +2,29 @@
 
 The worker runs in two roles, each a Faust app with its own consumer group, so the fold
 never waits for text work and each role scales on its own (`chorus worker` starts both as
-child processes and supervises them, `streams.worker.supervise`):
+child processes and supervises them, `streams.worker.supervise`). Data goes one way,
+through Kafka topics: neither role calls the other.
 
   fold role (app id CHORUS_APP_ID, the public HTTP API on CHORUS_WEB_PORT)
   chorus.channel-config ─► config: the config table (read by every stage)
   chorus.messages ─► fold: validate once, fold ─► fold tables ─► chorus.driver-events
-                        └────────────────────────────────────────► chorus.dead-letters
+                                        └────────────────────► chorus.dead-letters
+  the views' follower (a consumer of its own; the partitions this worker owns):
+    chorus.messages ─► recent: each channel's last records (offsets; bodies in memory or
+                       read back), for the views
+    chorus.summaries, chorus.recaps ─► latest: the latest of each channel, in memory
   shadow: re-folds a sample of channels from the log now and then (off by default)
-  http: the views over the read model (`streams.worker.read_model`); summaries, recaps and
-  recent messages are the context role's: the views ask it (`streams.worker.context_source`)
+  http: the views over the read model (`streams.worker.read_model`), from this process
 
-  context role (app id CHORUS_APP_ID-context, its web server on CHORUS_WEB_PORT + 1:
-  readiness, and the summary and recap views the fold role's views read)
+  context role (app id CHORUS_APP_ID-context, readiness, costs and metrics on
+  CHORUS_WEB_PORT + 1)
   chorus.channel-config ─► config
   chorus.messages ─► feed: validate ─► summaries: pending batch ─► task ─► chorus.summaries
-                                 │        a message that may change commitments ─► the
-                                 │        state part again in 2 s, once the fold folded it
                                  └──► recaps: phase + deadline ─► timer ─► chorus.recaps
   chorus.summaries / chorus.recaps ─► their tables (what the next batch builds on)
-  commitments at generation time: GET /channels/{c}/state of the fold role
-  (`streams.worker.fold_state`; unreachable: logged once, retried at the next check)
 
 Stages share the `Runtime` and reach each other only through what `build_worker` hands
-them here (the followers of the feed, the summaries the recaps and the views read).
+them here (the followers of the feed, the summaries' narrative the recaps read).
 """
 
 from __future__ import annotations
@@ -36,40 +36,38 @@ from typing import Any, Literal
 
 from projections.projection import ChannelProjection
 from streams.settings import Settings
-from streams.worker import http
-from streams.worker.context_source import ContextSource
-from streams.worker.fold_state import FoldState, RemoteFoldState
+from streams.worker import http, latest
+from streams.worker.latest import LatestViews
 from streams.worker.runtime import Role, Runtime
-from streams.worker.stages import config, feed, fold, recaps, shadow, summaries
+from streams.worker.stages import config, feed, fold, recaps, recent, shadow, summaries
 from streams.worker.stages.feed import Feed
+from streams.worker.stages.recent import RecentMessages
 
 # How often the checkpoint timer looks whether a checkpoint is due.
 CHECKPOINT_TICK_SECONDS = 0.1
 
 Stage = Literal["config", "fold", "summaries", "recaps", "shadow", "http"]
-# Per role, the stages it runs by default and those it may run. The fold role's views read
-# summaries and recaps from the context role, which owns them.
+# Per role, the stages it runs by default and those it may run.
 ROLE_STAGES: dict[Role, tuple[Stage, ...]] = {
+    # "http" here is the public views, with what they read besides the fold: the latest
+    # summaries and recaps (`streams.worker.latest`) and the recent messages.
     "fold": ("config", "fold", "shadow", "http"),
-    # "http" here is readiness, this process's LLM costs and metrics, and the views of the
-    # summaries and recaps that the fold role's views read.
+    # "http" here is readiness, this process's LLM costs and metrics.
     "context": ("config", "summaries", "recaps", "http"),
 }
 
 
 @dataclass(frozen=True)
 class Worker:
-    """A wired worker: the runtime and the stage objects (None for a stage left out).
-
-    The `summariser` and `recapper` are the context role's; the fold role's views read what
-    they own through `context_role` (`streams.worker.context_source`)."""
+    """A wired worker: the runtime and the stage objects (None for a stage left out)."""
 
     runtime: Runtime
     folder: fold.Folder | None
     summariser: summaries.Summariser | None
     recapper: recaps.Recapper | None
     feed: Feed | None = None
-    context_role: ContextSource | None = None
+    views: LatestViews | None = None
+    window: RecentMessages | None = None
 
 
 def build_worker(
@@ -79,16 +77,12 @@ def build_worker(
     broker: str | None = None,
     stages: Collection[Stage] | None = None,
     role: Role = "fold",
-    fold_state: FoldState | None = None,
-    context_source: ContextSource | None = None,
 ) -> Worker:
     """A worker of `role` with `stages` (the role's, `ROLE_STAGES`, when left out)
     registered on its Faust app (agents, timers, views).
 
     The bench's fold-only worker runs `("config", "fold")`. The context role's recaps stage
-    reads its summaries stage. The context role reads folds through `fold_state` (the fold
-    role's HTTP API when left out); the fold role's views read summaries and recaps through
-    `context_source` (the context role's web server when left out).
+    reads its summaries stage.
     """
     stages = ROLE_STAGES[role] if stages is None else stages
     unknown = set(stages) - set(ROLE_STAGES[role])
@@ -104,44 +98,33 @@ def build_worker(
         config.install(runtime, dead_letters=role == "fold")
     _track_messages_metadata(runtime)
     if role == "context":
-        remote_fold = fold_state or RemoteFoldState(settings)
-        if isinstance(remote_fold, RemoteFoldState):
-            _closed_on_shutdown(runtime, remote_fold)
-        return _context_role(runtime, stages, remote_fold)
+        return _context_role(runtime, stages)
     folder = fold.install(runtime) if "fold" in stages else None
     if folder is not None:
         _checkpointed(runtime)
     if "shadow" in stages:
         shadow.install(runtime)
-    context_role = None
-    if "http" in stages:
-        context_role = context_source or ContextSource(settings)
-        _closed_on_shutdown(runtime, context_role)
-        http.install(runtime, context_role)
-    return Worker(runtime, folder, None, None, context_role=context_role)
+    if "http" not in stages:
+        return Worker(runtime, folder, None, None)
+    window = recent.install(runtime)
+    views = latest.install(runtime, also=[window])
+    http.install(runtime, views, window)
+    return Worker(runtime, folder, None, None, views=views, window=window)
 
 
-def _context_role(runtime: Runtime, stages: Collection[Stage], fold_state: FoldState) -> Worker:
+def _context_role(runtime: Runtime, stages: Collection[Stage]) -> Worker:
     summariser = recapper = None
     followers: list[feed.Follower] = []
     if "summaries" in stages:
-        summariser = summaries.install(runtime, fold_state)
+        summariser = summaries.install(runtime)
         followers.append(summariser.on_message)
     if summariser is not None and "recaps" in stages:
-        recapper = recaps.install(runtime, summariser.narrative, fold_state)
+        recapper = recaps.install(runtime, summariser.narrative)
         followers.append(recapper.on_message)
     fed = feed.install(runtime, followers) if followers else None
     if "http" in stages:
-        http.install_context(runtime, summariser, recapper)
+        http.install_context(runtime)
     return Worker(runtime, None, summariser, recapper, fed)
-
-
-def _closed_on_shutdown(runtime: Runtime, client: RemoteFoldState | ContextSource) -> None:
-    """Close the client's HTTP session when the app stops (no unclosed-session warning)."""
-
-    @runtime.app.on_before_shutdown.connect
-    async def close_role_client(app: Any, **_: Any) -> None:
-        await client.close()
 
 
 def _checkpointed(runtime: Runtime) -> None:

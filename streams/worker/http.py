@@ -1,50 +1,46 @@
 """HTTP views on the worker's web server (127.0.0.1 by default; optional bearer token).
 
 The fold role serves every public view on CHORUS_WEB_PORT (`install`); per-channel views
-are routed by Faust to the fold worker that owns the channel's partition. Each view answers
-from the role that owns what it shows: the recap views, and the recent messages and recap
-of the agent context, are read from the context role (`streams.worker.recap_source`). The
-context role serves its readiness, its LLM costs and metrics, and those recap views on
-CHORUS_WEB_PORT + 1 (`install_context`, routed within its own group); the fold role's
-`/costs` adds those of the context role on its host.
+are routed by Faust to the fold worker that owns the channel's partition, and that worker
+answers alone: the fold from its tables, the latest summary and recap from the compacted
+topics it follows (`streams.worker.latest`), the recent messages from its own window
+(`streams.worker.stages.recent`). No view calls the context role, so a context role that is
+down changes no answer but for what it has not written yet. The context role's web server,
+on CHORUS_WEB_PORT + 1 (`install_context`), serves its readiness and its own LLM costs and
+metrics, for operators and the CLI; no role calls it.
+
+Every page counts the requests it answers (`chorus_http_requests_total{view}` on
+`/metrics`): what a server received, whoever sent it.
 """
 
 from __future__ import annotations
 
 import hmac
 import inspect
-import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.commitments import CommitmentProjection
 from projections.model import utc_now
-from streams.records import SummaryRecord, summary_view
-from streams.worker.context_source import (
-    NOTHING_YET,
-    ContextSource,
-    ContextUnreachable,
-    RecentText,
-)
+from streams.llm.client import endpoint
 from streams.worker.read_model import (
+    Titles,
     UnknownChannel,
     channel_context,
     channel_state,
     checked_channel,
     context_budget,
+    recap_answer,
+    summary_answer,
 )
-from streams.worker.role_client import role_url
 
 if TYPE_CHECKING:
+    from streams.worker.latest import LatestViews
     from streams.worker.runtime import Runtime
-    from streams.worker.stages.recaps import Recapper
-    from streams.worker.stages.summaries import Summariser
-
-log = logging.getLogger(__name__)
+    from streams.worker.stages.recent import RecentMessages
 
 
 # What a 503 tells a client to wait before it asks again, in seconds.
@@ -93,6 +89,7 @@ def _pages(chorus: Runtime) -> tuple[Callable[[View, Request], Response | None],
         @chorus.app.page(path)
         class Page(View):
             async def get(self, request: Request) -> Response:
+                chorus.meter.requests.labels(path).inc()
                 refusal = denied(self, request)
                 if refusal is not None:
                     return refusal
@@ -140,6 +137,7 @@ def _channel_pages(
         @app.page(f"/channels/{{channel:.+}}/{suffix}")
         class ChannelPage(View):
             async def get(self, request: Request, channel: str) -> Response:
+                chorus.meter.requests.labels(f"/channels/{{channel}}/{suffix}").inc()
                 refusal = denied(self, request)
                 if refusal is not None:
                     return refusal
@@ -162,69 +160,28 @@ def _channel_pages(
     return channel_page
 
 
-def install_context(
-    chorus: Runtime, summariser: Summariser | None, recapper: Recapper | None
-) -> None:
-    """The context role's web server: readiness, this process's LLM costs and metrics (the
-    summaries and recaps call the models here), and the views of what it owns, which the
-    fold role's public views read (`streams.worker.context_source`): `/recaps`,
-    `/channels/{c}/recap`, `/channels/{c}/summary-record` and `/channels/{c}/recent`
-    (recent messages, latest recap and summary)."""
-    denied, page = _pages(chorus)
+def install_context(chorus: Runtime) -> None:
+    """The context role's web server: readiness, and this process's LLM costs and metrics
+    (the summaries and recaps call the models here). Operators and the CLI read it; no
+    role does."""
+    _, page = _pages(chorus)
     page("/ready", _ready(chorus))
     page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
     page("/metrics", _metrics(chorus))
-    if summariser is None or recapper is None:
-        return
-    channel_page = _channel_pages(chorus, denied)
-
-    def recaps(view: View, _: Request) -> Response:
-        now = utc_now()
-        views = [recapper.view(str(channel), now) for channel in recapper.table]
-        return view.json({"recaps": sorted(views, key=lambda v: v["channel"])})
-
-    def recap(view: View, channel: str, _: Request) -> Response:
-        return view.json(recapper.view(channel, utc_now()))
-
-    def summary_record(view: View, channel: str, _: Request) -> Response:
-        return view.json({"record": summariser.latest.get(channel)})
-
-    async def recent(view: View, channel: str, _: Request) -> Response:
-        recap = recapper.recap_of(channel)
-        messages = await recapper.positioned_window(channel, recap)
-        latest = summariser.latest.get(channel)
-        summary = SummaryRecord.model_validate(latest) if latest else None
-        return view.json(RecentText(messages, recap.latest, summary).as_json())
-
-    page("/recaps", recaps)
-    channel_page("recap", recap)
-    channel_page("summary-record", summary_record)
-    channel_page("recent", recent)
 
 
-async def context_role_costs(chorus: Runtime) -> list[dict[str, Any]]:
-    """The LLM costs of the context role next to this fold worker ([] when it does not
-    answer: costs are per process, like the metrics)."""
-    url = f"{role_url(chorus.settings, 'context')}/costs"
-    headers = {}
-    if chorus.settings.api_token:
-        headers["Authorization"] = f"Bearer {chorus.settings.api_token.get_secret_value()}"
-    try:
-        async with httpx.AsyncClient(timeout=2.0, headers=headers) as client:
-            response = await client.get(url)
-        response.raise_for_status()
-        rows: list[dict[str, Any]] = response.json().get("llm", [])
-        return rows
-    except (httpx.HTTPError, ValueError) as error:
-        log.debug("no costs from the context role at %s: %r", url, error)
-        return []
-
-
-def install(chorus: Runtime, context_role: ContextSource) -> None:
-    """The fold role's public views. What the context role owns (summaries, recaps, the
-    recent messages) is read from it (`context_role`) and joined here with the fold."""
+def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> None:
+    """The fold role's public views, each answered by this process alone."""
     denied, page = _pages(chorus)
     channel_page = _channel_pages(chorus, denied)
+    titles = Titles()
+    recap_model = endpoint(chorus.settings, secondary=True)
+    model = recap_model[1] if recap_model[0] else "extractive"
+
+    def debounce(channel: str) -> float:
+        config = chorus.configs.get(channel)
+        configured = config.recap_debounce_seconds if config else None
+        return configured or chorus.settings.recap_debounce_seconds
 
     def state(view: View, channel: str, _: Request) -> Response:
         found = channel_state(chorus, channel)
@@ -236,44 +193,54 @@ def install(chorus: Runtime, context_role: ContextSource) -> None:
         found = chorus.standing(channel)
         return found.decision_json() if found is not None else None
 
-    def unknown(view: View, channel: str) -> Response | None:
-        if chorus.standing(channel) is None:
-            return view.json({"error": str(UnknownChannel(channel))}, status=404)
-        return None
-
-    async def recap_view(view: View, channel: str, _: Request) -> Response:
-        if (refusal := unknown(view, channel)) is not None:
-            return refusal
-        try:
-            found = await context_role.recap(channel)
-        except ContextUnreachable as error:
-            return not_yet(view, str(error))
-        if found is None:
-            return not_yet(view, "the context role has not read the channel yet")
-        return view.json({**found, "decision": decision_of(channel)})
-
-    async def recaps_view(view: View, _: Request) -> Response:
-        try:
-            found = await context_role.recaps()
-        except ContextUnreachable as error:
-            return not_yet(view, str(error))
-        views = [{**one, "decision": decision_of(one["channel"])} for one in found]
-        return view.json({"recaps": sorted(views, key=lambda v: v["channel"])})
+    def unknown(view: View, channel: str) -> Response:
+        return view.json({"error": str(UnknownChannel(channel))}, status=404)
 
     async def summary(view: View, channel: str, _: Request) -> Response:
-        """The latest summary with its state part rendered from the fold as it is now (the
-        record on the topic follows within seconds: the context role's
-        `Summariser.refresh_states`)."""
-        if (refusal := unknown(view, channel)) is not None:
-            return refusal
-        try:
-            record = await context_role.summary(channel)
-        except ContextUnreachable as error:
-            return not_yet(view, str(error))
-        if record is None:
-            return view.json(summary_view(channel, None))
-        current = record.rendered(chorus.folded(channel, CommitmentProjection.name))
-        return view.json(summary_view(channel, current.model_dump(mode="json")))
+        """The latest summary read from chorus.summaries, its state part rendered from the
+        fold as it is now."""
+        if chorus.standing(channel) is None:
+            return unknown(view, channel)
+        partition = chorus.messages_partition(channel)
+        found = await latest.summaries.latest(channel, partition)
+        commitments = chorus.folded(channel, CommitmentProjection.name)
+        return view.json(summary_answer(channel, commitments, found))
+
+    async def recap_of(channel: str, read_back: bool) -> dict[str, Any] | None:
+        found = chorus.standing(channel)
+        if found is None:
+            return None
+        partition = chorus.messages_partition(channel)
+        record = await latest.recaps.latest(channel, partition, read_back=read_back)
+        window = await recent.recent(channel, found.offset, read_back=read_back)
+        newest = await latest.summaries.latest(channel, partition, read_back=read_back)
+        fallback = record.record.title if record.record else None
+        return recap_answer(
+            channel,
+            found,
+            record,
+            window,
+            title=titles.of(channel, window, newest.record, fallback),
+            debounce=debounce(channel),
+            model=model,
+            now=utc_now(),
+        )
+
+    async def recap_view(view: View, channel: str, _: Request) -> Response:
+        found = await recap_of(channel, read_back=True)
+        return view.json(found) if found is not None else unknown(view, channel)
+
+    async def recaps_view(view: View, _: Request) -> Response:
+        """Every channel this worker owns, from memory: what memory let go (or has not read
+        since this worker took the partition over) is not read back for a list."""
+        views = []
+        for channel in local_channels(chorus):
+            if chorus.messages_partition(channel) is None:
+                continue  # a standby copy: its owner lists it
+            found = await recap_of(channel, read_back=False)
+            if found is not None:
+                views.append(found)
+        return view.json({"recaps": views})
 
     def channels(view: View, request: Request) -> Response:
         names = local_channels(chorus)
@@ -289,20 +256,21 @@ def install(chorus: Runtime, context_role: ContextSource) -> None:
         except ValueError as error:
             return view.json({"error": str(error)}, status=400)
         for_agent = (request.query.get("for") or "").strip() or None
-        if (refusal := unknown(view, channel)) is not None:
-            return refusal
-        try:
-            recent = await context_role.recent(channel)
-        except ContextUnreachable:  # logged once per outage; the fold's parts stand
-            recent = NOTHING_YET
-        try:
-            found = channel_context(chorus, recent, channel, budget, for_agent)
-        except UnknownChannel as error:
-            return view.json({"error": str(error)}, status=404)
-        return view.json(found.as_json())
-
-    async def costs(view: View, _: Request) -> Response:
-        return view.json({"llm": chorus.meter.as_json() + await context_role_costs(chorus)})
+        found = chorus.standing(channel)  # once: the header, the commitments, the window
+        if found is None:
+            return unknown(view, channel)
+        partition = chorus.messages_partition(channel)
+        summary_read = await latest.summaries.latest(channel, partition)
+        recap_read = await latest.recaps.latest(channel, partition)
+        window = await recent.recent(channel, found.offset)
+        answer = channel_context(
+            found, summary_read.record, recap_read.record, window, channel, budget, for_agent
+        )
+        sources = {
+            "summaries": summary_read.current.as_json(),
+            "recaps": recap_read.current.as_json(),
+        }
+        return view.json({**answer.as_json(), "sources": sources})
 
     page("/ready", _ready(chorus))
     page("/channels", channels)
@@ -311,5 +279,5 @@ def install(chorus: Runtime, context_role: ContextSource) -> None:
     channel_page("recap", recap_view)
     channel_page("context", context)
     page("/recaps", recaps_view)
-    page("/costs", costs)
+    page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
     page("/metrics", _metrics(chorus))

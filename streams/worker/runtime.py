@@ -56,11 +56,10 @@ STANDINGS_KEPT = 10_000
 
 # The worker's two roles, each a Faust app with its own consumer group (`streams.worker.
 # compose`): "fold" validates, folds and serves the public HTTP API on CHORUS_WEB_PORT;
-# "context" writes summaries and recaps and serves readiness on CHORUS_WEB_PORT + 1.
+# "context" writes summaries and recaps and serves its readiness, costs and metrics on
+# `Settings.context_web_port`. They share data through Kafka topics only.
 Role = Literal["fold", "context"]
 ROLES: tuple[Role, ...] = ("fold", "context")
-# The one place the context role's port is derived from the public one.
-CONTEXT_WEB_PORT_OFFSET = 1
 
 
 def role_app_id(settings: Settings, role: Role) -> str:
@@ -71,7 +70,13 @@ def role_app_id(settings: Settings, role: Role) -> str:
 
 def role_web_port(settings: Settings, role: Role) -> int:
     """Where the role's web server listens: the public API for the fold role."""
-    return settings.web_port + (CONTEXT_WEB_PORT_OFFSET if role == "context" else 0)
+    return settings.context_web_port if role == "context" else settings.web_port
+
+
+def role_url(settings: Settings, role: Role) -> str:
+    """The web server of `role` on this host (for readiness probes)."""
+    host = "127.0.0.1" if settings.web_host in ("0.0.0.0", "::", "") else settings.web_host
+    return f"http://{host}:{role_web_port(settings, role)}"
 
 
 def role_data_dir(settings: Settings, role: Role) -> str:
@@ -198,8 +203,8 @@ class Runtime:
             on_refused=self._refused_in_checkpoint,
         )
         self.app.checkpoint = self.checkpoint
-        # The fold tables live in the fold role only; the context role asks it for a fold
-        # (`streams.worker.fold_state`), so `folded` and `standing` find nothing there.
+        # The fold tables live in the fold role only (the context role reads no fold), so
+        # `folded` and `standing` find nothing there.
         # Fold tables are not guarded: the fold step bounds every state (max_state_bytes).
         folding = role == "fold"
         self.folds = {

@@ -145,6 +145,27 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
+# How soon a view of one role must answer while the other role is down.
+ANSWER_SECONDS = 1.0
+
+
+async def answering_within(
+    base_url: str, paths: Sequence[str], headers: dict[str, str], seconds: float = ANSWER_SECONDS
+) -> float:
+    """Ask each of `paths` once; each must answer 200 within `seconds` (AssertionError
+    naming the view otherwise). The slowest answer's time."""
+    slowest = 0.0
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=10) as client:
+        for path in paths:
+            started = time.monotonic()
+            answer = await client.get(path)
+            took = time.monotonic() - started
+            assert answer.status_code == 200, f"{path}: HTTP {answer.status_code} {answer.text}"
+            assert took < seconds, f"{path} took {took:.2f} s"
+            slowest = max(slowest, took)
+    return slowest
+
+
 def settings_from(env: dict[str, str]) -> dict[str, str]:
     """Settings keyword arguments from CHORUS_* variables."""
     return {k.removeprefix("CHORUS_").lower(): v for k, v in env.items()}

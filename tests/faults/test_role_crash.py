@@ -1,11 +1,14 @@
 """Fault 9: one role's process is SIGKILLed under load while the other goes on.
 
-`chorus worker` runs the fold and context roles as children of a supervisor. Killing the
-context role must not slow the fold (driver events keep flowing meanwhile); once the
-supervisor has restarted it, every message is covered by a summary. Killing the fold role
-must not stop the summaries of what was already folded (their state part waits for the
-fold role, logged once); once it is back, the fold resumes with no gap: every message has
-its driver event and every live state equals the replay of the log.
+`chorus worker` runs the fold and context roles as children of a supervisor; they share
+data through Kafka topics only. Killing the context role must not slow the fold (driver
+events keep flowing meanwhile), and every view of the fold role answers within a second
+of asking while it is down (state, summary, recap, context, channels, recaps: the latest
+summaries and recaps the topics hold); once the supervisor has restarted it, every message
+is covered by a summary. Killing the fold role must not stop the summaries (they read the
+log, not the fold), and the context role's own pages answer meanwhile; once it is back,
+the fold resumes with no gap: every message has its driver event and every live state
+equals the replay of the log.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from tests.faults.conftest import FaultWorker
 from tests.faults.support import (
     LogMessages,
     Producing,
+    answering_within,
     channel_names,
     check_driver_events,
     check_live_states,
@@ -51,6 +55,18 @@ ROLE_SETTINGS = {
     "CHORUS_SUMMARY_AFTER_MESSAGES": "10",
     "CHORUS_SUMMARY_AFTER_SECONDS": "3",
 }
+
+
+def survivor_views(channel: str) -> list[str]:
+    """Every public view of the fold role, for one channel of the traffic."""
+    return [
+        "/channels",
+        "/recaps",
+        f"/channels/{channel}/state",
+        f"/channels/{channel}/summary",
+        f"/channels/{channel}/recap",
+        f"/channels/{channel}/context?max_tokens=1000",
+    ]
 
 
 async def count_records(settings: Settings, topic: str) -> int:
@@ -140,11 +156,18 @@ async def kill_one_role(
     watched = DRIVER_EVENTS if role == "context" else SUMMARIES
     before = await count_records(settings, watched)
     acked_at_kill = len(producing.acked)
+    # The views of the role that stays up, each asked while the other is down.
+    if role == "context":
+        base, paths = worker.base_url, survivor_views(channels[0])
+    else:
+        base, paths = worker.context_url, ["/ready", "/costs", "/metrics"]
     os.kill(old_pid, signal.SIGKILL)
     killed_at = time.monotonic()
+    slowest = await answering_within(base, paths, worker.headers)
     # What the other role did while this one was down (until the supervisor restarted it).
-    await asyncio.sleep(3.0)
+    await asyncio.sleep(max(0.0, 3.0 - (time.monotonic() - killed_at)))
     during = await count_records(settings, watched)
+    slowest = max(slowest, await answering_within(base, paths, worker.headers))
     new_pid = await restarted(worker, role, old_pid, 120)
     back_after = time.monotonic() - killed_at
     assert (await asyncio.to_thread(worker.role_pids))[other] == other_pid, "the other role died"
@@ -165,6 +188,7 @@ async def kill_one_role(
         "killed": role,
         "acked_at_kill": acked_at_kill,
         f"{watched}_in_3s_after_kill": during - before,
+        "slowest_view_while_down_s": round(slowest, 3),
         "seconds_until_back": round(back_after, 1),
         "restarted_pid": new_pid,
         "driver_events": events,

@@ -6,7 +6,8 @@ fold      (fold role) chorus.messages ─► validate ─► projections ─► 
 feed      (context role) chorus.messages ─► validate ─► its followers, in the same batch:
 summaries   pending batch ─► summariser task ─► chorus.summaries ─► summary table
 recaps      phase + deadline ─► timer ─► recap task ─► chorus.recaps ─► recap table
-          (the fold role's views read both over HTTP: `streams.worker.context_source`)
+recent    (fold role) chorus.messages ─► each channel's last records, for the views (which
+          read the latest summaries and recaps from their topics: `streams.worker.latest`)
 shadow    (fold role) now and then, a sample of channels re-folded from the log and compared
 
 Each has an `install(runtime, ...)`; `streams.worker.compose.build_worker` calls them.

@@ -9,32 +9,29 @@ The recent window is positions in the status record; its messages are kept in me
 (cut as the transcript reads them) and read back from `chorus.messages` when memory no
 longer has them (`streams.worker.bodies`): no message body goes to a changelog.
 
-The context role runs this stage and owns the recaps: the table, the titles, the deadlines
-and the generation (the commitments read from the fold role, `streams.worker.fold_state`).
-Its web server serves the recap views and each channel's window, which the fold role's
-public views read (`streams.worker.recap_source`); the fold role keeps no copy.
+The context role runs this stage and owns the recaps: the table, the deadlines and the
+generation. A recap record is history only (what was said; `extractive_recap` or a model
+told no commitments): the goal, what is open and the next step are rendered from the fold
+beside it when a view is read (`projections.recap.state`, in the fold role), so a recap can
+never say a commitment is open after it ended. The stage reads no fold and no other role.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from projections.commitments import CommitmentProjection
 from projections.model import Message, utc_now
-from projections.readable import CommitmentView, commitment_views
 from projections.recap import (
     RecapPhase,
     RecapStatus,
     build_recap_prompt,
     clean_recap,
-    countdown_label,
     due,
     extractive_recap,
     is_conversation_change,
@@ -50,11 +47,7 @@ from projections.summarise.pending import PendingBatch, PendingItem
 from projections.text import cut, title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
-from streams.worker.fold_state import FoldState, FoldUnreachable, LocalFoldState
 from streams.worker.staging import CACHED_KEYS, Codec
-
-# Channels whose title read from the window and summary is kept between views.
-TITLES_KEPT = 10_000
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -70,8 +63,6 @@ WINDOW_PAYLOAD_KEYS = ("tool", "name")
 NarrativeOf = Callable[[str], str | None]
 
 RECAP_MAX_TOKENS = 160
-# Ended commitments a recap is told of, most recent first.
-RECAP_ENDED_SHOWN = 5
 RETRY_BACKOFF_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 300.0
 # Windows kept in memory: RECAP_WINDOW cut messages for each of about 2,500 channels.
@@ -80,8 +71,9 @@ WINDOW_KEPT_CHARS = 16 * 1024 * 1024
 
 
 class ChannelRecap(BaseModel):
-    """What the recap table holds per channel: the phase machine, the recent window, the
-    latest recap record and what `chorus watch` shows."""
+    """What the recap table holds per channel: the phase machine, the recent window and the
+    latest recap record. (A record of an older format also holds `title`, `keyphrases`,
+    `tools` and `last_message_at`, for views this role no longer serves: ignored.)"""
 
     status: RecapStatus = RecapStatus()
     # The stage stores the window's positions; `window` is the pure fold's own copy (and
@@ -89,16 +81,10 @@ class ChannelRecap(BaseModel):
     window: list[dict[str, Any]] = []
     window_offsets: list[int] = []
     message_count: int = 0
-    # The title as of the latest recap (`channel_title` of the window then): what a view
-    # shows while memory does not hold the window (after a restart or a move). A record of
-    # an older format also holds the channel's `keyphrases`; they are ignored when read.
-    title: str | None = None
     # The title of the channel's first message that says something (`title` of it, at most
     # 60 characters): the title until a phrase repeats. A record of an older format holds
     # up to 300 characters of the message; reading it as a title cuts it.
     opening: str | None = None
-    tools: list[str] = []
-    last_message_at: datetime | None = None
     latest: RecapRecord | None = None
 
     def messages(self) -> list[Message]:
@@ -131,9 +117,6 @@ def with_message(
         return recap.model_copy(update={"status": status})
     window = [*recap.window, windowed(message)][-RECAP_WINDOW:]
     window_offsets = [*recap.window_offsets, offset][-RECAP_WINDOW:]
-    tools = recap.tools
-    if message.actor_type.value == "TOOL" and message.sender not in tools:
-        tools = [*tools, message.sender]
     # No text work here beyond the opening (once): titles and keyphrases are read from the
     # window when a recap or a title is asked for (`channel_title`).
     opening = recap.opening
@@ -147,8 +130,6 @@ def with_message(
             "window_offsets": window_offsets,
             "message_count": recap.message_count + 1,
             "opening": opening,
-            "tools": tools,
-            "last_message_at": now,
         }
     )
 
@@ -170,33 +151,19 @@ def windowed_message(message: Message) -> Message:
     return message.model_copy(update={"content": content, "payload": kept or None})
 
 
-def channel_commitments(state: Any, window: Sequence[Message]) -> list[CommitmentView]:
-    """The commitments of a commitments state (as the fold table holds it), what was asked
-    taken from the commitment's excerpt or else from the opening message in the window."""
-    excerpts = {m.id: m.content for m in window if m.content}
-    return commitment_views(state, excerpts)
-
-
 async def write_recap(
     client: ChatClient | None,
     messages: Sequence[Message],
     summary: str | None,
-    commitments: Sequence[CommitmentView],
     keyphrases: dict[str, list[int]] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The recap text and its cost fields; extractive when no model is configured. The
-    model gets the same cleaned input: no ids, no backchannel; both are told how the ended
-    commitments ended (the fold's word), most recent first."""
-    owed = [c for c in commitments if c.is_open]
-    ended = [c for c in reversed(commitments) if not c.is_open][:RECAP_ENDED_SHOWN]
+    """The recap text (history only: the state part is rendered when it is read) and its
+    cost fields; extractive when no model is configured. The model gets the same cleaned
+    input: no ids, no backchannel."""
     if client is None:
-        text = extractive_recap(messages, owed, keyphrases, summary, ended)
-        return text, {"tier": "extractive"}
+        return extractive_recap(messages, keyphrases, summary), {"tier": "extractive"}
     system, user = build_recap_prompt(
-        presentation_transcript(messages, window=RECAP_WINDOW),
-        summary,
-        [c.line() for c in owed],
-        [c.line() for c in ended],
+        presentation_transcript(messages, window=RECAP_WINDOW), summary
     )
     completion = await client.complete(system, user, RECAP_MAX_TOKENS)
     return clean_recap(completion.text), {
@@ -214,13 +181,11 @@ class Recapper:
         chorus: Runtime,
         client: ChatClient | None,
         narrative: NarrativeOf,
-        fold_state: FoldState | None = None,
     ) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.client = client
         self.narrative = narrative
-        self.fold_state: FoldState = fold_state or LocalFoldState(chorus)
         # Staged: the fold agent flushes it once per batch (see streams.worker.staging).
         self.table = chorus.staging.stage(
             chorus.table("recap-status"),
@@ -230,10 +195,6 @@ class Recapper:
         self.bodies = LogBodies(
             chorus, MessageBodies(WINDOW_KEPT_MESSAGES, WINDOW_KEPT_CHARS), windowed_message
         )
-        # channel -> (its window's message count, the summary, the title read from them): a
-        # view reads the keyphrases once per window and summary, not on every request. At
-        # most TITLES_KEPT channels, the least recently asked forgotten first (read again).
-        self.titles: OrderedDict[str, tuple[int, str | None, str | None]] = OrderedDict()
         self.generating: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # channel -> its recap status, for the deadline timer: kept by every write, rebuilt
@@ -247,55 +208,15 @@ class Recapper:
 
     async def window_of(self, channel: str, recap: ChannelRecap) -> list[Message]:
         """The window's messages, oldest first: from memory, else read back from the log."""
-        return [message for _, message in await self.positioned_window(channel, recap)]
-
-    async def positioned_window(
-        self, channel: str, recap: ChannelRecap
-    ) -> list[tuple[int | None, Message]]:
-        """The window's messages with their offsets (None for a record of an older format
-        that holds its window inline without them), oldest first."""
         if recap.window:  # the pure fold's copy (in memory), or a record of an older format
-            messages = recap.messages()
-            if len(recap.window_offsets) == len(messages):
-                return list(zip(recap.window_offsets, messages, strict=True))
-            return [(None, message) for message in messages]
+            return recap.messages()
         batch = PendingBatch(items=[PendingItem(offset=o) for o in recap.window_offsets])
         partition = self.chorus.messages_partition(channel)
         if partition is None:  # not this worker's channel (any more): what memory has
             bodies = self.bodies.memory.of(channel)
         else:
             bodies = await self.bodies.of(channel, partition, batch, is_conversation_change)
-        return [(offset, bodies[offset]) for offset in recap.window_offsets if offset in bodies]
-
-    def window_in_memory(self, channel: str, recap: ChannelRecap) -> list[Message] | None:
-        """The window's messages, oldest first, when memory holds all of them; else None
-        (the log has them, but a view does not wait for a read)."""
-        if recap.window:
-            return recap.messages()
-        kept = self.bodies.memory.of(channel)
-        if not all(offset in kept for offset in recap.window_offsets):
-            return None
-        return [kept[offset] for offset in recap.window_offsets]
-
-    def title_of(self, channel: str, recap: ChannelRecap) -> str | None:
-        """The channel's title now (`channel_title`): read from its latest summary and its
-        window when memory holds the window, once per window and summary; else the title
-        of its latest recap; else its opening message."""
-        summary = self.narrative(channel)
-        cached = self.titles.get(channel)
-        if cached is not None:
-            self.titles.move_to_end(channel)
-        if cached is not None and cached[:2] == (recap.message_count, summary):
-            return cached[2]
-        window = self.window_in_memory(channel, recap)
-        if window is None:
-            return recap.title or title({}, fallback=recap.opening)
-        found = channel_title(window, recap.opening, summary)
-        self.titles[channel] = (recap.message_count, summary, found)
-        self.titles.move_to_end(channel)
-        while len(self.titles) > TITLES_KEPT:
-            self.titles.popitem(last=False)
-        return found
+        return [bodies[offset] for offset in recap.window_offsets if offset in bodies]
 
     def recap_of(self, channel: str) -> ChannelRecap:
         recap: ChannelRecap | None = self.table.get(channel)
@@ -344,10 +265,7 @@ class Recapper:
             )
             self.generating.pop(channel, None)
         latest = recap.latest if record.phase == RecapPhase.GENERATING else record
-        update: dict[str, Any] = {"status": status, "latest": latest}
-        if record.phase == RecapPhase.COMPLETED:  # shown while memory lacks the window
-            update["title"] = self.title_of(channel, recap)
-        self.store(channel, recap.model_copy(update=update))
+        self.store(channel, recap.model_copy(update={"status": status, "latest": latest}))
 
     async def check_deadlines(self) -> None:
         now = utc_now()
@@ -374,32 +292,31 @@ class Recapper:
             task.add_done_callback(self.tasks.discard)
 
     async def generate(self, channel: str, recap: ChannelRecap, partition: int) -> None:
-        generation = recap.status.generation
-        previous_text = recap.latest.text if recap.latest else None
-        base = RecapRecord(
-            channel=channel,
-            text=previous_text,
-            phase=RecapPhase.GENERATING,
-            covered_offset=recap.status.covered_offset,
-            generation=generation,
-            title=self.title_of(channel, recap),
-        )
         try:
-            folded = await self.fold_state.folded(channel, CommitmentProjection.name)
-        except FoldUnreachable:  # logged once; the next check tries again
+            summary = self.narrative(channel)
+            window = await self.window_of(channel, recap)
+            base = RecapRecord(
+                channel=channel,
+                text=recap.latest.text if recap.latest else None,
+                narrative=recap.latest.narrative if recap.latest else None,
+                phase=RecapPhase.GENERATING,
+                covered_offset=recap.status.covered_offset,
+                generation=recap.status.generation,
+                title=channel_title(window, recap.opening, summary),
+            )
+            await self.publish(base, partition)
+        except Exception:
+            log.exception("recap of %s failed", channel)
             self.generating.pop(channel, None)
             return
         try:
-            await self.publish(base, partition)
-            summary = self.narrative(channel)
-            window = await self.window_of(channel, recap)
-            commitments = channel_commitments(folded.state if folded else None, window)
             text, cost = await write_recap(
-                self.client, window, summary, commitments, channel_keyphrases(window, summary)
+                self.client, window, summary, channel_keyphrases(window, summary)
             )
             done = base.model_copy(
                 update={
                     "text": text,
+                    "narrative": text,
                     "phase": RecapPhase.COMPLETED,
                     "generated_at": utc_now(),
                     **cost,
@@ -418,33 +335,8 @@ class Recapper:
             key=record.channel.encode(), value=record.to_bytes(), partition=partition
         )
 
-    def view(self, channel: str, now: datetime) -> dict[str, Any]:
-        recap = self.recap_of(channel)
-        latest = recap.latest
-        active = recap.last_message_at is not None and now - recap.last_message_at < timedelta(
-            seconds=5
-        )
-        return {
-            "channel": channel,
-            "phase": recap.status.phase.value,
-            "label": countdown_label(recap.status, now),
-            "due_at": recap.status.due_at,
-            "message_count": recap.message_count,
-            "title": self.title_of(channel, recap),
-            "tools": recap.tools,
-            "activity": "active" if active else "idle",
-            "model": (latest.model if latest and latest.model else None)
-            or (self.client.model if self.client else "extractive"),
-            "text": latest.text if latest else None,
-            "recap": latest.model_dump(mode="json") if latest else None,
-        }
 
-
-def install(
-    chorus: Runtime,
-    narrative: NarrativeOf,
-    fold_state: FoldState | None = None,
-) -> Recapper:
+def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
     """The recap stage (the context role); `narrative` is what the channel's latest summary
     says was said (handed over by the composition root: no stage imports another)."""
     from streams.llm.client import client_from_settings
@@ -455,7 +347,6 @@ def install(
         chorus,
         MeteredChatClient(client, chorus.meter, "recap") if client else None,
         narrative,
-        fold_state,
     )
 
     @chorus.app.agent(chorus.recaps, name="record-recaps")

@@ -1,15 +1,12 @@
 """Stage 2: batch each channel's messages and publish running summaries to the compacted
 `chorus.summaries` topic.
 
-The context role runs this stage and owns the summaries: `Summariser` batches, summarises
-and publishes; `SummaryBook`, its read side, records what the topic says: the summary the
-next batch builds on, and what the fold role's views ask for over HTTP
-(`streams.worker.context_source`; the fold role keeps no copy). The context role reads
-the commitments fold from the fold role (`streams.worker.fold_state`) when it renders a
-record's state part. It learns that a commitment may have changed from the messages it reads
-(`projections.commitments.may_change_commitments`: expiries are messages in the log too), so
-it reads `chorus.messages` once and no driver event; a state part is rendered again until
-the fold it was read from has folded that message.
+The context role runs this stage and owns the summaries. A record carries the *narrative*
+only: what was said, as history, never which commitments are open. Where the channel's
+commitments stand is the fold's to say, and the fold role renders it beside the narrative
+when a view is read (`SummaryRecord.rendered`), so neither the topic nor a view can keep an
+ended commitment open. The stage reads `chorus.messages` and its own `chorus.summaries`, no
+fold and no other role.
 
 The agent never waits for a summariser: a due batch is handed to a task, so a slow LLM
 delays neither folding nor other channels (beyond the client's concurrency limit). The
@@ -26,16 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from faust.types import TP as TopicPartition
 from pydantic import ValidationError
 
-from projections.commitments import CommitmentProjection, may_change_commitments
 from projections.model import Message, utc_now
-from projections.projection import Folded
 from projections.summarise import (
     ChatClient,
     ContentSummariser,
@@ -54,11 +48,10 @@ from projections.summarise.pending import (
     summarisable,
     trim,
 )
-from projections.summarise.state import narrative_of, state_part, state_part_of, with_state
+from projections.summarise.state import narrative_of
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies
-from streams.worker.fold_state import FoldState, FoldUnreachable, LocalFoldState
 from streams.worker.staging import CACHED_KEYS, Codec
 
 if TYPE_CHECKING:
@@ -112,18 +105,30 @@ def item_of(offset: int, span: list[int] | None) -> PendingItem:
     return PendingItem.model_construct(offset=offset, first_offset=span[0], covers=span[1])
 
 
-class SummaryBook:
-    """The latest summary of each channel, as `chorus.summaries` says (the read side)."""
+class Summariser:
+    """Pending batches, summaries and the latest summary of each channel as
+    `chorus.summaries` says (what the next batch builds on)."""
 
-    def __init__(self, chorus: Runtime) -> None:
+    def __init__(self, chorus: Runtime, summariser: ContentSummariser[Message]) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
-        self.latest = chorus.staging.stage(
-            chorus.table("summary-latest"),
+        self.summariser = summariser
+        self.latest = chorus.staging.stage(chorus.table("summary-latest"), cache=CACHED_KEYS)
+        # Per channel, the pending batch's header (offsets, pending_since, compacted spans),
+        # staged: the feed flushes it once per batch (see streams.worker.staging).
+        self.pending = chorus.staging.stage(
+            chorus.table("summary-pending"),
             cache=CACHED_KEYS,
+            codec=HEADER_CODEC,
         )
-        # Per partition of the summaries topic, the offset of the last record read here.
-        self.read_through: dict[int, int] = {}
+        self.bodies = LogBodies(chorus)
+        # Last offset handed to a summariser and not yet seen back on the summaries topic:
+        # the next batch waits for it, so it builds on the summary it follows.
+        self.launched: dict[str, int] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        # channel -> when its pending batch falls due (count threshold reached: at once).
+        self.due_at: dict[str, datetime] = {}
+        self.rescan = chorus.staging.rescan()
 
     def narrative(self, channel: str) -> str | None:
         """What the channel's latest summary says was said (None before its first)."""
@@ -136,64 +141,6 @@ class SummaryBook:
         latest = self.latest.get(channel)
         last = latest.get("last_offset") if latest else None
         return last if last is not None else -1
-
-    async def on_summary(
-        self, value: bytes | None, partition: int, offset: int = -1
-    ) -> SummaryRecord | None:
-        """Record a summary read from the topic at `offset` (None: a tombstone, an invalid
-        record, or a copy older than the latest kept: a summary never goes back)."""
-        self.read_through[partition] = max(offset, self.read_through.get(partition, -1))
-        if value is None:
-            return None
-        try:
-            record = SummaryRecord.model_validate_json(value)
-        except ValidationError as error:
-            log.warning("ignoring an invalid record on the summaries topic: %s", error)
-            return None
-        if record.last_offset is not None and record.last_offset < self.covered_offset(
-            record.channel
-        ):
-            log.warning("ignoring an older summary of %s read again", record.channel)
-            return None
-        self.latest[record.channel] = record.model_dump(mode="json")
-        return record
-
-
-class Summariser(SummaryBook):
-    """The writing side (context role): pending batches, summaries, state refreshes."""
-
-    def __init__(
-        self,
-        chorus: Runtime,
-        summariser: ContentSummariser[Message],
-        fold_state: FoldState | None = None,
-    ) -> None:
-        super().__init__(chorus)
-        self.summariser = summariser
-        self.fold_state: FoldState = fold_state or LocalFoldState(chorus)
-        # Per channel, the pending batch's header (offsets, pending_since, compacted spans),
-        # staged: the fold agent flushes it once per batch (see streams.worker.staging).
-        self.pending = chorus.staging.stage(
-            chorus.table("summary-pending"),
-            cache=CACHED_KEYS,
-            codec=HEADER_CODEC,
-        )
-        self.bodies = LogBodies(chorus)
-        # Per channel, the offset of the last message that may have changed its commitments
-        # (`may_change_commitments`): a state part read from a fold before it is read again,
-        # and after a restart a record whose state part is older (`find_stale_states`).
-        self.state_marks = chorus.staging.stage(chorus.table("summary-state-marks"))
-        # Last offset handed to a summariser and not yet seen back on the summaries topic:
-        # the next batch waits for it, so it builds on the summary it follows.
-        self.launched: dict[str, int] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
-        # channel -> when its pending batch falls due (count threshold reached: at once).
-        self.due_at: dict[str, datetime] = {}
-        # channel -> when a message that may change its commitments was folded after its
-        # latest summary: the record's state part is rendered again by then + the channel's
-        # summary_after_seconds (sooner when a new summary comes first).
-        self.state_changed: dict[str, datetime] = {}
-        self.rescan = chorus.staging.rescan()
 
     def thresholds(self, channel: str) -> tuple[int, float]:
         config = self.chorus.configs.get(channel)
@@ -242,8 +189,6 @@ class Summariser(SummaryBook):
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
         channel = message.channel
-        if may_change_commitments(message):
-            self.commitments_may_change(channel, offset)
         if not summarisable(message):
             return
         before = self.batch_of(channel)
@@ -260,28 +205,22 @@ class Summariser(SummaryBook):
             self.store(channel, batch)
         self.maybe_launch(channel, batch, partition, utc_now())
 
-    def commitments_may_change(self, channel: str, offset: int) -> None:
-        """The message at `offset` may have changed the channel's commitments: schedule the
-        state refresh of its latest summary, and mark the offset the fold must have folded
-        for a state part to count as current (`state_marks`, kept across restarts)."""
-        self.state_changed.setdefault(channel, utc_now())
-        marked = self.state_marks.get(channel)
-        if marked is None or offset > marked:
-            self.state_marks[channel] = offset
-
-    def behind(self, channel: str, folded: Folded | None) -> bool:
-        """Whether `folded` (what the fold role answered) has not folded the channel's last
-        message that may have changed its commitments yet (the roles read the log apart)."""
-        marked = self.state_marks.get(channel)
-        return marked is not None and (folded is None or folded.offset < marked)
-
-    async def on_summary(
-        self, value: bytes | None, partition: int, offset: int = -1
-    ) -> SummaryRecord | None:
-        record = await super().on_summary(value, partition, offset)
-        if record is None:
+    async def on_summary(self, value: bytes | None, partition: int) -> SummaryRecord | None:
+        """Record a summary read from the topic and trim the batch it covers (None: a
+        tombstone, an invalid record, or a copy older than the latest kept: a summary never
+        goes back)."""
+        if value is None:
+            return None
+        try:
+            record = SummaryRecord.model_validate_json(value)
+        except ValidationError as error:
+            log.warning("ignoring an invalid record on the summaries topic: %s", error)
             return None
         channel = record.channel
+        if record.last_offset is not None and record.last_offset < self.covered_offset(channel):
+            log.warning("ignoring an older summary of %s read again", channel)
+            return None
+        self.latest[channel] = record.model_dump(mode="json")
         if record.last_offset is not None:
             before = self.batch_of(channel)
             batch = trim(before, record.last_offset)
@@ -317,134 +256,14 @@ class Summariser(SummaryBook):
     ) -> None:
         try:
             messages = await self.messages_of(channel, batch, partition)
-            record = await self.summary_of(channel, batch, messages, previous_raw)
-            self.state_changed.pop(channel, None)
-            record = await self.with_fold_state(record, previous_raw)
+            previous = SummaryRecord.model_validate(previous_raw) if previous_raw else None
+            record = await summarise_batch(self.summariser, channel, batch, messages, previous)
             await self.chorus.summaries.send(
                 key=channel.encode(), value=record.to_bytes(), partition=partition
             )
         except Exception:  # the default wiring falls back itself; this guards user wiring
             log.exception("summary of %s failed; the batch stays pending", channel)
             self.launched.pop(channel, None)
-
-    async def summary_of(
-        self,
-        channel: str,
-        batch: PendingBatch,
-        messages: list[Message],
-        previous_raw: dict[str, Any] | None,
-    ) -> SummaryRecord:
-        previous = SummaryRecord.model_validate(previous_raw) if previous_raw else None
-        return await summarise_batch(self.summariser, channel, batch, messages, previous)
-
-    async def with_fold_state(
-        self, record: SummaryRecord, previous_raw: dict[str, Any] | None
-    ) -> SummaryRecord:
-        """`record` with its state part rendered from the commitments fold as the fold role
-        holds it now. When the fold role does not answer, the previous record's state part
-        and `state_offset` stand (so the record counts as stale) and the refresh is retried
-        at the next check: the narrative is never held back for the state part. So too when
-        it knows no fold of a channel whose commitments changed (it is still recovering)."""
-        channel = record.channel
-        try:
-            folded = await self.fold_state.folded(channel, CommitmentProjection.name)
-            missing = folded is None and self.state_marks.get(channel) is not None
-        except FoldUnreachable:
-            folded, missing = None, True
-        if folded is not None and self.behind(channel, folded):
-            # Rendered as the fold stands (state_offset says where); again once it caught up.
-            self.state_changed.setdefault(channel, utc_now())
-        if missing:
-            self.state_changed.setdefault(channel, utc_now())
-            previous = previous_raw or {}
-            narrative = narrative_of(record.text, record.narrative)
-            part = state_part_of(previous.get("text") or "", previous.get("narrative"))
-            return record.model_copy(
-                update={
-                    "text": with_state(narrative, part),
-                    "narrative": narrative,
-                    "state_offset": previous.get("state_offset"),
-                }
-            )
-        return record.rendered(folded)
-
-    async def refresh_states(self, now: datetime) -> int:
-        """Publish again, with the same narrative, the latest summary of each channel whose
-        commitments changed after it, STATE_REFRESH_SECONDS after the first change (or the
-        channel's summary_after_seconds when shorter; a summary launched meanwhile renders
-        the state itself). Only when the state part differs: a record on the topic lags the
-        fold by seconds and never keeps an ended commitment as open once the channel is
-        quiet. At most one such write per channel per STATE_REFRESH_SECONDS, however busy."""
-        refreshed = 0
-        due: list[tuple[str, datetime]] = []
-        for channel, since in list(self.state_changed.items()):
-            wait = min(STATE_REFRESH_SECONDS, self.thresholds(channel)[1])
-            if since + timedelta(seconds=wait) > now:
-                continue
-            if self.launched.get(channel, -1) > self.covered_offset(channel):
-                continue  # a summary is on its way; it renders the state as it lands
-            due.append((channel, since))
-        partitions = {self.chorus.messages_partition(channel) for channel, _ in due}
-        read = await self.caught_up({p for p in partitions if p is not None}) if due else set()
-        for channel, since in due:
-            partition = self.chorus.messages_partition(channel)
-            if partition is not None and partition not in read:
-                continue  # the latest kept here may be older than the topic's: wait
-            self.state_changed.pop(channel, None)
-            raw = self.latest.get(channel)
-            if partition is None or not raw:
-                continue
-            record = SummaryRecord.model_validate(raw)
-            try:
-                folded = await self.fold_state.folded(channel, CommitmentProjection.name)
-            except FoldUnreachable:
-                self.state_changed.setdefault(channel, since)
-                break  # logged once; every channel waits for the next check
-            if self.behind(channel, folded):  # recovering, or not at that message yet
-                self.state_changed[channel] = now  # asked again STATE_REFRESH_SECONDS on
-                continue
-            if folded is None:  # nothing folded and nothing marked: no state part to render
-                continue
-            current = record.rendered(folded)
-            if current.text == record.text:
-                continue
-            current = current.model_copy(
-                update={"updated_at": now, "updated_by": STATE_REFRESHED_BY}
-            )
-            await self.chorus.summaries.send(
-                key=channel.encode(), value=current.to_bytes(), partition=partition
-            )
-            refreshed += 1
-        return refreshed
-
-    async def caught_up(self, partitions: Collection[int]) -> set[int]:
-        """The summaries partitions read here to their end: the latest summary kept for their
-        channels is the topic's (after a restart it may not be yet: a summary published,
-        then the process killed before it read the summary back)."""
-        topic = self.chorus.summaries.get_topic_name()
-        wanted = {partition: TopicPartition(topic, partition) for partition in partitions}
-        consumer = self.chorus.app.consumer
-        try:
-            assigned = consumer.assignment()
-            wanted = {p: tp for p, tp in wanted.items() if tp in assigned}
-            if not wanted:
-                return set()
-            ends = await asyncio.wait_for(consumer.highwaters(*wanted.values()), 5.0)
-            positions = {p: await consumer.position(tp) for p, tp in wanted.items()}
-        except Exception:  # not started, or the partitions are moving: not yet
-            return set()
-        read = set()
-        for partition, tp in wanted.items():
-            end, position = ends.get(tp), positions[partition]
-            if end is None or position is None:
-                continue
-            through = self.read_through.get(partition)
-            # Read back to the end, or nothing was left to read since the start.
-            if (through is not None and through + 1 >= end) or (
-                through is None and position >= end
-            ):
-                read.add(partition)
-        return read
 
     async def check_time_thresholds(self) -> None:
         """Launch batches whose time threshold passed (the message threshold fires inline).
@@ -458,24 +277,10 @@ class Summariser(SummaryBook):
             for channel, raw in list(self.pending.items()):
                 if raw and (raw.get("offsets") or raw.get("items")):
                     self.index(channel, header_batch(raw))
-            self.find_stale_states(now)
         for channel in [c for c, at in self.due_at.items() if at <= now]:
             partition = self.chorus.messages_partition(channel)
             if partition is not None:
                 self.maybe_launch(channel, self.batch_of(channel), partition, now)
-        await self.refresh_states(now)
-
-    def find_stale_states(self, now: datetime) -> None:
-        """After a restart or a partition move the in-memory marks are gone: a record whose
-        state part is older than the last message that may have changed its commitments
-        is checked again (`refresh_states` publishes only when the part differs)."""
-        for channel, marked in list(self.state_marks.items()):
-            raw = self.latest.get(channel)
-            if not raw or marked is None:
-                continue
-            rendered_at = raw.get("state_offset")
-            if rendered_at is None or marked > rendered_at:
-                self.state_changed.setdefault(str(channel), now)
 
 
 async def summarise_batch(
@@ -539,42 +344,19 @@ async def simulate(
     for message in messages:
         log_of = by_channel.setdefault(message.channel, [])
         log_of.append((len(log_of), message))
-    commitments = CommitmentProjection(
-        settings.commitments_keep_terminal, settings.commitments_max_active
-    )
     latest: dict[str, SummaryRecord] = {}
     for channel, log_of in by_channel.items():
-        state, folded_through = commitments.identity(), 0
-        after_messages = settings.summary_after_messages
         for batch, batch_messages in replay(
             log_of,
-            after_messages=after_messages,
+            after_messages=settings.summary_after_messages,
             after_seconds=settings.summary_after_seconds,
             max_pending=settings.summary_max_pending,
         ):
             at = log_of[batch.last_offset][1].created_at
-            record = await summarise_batch(
+            latest[channel] = await summarise_batch(
                 summariser, channel, batch, batch_messages, latest.get(channel), at
             )
-            # The state part as the fold holds it after the batch's last message.
-            for _, message in log_of[folded_through : batch.last_offset + 1]:
-                state = commitments.apply(state, message)
-            folded_through = batch.last_offset + 1
-            latest[channel] = record.model_copy(
-                update={
-                    "text": with_state(record.text, state_part(state)),
-                    "state_offset": batch.last_offset,
-                }
-            )
     return latest
-
-
-# How long after a commitment changes the latest summary's state part is published again:
-# the summaries topic lags the fold by about this much, and a busy channel costs at most one
-# such record per this many seconds.
-STATE_REFRESH_SECONDS = 2.0
-# `updated_by` of a record published again only because its state part changed.
-STATE_REFRESHED_BY = "system:state"
 
 
 def summariser_from_settings(
@@ -590,9 +372,9 @@ def summariser_from_settings(
     )
 
 
-def install(chorus: Runtime, fold_state: FoldState | None = None) -> Summariser:
-    """The writing side (context role); `fold_state` is where it reads the commitments fold
-    (the fold role's API; the local tables when left out, for a one-process test worker)."""
+def install(chorus: Runtime) -> Summariser:
+    """The summaries stage (the context role): its agent on `chorus.summaries` and the timer
+    of the time thresholds; the feed hands it the messages (`Summariser.on_message`)."""
     from streams.llm.client import client_from_settings
     from streams.llm.metering import MeteredChatClient
 
@@ -602,13 +384,12 @@ def install(chorus: Runtime, fold_state: FoldState | None = None) -> Summariser:
         summariser_from_settings(
             chorus.settings, MeteredChatClient(client, chorus.meter, "summary") if client else None
         ),
-        fold_state,
     )
 
     @chorus.app.agent(chorus.summaries, name="record-summaries")
     async def record_summaries(stream: Any) -> None:
         async for event in stream.events():
-            await summariser.on_summary(event.value, event.message.partition, event.message.offset)
+            await summariser.on_summary(event.value, event.message.partition)
             chorus.staging.flush()
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")

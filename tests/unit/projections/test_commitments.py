@@ -18,7 +18,6 @@ from projections.commitments import (
     CommitmentState,
     expiry_event,
     expiry_target,
-    may_change_commitments,
     overdue,
 )
 from projections.model import ActorType, Message, MessageType, decode_message, encode_message
@@ -752,17 +751,3 @@ def test_changes_find_the_same_commitments_in_a_state_read_back_from_its_table()
     after = P.apply(reloaded, make(MessageType.DONE, "b"))
     changed = P.changes(before, after)["commitments"]
     assert [(c["correlation_id"], c["state"]) for c in changed] == [("b", "FULFILLED")]
-
-
-@given(conversations())
-def test_a_message_that_changes_commitments_is_one_may_change_commitments_names(
-    messages: list[Message],
-) -> None:
-    """The context role refreshes a summary's state part only after such messages: a change
-    it was not told of would leave the part stale."""
-    state = P.identity()
-    for message in messages:
-        after = P.apply(state, message)
-        if after != state:
-            assert may_change_commitments(message), message
-        state = after

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from streams.settings import RECORD_OVERHEAD_BYTES, Settings, get_settings
+from streams.settings import RECORD_OVERHEAD_BYTES, RetiredSetting, Settings, get_settings
 
 
 def _settings(**values: object) -> Settings:
@@ -78,3 +78,25 @@ def test_get_settings_reads_once() -> None:
         assert get_settings() is get_settings()
     finally:
         get_settings.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("variable", "replaced_by"),
+    [
+        ("CHORUS_FOLD_URL", "the fold role renders their commitments when a view is read"),
+        ("CHORUS_CONTEXT_URL", "from the chorus.summaries and chorus.recaps topics"),
+    ],
+)
+def test_a_retired_setting_is_refused_in_one_line_naming_what_replaced_it(
+    variable: str, replaced_by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The roles no longer call each other: a deployment that still sets where to call is
+    told so, not silently ignored (for one release)."""
+    monkeypatch.setenv(variable, "http://127.0.0.1:6066")
+    with pytest.raises(RetiredSetting) as raised:
+        _settings()
+    message = str(raised.value)
+    assert message.startswith(f"{variable} is no longer read and must be unset")
+    assert "Kafka topics only" in message and replaced_by in message and "\n" not in message
+    monkeypatch.delenv(variable)
+    assert _settings().fold_url is None and _settings().context_url is None

@@ -1,52 +1,29 @@
-"""The extractive recap: goal, progress, what is open (and how the rest ended), next step."""
+"""The extractive recap: history only (what the channel is about, what was done, its points,
+the next step someone said); the state part is `projections.recap.state`'s."""
 
 from __future__ import annotations
 
 from projections.model import ActorType, Message, MessageType
-from projections.readable import CommitmentView
-from projections.recap import (
-    extractive_recap,
-)
-from tests.unit.projections.recap.support import T0, make
+from projections.recap import extractive_recap
+from tests.unit.projections.recap.support import make
 
 # --------------------------------------------------------------------------- extractive
 
 
-def owed(what: str, obligor: str | None = "role:coder", requester: str = "alice") -> CommitmentView:
-    return CommitmentView(
-        correlation_id="c9",
-        kind="COMMAND",
-        state="OPEN",
-        requester=requester,
-        obligor=obligor,
-        asked=what,
-        since=T0,
-    )
-
-
-def test_extractive_recap_says_goal_done_open_and_next() -> None:
+def test_extractive_recap_is_history_what_was_done_and_said_next() -> None:
     messages = [
         make(MessageType.COMMAND, sender="alice", actor=ActorType.HUMAN, content="Migrate auth"),
-        make(MessageType.QUERY, sender="coder", content="Which identity provider should we use?"),
         make(MessageType.RESPONSE, sender="alice", actor=ActorType.HUMAN, content="Okta"),
         make(MessageType.DONE, sender="coder", content="schema migrated"),
+        make(MessageType.STATUS, sender="coder", content="Next we should test the login flow"),
         make(MessageType.EVENT, content=None),
     ]
-    recap = extractive_recap(messages, [owed("write tests for the login flow")])
-    assert recap.startswith("Goal: write tests for the login flow (asked by alice).")
+    recap = extractive_recap(messages)
     assert "Done: coder schema migrated." in recap
-    assert "Open: coder owes alice “write tests for the login flow”." in recap
-    assert "Next: coder to deliver “write tests for the login flow”." in recap
-
-
-def test_extractive_recap_without_commitments_takes_the_latest_substantial_request() -> None:
-    messages = [
-        make(MessageType.COMMAND, sender="bob", content="Rename the billing module"),
-        make(MessageType.QUERY, sender="alice", content="Digits?"),  # not a goal
-    ]
-    recap = extractive_recap(messages, [])
-    assert recap.startswith("Goal (bob): Rename the billing module.")
-    assert "Nothing is open." in recap
+    assert "Planned (coder): Next we should test the login flow." in recap
+    # What was asked, and whether it is open, is the state part's (rendered when read).
+    assert "Migrate auth" not in recap
+    assert not any(word in recap for word in ("Goal", "Open:", "owes", "Nothing is open"))
 
 
 def test_extractive_recap_reports_the_setback_after_the_last_result() -> None:
@@ -54,17 +31,16 @@ def test_extractive_recap_reports_the_setback_after_the_last_result() -> None:
         make(MessageType.DONE, sender="coder", content=None),
         make(MessageType.DECLINE, sender="qa", content="no staging access to run the suite"),
     ]
-    recap = extractive_recap(messages, [])
+    recap = extractive_recap(messages)
     assert "Done: coder finished." in recap
     assert "qa declined: no staging access to run the suite." in recap
-    assert "Next: hand the refused work to someone else or change the plan." in recap
 
 
 def test_extractive_recap_ignores_system_messages() -> None:
     messages = [
-        make(MessageType.COMMAND, sender="cron", actor=ActorType.SYSTEM, content="rotate logs"),
+        make(MessageType.STATUS, sender="cron", actor=ActorType.SYSTEM, content="rotate logs"),
     ]
-    assert extractive_recap(messages, []) == "Nothing to recap yet."
+    assert extractive_recap(messages) == "Nothing to recap yet."
 
 
 def test_extractive_recap_scrubs_ids_and_backchannel() -> None:
@@ -74,10 +50,9 @@ def test_extractive_recap_scrubs_ids_and_backchannel() -> None:
         make(MessageType.STATUS, sender="bob", content="Hmm hmm hmm ."),
         make(MessageType.STATUS, sender="ann", content="yeah"),
     ]
-    recap = extractive_recap(messages, [owed("roll back 7f3a9b2c11d4", obligor=None)])
-    assert uuid_id not in recap and "7f3a9b2c11d4" not in recap
+    recap = extractive_recap(messages)
+    assert uuid_id not in recap
     assert "Hmm" not in recap and "yeah" not in recap
-    assert "someone owes alice “roll back”" in recap
 
 
 def test_extractive_recap_fills_to_the_lower_bound_from_the_summary() -> None:
@@ -86,22 +61,20 @@ def test_extractive_recap_fills_to_the_lower_bound_from_the_summary() -> None:
         "- The team agreed to split the parser module into lexer and grammar files.\n"
         "- Benchmarks of the lexer showed a regression on long unicode inputs."
     )
-    bare = extractive_recap(messages, [])
-    filled = extractive_recap(messages, [], summary=summary)
-    assert len(bare.split()) < 40 <= len(filled.split()) <= 80
-    assert "Earlier:" in filled
+    bare = extractive_recap(messages)
+    filled = extractive_recap(messages, summary=summary)
+    # Short of 40 words, the summary's points fill it while they last.
+    assert len(bare.split()) < len(filled.split()) <= 80
+    assert filled.count("Earlier:") == 2
 
 
 def test_extractive_recap_is_one_bounded_line() -> None:
-    long_goal = "please " * 200 + "\nand more"
-    messages = [make(MessageType.COMMAND, sender="alice", content=long_goal)]
-    commitments = [owed(f"task {i} " + "detail " * 30) for i in range(6)]
-    recap = extractive_recap(messages, commitments)
+    long_point = "please " * 200 + "\nand more"
+    messages = [make(MessageType.STATUS, sender="alice", content=long_point)]
+    recap = extractive_recap(messages)
     assert "\n" not in recap
     assert len(recap.split()) <= 80
     assert len(recap) <= 600
-    assert "Open: coder owes alice “task 0" in recap  # a long goal cannot crowd them out
-    assert "(+4 more)" in recap
 
 
 def test_what_a_recap_quotes_is_cached_only_for_short_texts() -> None:

@@ -11,12 +11,13 @@ import pytest
 from projections.commitments import CommitmentProjection, expiry_event
 from projections.model import Message
 from projections.projection import fold
-from projections.recap import extractive_recap
+from projections.readable import commitment_views
+from projections.recap import extractive_recap, with_recap_state
 from projections.recap.title import channel_keyphrases, channel_title
 from projections.text import is_backchannel
 from streams.conversations import as_messages, qmsum_meetings, shared_data_dir
 from streams.interfaces.demo import scenario_messages
-from streams.worker.stages.recaps import ChannelRecap, channel_commitments, with_message
+from streams.worker.stages.recaps import ChannelRecap, with_message
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 IDS = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")
@@ -31,17 +32,16 @@ def stage(messages: list[Message]) -> ChannelRecap:
 
 def recap_of(
     messages: list[Message], summary: str | None = None
-) -> tuple[ChannelRecap, str | None, str]:
-    """The stage's record, the channel's title and the recap, as the stage reads them when a
-    recap is due: from the summary and the window."""
+) -> tuple[ChannelRecap, str | None, str, str]:
+    """The stage's record, the channel's title, the recap as the stage writes it when a
+    recap is due (from the summary and the window), and as a view shows it (with the state
+    part rendered from the fold after every message)."""
     recap = stage(messages)
     window = recap.messages()
+    text = extractive_recap(window, channel_keyphrases(window, summary), summary)
     state = fold(CommitmentProjection(), messages).model_dump(mode="json")
-    views = channel_commitments(state, window)
-    owed = [v for v in views if v.is_open]
-    ended = [v for v in reversed(views) if not v.is_open]
-    text = extractive_recap(window, owed, channel_keyphrases(window, summary), summary, ended)
-    return recap, channel_title(window, recap.opening, summary), text
+    shown = with_recap_state(text, commitment_views(state))
+    return recap, channel_title(window, recap.opening, summary), text, shown
 
 
 def meetings() -> list[list[Message]]:
@@ -55,7 +55,7 @@ def meetings() -> list[list[Message]]:
 def test_meeting_recaps_and_titles_read_as_a_person_would_write_them() -> None:
     for messages in meetings():
         lead = " ".join(m.content or "" for m in messages)[:2000]
-        _, title, text = recap_of(messages, summary=lead)
+        _, title, text, _ = recap_of(messages, summary=lead)
         assert 40 <= len(text.split()) <= 80, text
         assert not IDS.search(text), text
         assert "Hmm hmm" not in text and "I think so, yeah" not in text
@@ -70,11 +70,12 @@ def test_the_scenario_recap_names_the_goal_the_open_work_and_who_owes_it() -> No
     expired = expiry_event(bench.channel, str(bench.correlation_id), bench.deadline)  # type: ignore[arg-type]
     at_expiry = sum(m.created_at <= expired.created_at for m in messages)
     timeline = [*messages[:at_expiry], expired, *messages[at_expiry:]]
-    _, title, text = recap_of(timeline)
-    assert 40 <= len(text.split()) <= 80, text
-    assert not IDS.search(text), text
-    assert "Open: worker-a owes planner “Fix the sample service config" in text
-    assert "Next: worker-a to deliver" in text and "Done: worker-a" in text
+    _, title, text, shown = recap_of(timeline)
+    assert len(text.split()) <= 80 and "Done: worker-a" in text, text
+    assert not IDS.search(shown), shown
+    assert "Open: worker-a owes planner “Fix the sample service config" in shown
+    assert "Next: worker-a to deliver" in shown and "Done: worker-a" in shown
+    assert 40 <= len(shown.split()) <= 130, shown
     assert title is not None and len(title) <= 60
     assert title != messages[0].content
     assert re.search(r"guide|config|release|pull request", title, re.IGNORECASE)

@@ -11,7 +11,6 @@ from projections.summarise.state import (
     OPEN_SHOWN,
     narrative_of,
     state_part,
-    state_part_of,
     with_state,
 )
 
@@ -80,7 +79,5 @@ def test_the_narrative_and_the_state_part_come_apart_again() -> None:
     part = state_part(fold(ask(1)))
     text = with_state("What was said.", part)
     assert text == f"What was said.\n\n{part}"
-    assert state_part_of(text, "What was said.") == part
     assert narrative_of(text, "What was said.") == "What was said."
     assert narrative_of("An old record's text.", None) == "An old record's text."
-    assert state_part_of("An old record's text.", None) == ""

@@ -38,3 +38,26 @@ async def test_a_worker_that_stays_unready_is_reported_in_one_line() -> None:
     message = str(raised.value)
     assert "still not ready after 0.35 s" in message and "rebalancing" in message
     assert "\n" not in message and 2 <= len(calls) <= 5
+
+
+async def test_costs_are_both_roles_each_asked_by_the_client_itself() -> None:
+    """The fold role reports its own process's costs only (it calls no other role): the
+    client adds the context role's, from its web server on CHORUS_WEB_PORT + 1."""
+    settings = Settings(web_port=7000)
+    row = {"purpose": "recap", "model": "tiny", "calls": 1}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.port == settings.context_web_port:
+            return httpx.Response(200, json={"llm": [row]})
+        return httpx.Response(200, json={"llm": []})
+
+    async with WorkerApi(settings, transport=httpx.MockTransport(handle)) as api:
+        assert await api.costs() == {"llm": [row]}
+
+    def context_down(request: httpx.Request) -> httpx.Response:
+        if request.url.port == settings.context_web_port:
+            raise httpx.ConnectError("refused")
+        return httpx.Response(200, json={"llm": []})
+
+    async with WorkerApi(settings, transport=httpx.MockTransport(context_down)) as api:
+        assert await api.costs() == {"llm": []}

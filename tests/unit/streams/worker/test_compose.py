@@ -21,21 +21,27 @@ def _build(stages: Collection[Stage] | None = None, role: Role = "fold") -> Work
     return build_worker(settings, broker="127.0.0.1:1", stages=stages, role=role)
 
 
-def test_the_fold_role_writes_only_the_fold_and_reads_the_rest_from_the_context_role() -> None:
+def test_the_fold_role_writes_only_the_fold_and_reads_the_rest_from_the_topics() -> None:
     worker = _build()
     app = worker.runtime.app
     assert app.conf.id == "chorus" and app.conf.web_port == 6066
-    assert worker.folder is not None and worker.context_role is not None
-    # Summaries and recaps are the context role's: nothing of them is kept here.
+    assert worker.folder is not None
+    # Summaries and recaps are the context role's: the views read them from their topics
+    # (into memory, no table) and keep the recent messages beside the fold, through a
+    # consumer of their own (no agent beside the fold's on chorus.messages).
+    assert worker.views is not None and worker.window is not None
     assert worker.summariser is None and worker.recapper is None
     assert set(app.agents) == {"channel-config", "fold-messages"}
+    followed = set(worker.views.follower.readers)
+    assert followed == {"offline.messages", "offline.summaries", "offline.recaps"}
     assert "fold-positions" in app.tables
     assert not any(name.startswith(("summary-", "recap-")) for name in app.tables)
 
 
 def test_the_fold_only_worker_has_no_views() -> None:
     worker = _build(("config", "fold"))
-    assert worker.folder is not None and worker.context_role is None
+    assert worker.folder is not None and worker.views is None and worker.window is None
+    assert set(worker.runtime.app.agents) == {"channel-config", "fold-messages"}
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,16 @@ def test_context_refuses_a_budget_out_of_range() -> None:
     assert "--max-tokens" in result.output
 
 
+def test_a_retired_setting_stops_any_command_with_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CHORUS_CONTEXT_URL", "http://127.0.0.1:6067")
+    result = chorus("worker", "--role", "fold")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: CHORUS_CONTEXT_URL is no longer read")
+    assert result.output.count("\n") == 1
+
+
 def test_broker_status_without_a_broker_exits_1() -> None:
     result = chorus("broker", "status")
     assert result.exit_code == 1

@@ -183,3 +183,14 @@ async def test_a_compacted_run_is_read_back_no_further_than_what_it_shows() -> N
     singles = [i.offset for i in batch.items if not i.compacted]
     assert compacted and asked[: len(compacted)] == compacted
     assert asked[len(compacted) :] == ([(min(singles), max(singles), None)] if singles else [])
+
+
+async def test_an_older_summary_read_again_never_replaces_the_latest() -> None:
+    """Bug 19's rule, kept without the state refresh that triggered it: a copy of an older
+    summary read (again) after a newer one is ignored, so the next batch builds on the
+    newer one."""
+    newer = SummaryRecord(channel=CHANNEL, text="New.", narrative="New.", last_offset=4)
+    older = SummaryRecord(channel=CHANNEL, text="Old.", narrative="Old.", last_offset=2)
+    _, summariser, _ = await fold_messages(5, [newer, older], summary_after_messages=50)
+    assert summariser.covered_offset(CHANNEL) == 4
+    assert summariser.narrative(CHANNEL) == "New."

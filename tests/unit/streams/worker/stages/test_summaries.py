@@ -1,5 +1,5 @@
-"""The summary stage's pure parts: what reaches a summariser, and a record's narrative and
-state part (the offline `simulate` runs the stage's own batching and records)."""
+"""The summary stage's pure parts: what reaches a summariser and the record's narrative
+(the offline `simulate` runs the stage's own batching and records)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,9 @@ async def test_the_next_batch_builds_on_the_narrative_not_the_state_part() -> No
     assert record.narrative == "earlier | note 1"
 
 
-async def test_simulate_renders_the_state_part_from_the_folded_commitments() -> None:
+async def test_simulate_gives_the_records_the_stage_publishes_narrative_only() -> None:
+    """Whether a request is open and how it ended is the fold's to say (rendered when a view
+    is read): a record, offline as on the topic, tells what was asked as history only."""
     ask = chat(
         0, MessageType.COMMAND, content="Port the lexer", correlation_id="c1", target="role:w"
     )
@@ -76,7 +78,7 @@ async def test_simulate_renders_the_state_part_from_the_folded_commitments() -> 
     )
     records = await simulate([ask, declined, chat(2)], Settings(summary_after_messages=3))
     record = records["team/plan"]
-    assert record.state_offset == 2 and record.narrative is not None
-    assert record.text.startswith(record.narrative)
-    assert "declined: “Port the lexer” (owed by w to planner" in record.text
-    assert "Open (" not in record.text
+    assert record.text == record.narrative and record.state_offset is None
+    assert (record.first_offset, record.last_offset, record.total_messages) == (0, 2, 3)
+    assert "[planner] asked w: Port the lexer" in record.text and "Open (" not in record.text
+    assert "declined" not in record.text.lower()

@@ -1,0 +1,94 @@
+"""The latest summary and recap of each channel, as the fold role's views read them: from the
+compacted `chorus.summaries` and `chorus.recaps` topics, never from the context role.
+
+Both topics are keyed and partitioned like `chorus.messages`, so the summaries and recaps of
+the channels a fold worker owns are on the partitions with the same numbers: the views'
+follower (`streams.kafka.follow`) reads exactly those, from their beginning when the worker
+takes one over (and the messages partitions from their end, for the recent messages,
+`stages/recent.py`). A view answers from memory, without asking another process, and says how far
+each partition has been read (`Current`): a record published after that is not in it.
+
+Bounded: per channel, the position of its latest record; the records themselves up to
+`LATEST_KEPT_BYTES` per topic (about 20,000 channels' summaries: a narrative of at most 500
+tokens with its annotations). Past that, the channel whose record was read or written
+longest ago is dropped from memory (`chorus_latest_records_dropped_total{topic}`) and read
+back from the topic by its position when a view asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from streams.kafka.consume import RangeReader
+from streams.kafka.follow import LATEST_KEPT_BYTES, Followed, Follower, LatestBook
+from streams.records import RecapRecord, SummaryRecord
+
+if TYPE_CHECKING:
+    from streams.worker.runtime import Runtime
+
+__all__ = ["LATEST_KEPT_BYTES", "LatestViews", "install", "summary_goes_back"]
+
+
+def summary_goes_back(kept: SummaryRecord, new: SummaryRecord) -> bool:
+    """A summary covering less than the one kept (an older copy published again, bug 19)
+    never replaces it."""
+    return (
+        new.last_offset is not None
+        and kept.last_offset is not None
+        and new.last_offset < kept.last_offset
+    )
+
+
+class LatestViews:
+    """The books of `chorus.summaries` and `chorus.recaps` and the follower that fills them
+    (and `also`'s readers) for the messages partitions this worker actively owns."""
+
+    def __init__(self, chorus: Runtime, also: Collection[Followed] = ()) -> None:
+        self.chorus = chorus
+        settings = chorus.settings
+        summaries = chorus.summaries.get_topic_name()
+        recaps = chorus.recaps.get_topic_name()
+        dropped = chorus.meter.latest_dropped
+        self.summaries: LatestBook[SummaryRecord] = LatestBook(
+            summaries,
+            SummaryRecord.model_validate_json,
+            RangeReader(settings, summaries, chorus.servers),
+            goes_back=summary_goes_back,
+            on_dropped=dropped.labels(summaries).inc,
+        )
+        self.recaps: LatestBook[RecapRecord] = LatestBook(
+            recaps,
+            RecapRecord.model_validate_json,
+            RangeReader(settings, recaps, chorus.servers),
+            on_dropped=dropped.labels(recaps).inc,
+        )
+        readers: list[Followed] = [self.summaries, self.recaps, *also]
+        self.follower = Follower(settings, chorus.servers, readers, self.owned)
+
+    def owned(self) -> frozenset[int]:
+        """The messages partitions this worker actively owns (none before the group assigned
+        any, or while it rebalances: the views answer 503 then)."""
+        topic = self.chorus.messages.get_topic_name()
+        try:
+            actives = self.chorus.app.assignor.assigned_actives()
+        except Exception:  # not started yet
+            return frozenset()
+        return frozenset(tp.partition for tp in actives if tp.topic == topic)
+
+
+def install(chorus: Runtime, also: Collection[Followed] = ()) -> LatestViews:
+    """The books and their follower (feeding `also` too), as a task of the fold role's app."""
+    views = LatestViews(chorus, also)
+
+    @chorus.app.task
+    async def follow_what_the_views_read() -> None:
+        await views.follower.run()
+
+    async def stop_readers(*_: Any, **__: Any) -> None:
+        for book in (views.summaries, views.recaps):
+            if book.reader is not None:
+                await book.reader.stop()
+
+    chorus.app.on_before_shutdown.connect(stop_readers)
+    return views

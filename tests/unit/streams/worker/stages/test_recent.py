@@ -1,0 +1,173 @@
+"""The fold role's recent messages: windows of offsets per channel, bodies in bounded memory,
+shown through the fold's gate, read back from the log when memory lacks them; a partition
+taken over again starts afresh."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from unittest.mock import patch
+
+import orjson
+
+from streams.records import key_partition
+from streams.settings import Settings
+from streams.worker.stages import recent as recent_module
+from streams.worker.stages.recaps import RECAP_WINDOW
+from streams.worker.stages.recent import RECENT_RECORDS, RecentMessages
+
+PARTITIONS = 4
+CHANNEL = "store/age"
+PARTITION = key_partition(CHANNEL.encode(), PARTITIONS)
+# A channel on another partition.
+OTHER = next(
+    f"x/c{n}" for n in range(100) if key_partition(f"x/c{n}".encode(), PARTITIONS) != PARTITION
+)
+
+
+class Owner:
+    """The part of `Runtime` the windows read."""
+
+    settings = Settings(store="memory://", bootstrap_servers="x:1")
+    messages = type("Topic", (), {"get_topic_name": lambda _: "t.messages"})()
+
+    def messages_partition(self, channel: str) -> int | None:
+        return key_partition(channel.encode(), PARTITIONS)
+
+    def messages_partitions(self) -> int:
+        return PARTITIONS
+
+
+class Log:
+    """A fake `RangeReader` over one partition's records: (key, value, timestamp)."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, tuple[bytes, bytes]] = {}
+        self.reads: list[tuple[int, int]] = []
+
+    async def read(
+        self, partition: int, first: int, last: int, take: Callable[[Any], Any], limit: Any = None
+    ) -> list[tuple[int, Any]]:
+        self.reads.append((first, last))
+        found = []
+        for offset in range(first, last + 1):
+            if offset in self.records:
+                key, value = self.records[offset]
+                record = type("R", (), {"key": key, "value": value, "timestamp": 1000 + offset})()
+                taken = take(record)
+                if taken is not None:
+                    found.append((offset, taken))
+        return found
+
+
+def said(content: str, kind: str = "STATUS", channel: str = CHANNEL, **extra: Any) -> bytes:
+    return orjson.dumps(
+        {"channel": channel, "sender": "ann", "type": kind, "content": content, **extra}
+    )
+
+
+def windows(log: Log | None = None, took_at: int = 0) -> RecentMessages:
+    """Windows whose follower took the channel's partition over at offset `took_at`."""
+    recent = RecentMessages(Owner(), log)  # type: ignore[arg-type]
+    recent.took(PARTITION, took_at)
+    return recent
+
+
+async def test_a_view_shows_the_conversation_folded_so_far_through_the_fold_s_gate() -> None:
+    recent = windows()
+    key = CHANNEL.encode()
+    recent.on_record(key, said("plan the release"), PARTITION, 0, 5_000)
+    recent.on_record(key, said("", "EVENT", payload={"kind": "typing"}), PARTITION, 1, 5_100)
+    recent.on_record(key, b"{not json", PARTITION, 2, 5_200)  # dead-lettered by the fold
+    recent.on_record(key, said("x" * 400), PARTITION, 3, 5_300)
+    recent.on_record(key, said("not folded yet"), PARTITION, 4, 5_400)
+    found = await recent.recent(CHANNEL, through=3)
+    assert [offset for offset, _ in found.messages] == [0, 3]
+    assert found.messages[1][1].content == "x" * 299 + "…"  # cut as the recap window cuts
+    assert found.last_change == (3, 5_300) and found.last_record_ms == 5_300
+    recent.on_record(key, said("plan the release"), PARTITION, 0, 5_000)  # redelivered
+    assert [o for o, _ in recent.windows[CHANNEL]] == [0, 1, 2, 3, 4]
+
+
+async def test_a_window_is_bounded_and_shows_at_most_the_recap_window() -> None:
+    recent = windows()
+    for offset in range(3 * RECENT_RECORDS):
+        recent.on_record(CHANNEL.encode(), said(f"m{offset}"), PARTITION, offset, offset)
+    assert len(recent.windows[CHANNEL]) == RECENT_RECORDS
+    found = await recent.recent(CHANNEL, through=10**6)
+    assert len(found.messages) == RECAP_WINDOW
+    assert found.messages[-1][1].content == f"m{3 * RECENT_RECORDS - 1}"
+
+
+async def test_past_the_bounds_windows_and_bodies_are_dropped_and_read_back() -> None:
+    log = Log()
+    recent = windows(log)
+    with (
+        patch.object(recent_module, "RECENT_KEPT_CHANNELS", 2),
+        patch.object(recent_module, "RECENT_KEPT_BYTES", 200),
+    ):
+        for offset, channel in enumerate(["a/1", "b/1", CHANNEL, CHANNEL, CHANNEL]):
+            value = said(f"m{offset}", channel=channel)
+            log.records[offset] = (channel.encode(), value)
+            recent.on_record(channel.encode(), value, PARTITION, offset, offset)
+        assert list(recent.windows) == ["b/1", CHANNEL]  # a/1, the least recently active
+        assert recent.size <= 200 and (CHANNEL, 2) not in recent.bodies
+        found = await recent.recent(CHANNEL, through=4)
+    assert [m.content for _, m in found.messages] == ["m2", "m3", "m4"]
+    assert (2, 2) in log.reads  # what memory let go, read back from the log
+
+
+async def test_after_a_move_a_window_is_read_back_from_before_the_agent_took_over() -> None:
+    log = Log()
+    for offset in range(30):
+        channel = CHANNEL if offset % 3 == 0 else "other/c"
+        log.records[offset] = (channel.encode(), said(f"m{offset}", channel=channel))
+    recent = windows(log, took_at=30)
+    recent.on_record(CHANNEL.encode(), said("live"), PARTITION, 30, 30)
+    with patch.object(recent_module, "RECENT_READ_BACK", 10):
+        found = await recent.recent(CHANNEL, through=30)
+    # At most RECENT_READ_BACK records before where the follower started (offset 30).
+    assert log.reads[0] == (20, 29)
+    assert [offset for offset, _ in found.messages] == [21, 24, 27, 30]
+    await recent.recent(CHANNEL, through=30)
+    assert len(log.reads) == 1  # once per channel until partitions move
+    recent.keep_only({PARTITION + 1})  # the partition moved away: its windows forgotten
+    assert not recent.windows and not recent.filled and PARTITION not in recent.live_from
+
+
+async def test_a_channel_this_worker_does_not_own_or_has_not_folded_shows_nothing() -> None:
+    recent = windows()
+    recent.on_record(CHANNEL.encode(), said("hello"), PARTITION, 0, 0)
+    assert (await recent.recent(CHANNEL, through=None)).messages == []
+    with patch.object(Owner, "messages_partition", lambda self, channel: None):
+        assert (await recent.recent(CHANNEL, through=0)).messages == []
+
+
+async def test_a_partition_taken_over_again_forgets_its_old_windows() -> None:
+    recent = windows()
+    recent.on_record(CHANNEL.encode(), said("before"), PARTITION, 0, 0)
+    other = key_partition(OTHER.encode(), PARTITIONS)
+    recent.on_record(OTHER.encode(), said("elsewhere", channel=OTHER), other, 0, 0)
+    recent.took(PARTITION, 7)  # away and back: what came between is not in this window
+    assert CHANNEL not in recent.windows and recent.live_from[PARTITION] == 7
+    assert OTHER in recent.windows  # another partition's windows stay
+
+
+async def test_a_window_is_filled_up_to_where_the_follower_started_whatever_the_fold_did() -> None:
+    """The follower starts a partition at its end while the fold may still be behind: the
+    messages in between show once folded, not never."""
+    log = Log()
+    for offset in range(6):
+        log.records[offset] = (CHANNEL.encode(), said(f"m{offset}"))
+    recent = windows(log, took_at=6)
+    assert [o for o, _ in (await recent.recent(CHANNEL, through=2)).messages] == [0, 1, 2]
+    assert [o for o, _ in (await recent.recent(CHANNEL, through=5)).messages] == [0, 1, 2, 3, 4, 5]
+    assert log.reads == [(0, 5)]
+
+
+async def test_before_the_follower_started_a_partition_a_view_reads_back_and_asks_again() -> None:
+    log = Log()
+    log.records[0] = (CHANNEL.encode(), said("m0"))
+    recent = RecentMessages(Owner(), log)  # type: ignore[arg-type]
+    assert [o for o, _ in (await recent.recent(CHANNEL, through=0)).messages] == [0]
+    assert CHANNEL not in recent.filled  # filled for good once the follower has started

@@ -1,0 +1,109 @@
+"""The fold role's views, in process and without a network: every per-channel view answers
+from what this process holds (no HTTP client exists here to call another role), and an
+agent context computes the channel's standing once."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import patch
+
+import orjson
+import pytest
+from faust.exceptions import SameNode
+
+from projections.channel import ChannelStanding
+from projections.model import encode_message
+from projections.recap import RecapPhase
+from streams.records import RecapRecord, SummaryRecord
+from streams.settings import Settings
+from streams.worker import http
+from streams.worker.compose import Worker, build_worker
+from tests.unit.streams.worker.test_read_model import FakeRuntime, conversation
+
+CHANNEL = "team/plan"
+
+
+class Request:
+    """What the views read of an aiohttp request."""
+
+    def __init__(self, query: dict[str, str] | None = None) -> None:
+        self.query = query or {}
+        self.headers: dict[str, str] = {}
+        self.match_info = {"channel": CHANNEL}
+
+
+@pytest.fixture
+def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
+    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
+    built = build_worker(settings, broker="127.0.0.1:1")
+    chorus = built.runtime
+    fake = FakeRuntime(conversation())
+    monkeypatch.setattr(http, "routable", lambda _: True)
+
+    async def here(*_: Any, **__: Any) -> Any:
+        raise SameNode()
+
+    monkeypatch.setattr(chorus.app.router, "route_topic_req", here)
+    monkeypatch.setattr(chorus, "folded", fake.folded)
+    monkeypatch.setattr(chorus, "messages_partition", lambda channel: 0)
+    monkeypatch.setattr(chorus, "messages_partitions", lambda: 4)
+    assert built.views is not None and built.window is not None
+    summary = SummaryRecord(
+        channel=CHANNEL, text="What was said.", narrative="What was said.", last_offset=0
+    )
+    built.views.summaries.on_record(CHANNEL, 0, 7, summary.to_bytes())
+    recap = RecapRecord(
+        channel=CHANNEL,
+        text="Load tests.",
+        narrative="Load tests.",
+        phase=RecapPhase.COMPLETED,
+        covered_offset=1,
+    )
+    built.views.recaps.on_record(CHANNEL, 0, 2, recap.to_bytes())
+    built.window.took(0, 0)  # followed from the partition's start: nothing to read back
+    for offset, message in enumerate(conversation()):
+        built.window.on_record(CHANNEL.encode(), encode_message(message), 0, offset, 0)
+    return built
+
+
+async def answer(worker: Worker, suffix: str, query: dict[str, str] | None = None) -> Any:
+    view = worker.runtime.app.web.views[f"/channels/{{channel:.+}}/{suffix}"]
+    response = await view.get(Request(query), CHANNEL)
+    assert response.status == 200, response.body
+    return orjson.loads(response.body)
+
+
+async def test_an_agent_context_is_answered_here_with_the_standing_computed_once(
+    worker: Worker,
+) -> None:
+    fake = FakeRuntime(conversation())
+    calls: list[str] = []
+
+    def standing(channel: str) -> ChannelStanding | None:
+        calls.append(channel)
+        return fake.standing(channel)
+
+    with patch.object(worker.runtime, "standing", standing):
+        found = await answer(worker, "context", {"max_tokens": "2000", "for": "worker"})
+    assert calls == [CHANNEL]
+    assert found["parts"]["header"]["decision"]["decision"] == "FAILED"
+    assert found["parts"]["summary"]["text"] == "What was said."
+    assert "worker (FAILURE): The cluster is down" in found["text"]
+    assert found["sources"]["summaries"] == {
+        "topic": "offline.summaries",
+        "partition": 0,
+        "read_through": 7,
+        "restoring": False,
+    }
+
+
+async def test_every_per_channel_view_answers_from_this_process(worker: Worker) -> None:
+    fake = FakeRuntime(conversation())
+    with patch.object(worker.runtime, "standing", fake.standing):
+        summary = await answer(worker, "summary")
+        recap = await answer(worker, "recap")
+    assert summary["content"].startswith("What was said.\n\nEnded (the last 1")
+    assert recap["text"].startswith("Last asked (planner): Run the load test (failed).")
+    assert recap["phase"] == "COMPLETED" and recap["decision"]["decision"] == "FAILED"
+    counted = worker.runtime.meter.requests.labels("/channels/{channel}/recap")._value.get()
+    assert counted == 1
