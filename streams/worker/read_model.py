@@ -18,6 +18,8 @@ from typing import Any
 from projections.channel import ChannelStanding
 from projections.commitments import CommitmentProjection
 from projections.context import (
+    DEFAULT_CONTEXT_TOKENS,
+    MAX_CONTEXT_TOKENS,
     ChannelContext,
     ChannelHeader,
     RecapPart,
@@ -187,11 +189,6 @@ def recap_answer(
         "decision": found.decision_json(),
         "current_at": latest.current.as_json(),
     }
-
-
-DEFAULT_CONTEXT_TOKENS = 1000
-# Far above anything the stages keep (summary, ring, commitments); a bound on the work.
-MAX_CONTEXT_TOKENS = 100_000
 
 
 def channel_context(
