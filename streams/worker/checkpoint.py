@@ -47,12 +47,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from faust.streams import _current_event, current_event
 from faust.types import TP as TopicPartition
 from faust.types import EventT
 from faust.utils import json as faust_json
@@ -105,11 +107,35 @@ class RefusedWrite:
 @dataclass(slots=True)
 class Change:
     """A key's value not checkpointed yet (`_DELETED`: deleted), the partition it belongs to
-    and the source record that made it (`offset`, for a refused write's dead letter)."""
+    and the source record that made it (`topic`, `offset`: for a refused write's dead
+    letter; no topic: the checkpoint's source topic)."""
 
     value: Any
     partition: int
     offset: int | None
+    topic: str | None = None
+
+
+@contextmanager
+def processing(event: EventT | None) -> Iterator[None]:
+    """Make `event` Faust's current event, as stream iteration does for a single event
+    (`Stream.take_events` hands over a batch without it): what `CheckpointedTable`'s
+    `table[key] = value` takes the partition from."""
+    token = _current_event.set(weakref.ref(event) if event is not None else None)
+    try:
+        yield
+    finally:
+        _current_event.reset(token)
+
+
+def _from_current_event(value: Any) -> Change:
+    event = current_event()
+    if event is None:
+        raise RuntimeError(
+            "a checkpointed table is written by key only while an event is processed"
+        )
+    message = event.message
+    return Change(value, message.partition, message.offset, message.topic)
 
 
 class _ChangelogMessage(NamedTuple):
@@ -172,6 +198,15 @@ class CheckpointedTable:
 
     def delete(self, key: Any, partition: int, offset: int | None = None) -> None:
         self._changed[key] = Change(_DELETED, partition, offset)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """`key` holds `value` from now on, in the partition of the event being processed
+        (`processing`, or Faust's stream iteration), the record that made it."""
+        self._changed[key] = _from_current_event(value)
+
+    def discard(self, key: Any) -> None:
+        """Delete `key`, in the partition of the event being processed."""
+        self._changed[key] = _from_current_event(_DELETED)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         """Every key and value (decoded), the ones not checkpointed yet included: what a
@@ -239,7 +274,7 @@ class CheckpointedTable:
             key=str(key),
             size=size,
             limit=self._limit,
-            topic=self._source_topic,
+            topic=change.topic or self._source_topic,
             partition=change.partition,
             offset=change.offset,
         )

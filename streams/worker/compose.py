@@ -97,11 +97,10 @@ def build_worker(
     if "config" in stages:
         config.install(runtime, dead_letters=role == "fold")
     _track_messages_metadata(runtime)
+    _checkpointed(runtime)
     if role == "context":
         return _context_role(runtime, stages)
     folder = fold.install(runtime) if "fold" in stages else None
-    if folder is not None:
-        _checkpointed(runtime)
     if "shadow" in stages:
         shadow.install(runtime)
     if "http" not in stages:

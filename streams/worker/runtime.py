@@ -1,5 +1,5 @@
-"""What the worker's stages share: the Faust app, its topics and tables, the staged table
-writes, the channel configs and the meter. It imports no stage; `streams.worker.compose`
+"""What the worker's stages share: the Faust app, its topics and tables, the checkpoint
+that writes them, the channel configs and the meter. It imports no stage; `streams.worker.compose`
 wires the stages onto it.
 """
 
@@ -37,8 +37,6 @@ from streams.topology import (
 )
 from streams.worker.checkpoint import CACHED_KEYS, Checkpoint, Codec, RefusedWrite
 from streams.worker.configs import ChannelConfigs
-from streams.worker.staging import RefusedWrite as StagedRefusedWrite
-from streams.worker.staging import Staging
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +188,7 @@ class Runtime:
         self.recaps = self.app.topic(settings.topic(RECAPS), **RAW)
 
         self.meter = CostMeter()
-        # The fold role's state: read through memory, each changed key written to its table
+        # Each role's state: read through memory, each changed key written to its table
         # and changelog once per checkpoint (`streams.worker.checkpoint`); a value that would
         # not fit a changelog record is refused and reported, never sent.
         self.checkpoint = Checkpoint(
@@ -205,7 +203,7 @@ class Runtime:
         self.app.checkpoint = self.checkpoint
         # The fold tables live in the fold role only (the context role reads no fold), so
         # `folded` and `standing` find nothing there.
-        # Fold tables are not guarded: the fold step bounds every state (max_state_bytes).
+        # They are not guarded: the fold step bounds every state (max_state_bytes).
         folding = role == "fold"
         self.folds = {
             p.name: self.checkpoint.table(
@@ -220,8 +218,6 @@ class Runtime:
         # Next offset to fold (or, in the context role, to follow) per messages partition:
         # neither role applies a message past a gap.
         self.positions = self.table("fold-positions" if folding else "context-positions")
-        # Table writes of the context role's stages, applied once per key per batch.
-        self.staging = Staging(record_limit=settings.max_message_bytes, on_refused=self._refused)
 
         @self.app.on_partitions_revoked.connect
         async def forget_on_revoke(app: Any, revoked: Any, **_: Any) -> None:
@@ -262,7 +258,7 @@ class Runtime:
         """Every table's changelog topic (to create them before Faust's clients start)."""
         return sorted(table.changelog_topic.get_topic_name() for table in self.app.tables.values())
 
-    def _refused(self, refused: RefusedWrite | StagedRefusedWrite) -> None:
+    def _refused(self, refused: RefusedWrite) -> None:
         log.error("%s (source %s@%s)", refused.reason, refused.partition, refused.offset)
         self.meter.refused_writes.labels(refused.table).inc()
 
@@ -284,7 +280,6 @@ class Runtime:
     def forget_cached(self) -> None:
         """Partitions moved: recovery and standbys write the tables behind the caches."""
         self.checkpoint.forget()
-        self.staging.forget()
         self.configs.forget()
 
     def standing(self, channel: str) -> ChannelStanding | None:

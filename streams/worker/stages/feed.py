@@ -1,10 +1,11 @@
 """The context role's one agent on `chorus.messages`: each valid message, in log order, to
-the summaries and recaps stages (its "followers"), their table writes flushed once per batch.
+the summaries and recaps stages (its "followers"); what they change reaches their tables
+once per checkpoint (`streams.worker.checkpoint`), and the messages stay held until then.
 
 It passes the fold's gate (`validate_record`) but sends no dead letters for what the gate
-refuses: the fold role does (one dead letter per bad record). A follower that raises, or a
-table write too large for its changelog, is dead-lettered here (stages `Summariser.on_message`,
-`Recapper.on_message`, `table-write`), as the one-process worker did.
+refuses: the fold role does (one dead letter per bad record). A follower that raises is
+dead-lettered here (stages `Summariser.on_message`, `Recapper.on_message`); a table write
+too large for its changelog is dead-lettered by the checkpoint (stage `table-write`).
 
 Like the fold, it keeps the next offset per partition (`context-positions`) and never
 follows a message past a gap: a consumer that jumps ahead is sought back, so no message is
@@ -24,8 +25,8 @@ from faust.types import EventT
 from projections.model import LogPosition, Message, MessageError
 from streams.dead_letters import send_dead_letter
 from streams.records import validate_record
+from streams.worker.checkpoint import CACHED_KEYS, processing
 from streams.worker.runtime import Runtime
-from streams.worker.staging import CACHED_KEYS, processing
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class Feed:
     def __init__(self, chorus: Runtime, followers: Sequence[Follower]) -> None:
         self.chorus = chorus
         self.followers = followers
-        self.positions = chorus.staging.stage(chorus.positions, cache=CACHED_KEYS)
+        self.positions = chorus.checkpoint.table(chorus.positions, cache=CACHED_KEYS)
 
     async def on_record(
         self,
@@ -56,7 +57,7 @@ class Feed:
             await self.chorus.app.consumer.seek(TopicPartition(topic, partition), expected)
             return
         if expected is None or offset == expected:
-            self.positions[str(partition)] = offset + 1
+            self.positions.set(str(partition), offset + 1, partition, offset)
         try:
             message = validate_record(
                 key,
@@ -78,27 +79,23 @@ class Feed:
                 await self.dead_letter(reason, stage, key, value, partition, offset)
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
-        for event in batch:
-            with processing(event):
-                record = event.message
-                await self.on_record(
-                    event.key,
-                    event.value,
-                    record.partition,
-                    record.offset,
-                    int(record.timestamp * 1000),  # as the fold reads it: the same defaults
-                )
-        self.chorus.staging.flush()
-        for refused in self.chorus.staging.drain_refused():
-            await self.dead_letter(
-                refused.reason,
-                "table-write",
-                refused.key.encode(),
-                None,
-                -1 if refused.partition is None else refused.partition,
-                -1 if refused.offset is None else refused.offset,
-                topic=refused.topic,
-            )
+        """Follow a batch; its records stay held until a checkpoint holds what the followers
+        changed (at once when the memory bound is met)."""
+        checkpoint = self.chorus.checkpoint
+        async with checkpoint.between_batches():
+            for event in batch:
+                checkpoint.hold(event)
+                with processing(event):
+                    record = event.message
+                    await self.on_record(
+                        event.key,
+                        event.value,
+                        record.partition,
+                        record.offset,
+                        int(record.timestamp * 1000),  # as the fold reads it: the same defaults
+                    )
+        if checkpoint.over_bound():
+            await checkpoint.checkpoint()
 
     async def dead_letter(
         self,

@@ -47,7 +47,7 @@ from projections.summarise.pending import PendingBatch, PendingItem
 from projections.text import cut, title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
-from streams.worker.staging import CACHED_KEYS, Codec
+from streams.worker.checkpoint import CACHED_KEYS, Codec
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -92,7 +92,7 @@ class ChannelRecap(BaseModel):
 
 
 # The recap table holds JSON without the window's messages (the log has them); the stage
-# reads and writes ChannelRecap models, each decoded once (see streams.worker.staging).
+# reads and writes ChannelRecap models, each decoded once (see streams.worker.checkpoint).
 RECAP_CODEC = Codec(
     encode=lambda recap: recap.model_dump(mode="json", exclude={"window"}),
     decode=ChannelRecap.model_validate,
@@ -186,8 +186,8 @@ class Recapper:
         self.settings = chorus.settings
         self.client = client
         self.narrative = narrative
-        # Staged: the fold agent flushes it once per batch (see streams.worker.staging).
-        self.table = chorus.staging.stage(
+        # Written once per checkpoint (`streams.worker.checkpoint`).
+        self.table = chorus.checkpoint.table(
             chorus.table("recap-status"),
             cache=CACHED_KEYS,
             codec=RECAP_CODEC,
@@ -200,7 +200,7 @@ class Recapper:
         # channel -> its recap status, for the deadline timer: kept by every write, rebuilt
         # from the table by `rescan`.
         self.statuses: dict[str, RecapStatus] = {}
-        self.rescan = chorus.staging.rescan()
+        self.rescan = chorus.checkpoint.rescan()
 
     def store(self, channel: str, recap: ChannelRecap) -> None:
         self.table[channel] = recap
@@ -352,8 +352,9 @@ def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
     @chorus.app.agent(chorus.recaps, name="record-recaps")
     async def record_recaps(stream: Any) -> None:
         async for event in stream.events():
-            await recapper.on_recap(event.value)
-            chorus.staging.flush()
+            async with chorus.checkpoint.between_batches():
+                chorus.checkpoint.hold(event)
+                await recapper.on_recap(event.value)
 
     @chorus.app.timer(chorus.settings.recap_check_seconds, name="recap-deadlines")
     async def deadlines() -> None:

@@ -52,7 +52,7 @@ from projections.summarise.state import narrative_of
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies
-from streams.worker.staging import CACHED_KEYS, Codec
+from streams.worker.checkpoint import CACHED_KEYS, Codec
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -113,10 +113,10 @@ class Summariser:
         self.chorus = chorus
         self.settings = chorus.settings
         self.summariser = summariser
-        self.latest = chorus.staging.stage(chorus.table("summary-latest"), cache=CACHED_KEYS)
+        self.latest = chorus.checkpoint.table(chorus.table("summary-latest"), cache=CACHED_KEYS)
         # Per channel, the pending batch's header (offsets, pending_since, compacted spans),
-        # staged: the feed flushes it once per batch (see streams.worker.staging).
-        self.pending = chorus.staging.stage(
+        # written once per checkpoint (`streams.worker.checkpoint`).
+        self.pending = chorus.checkpoint.table(
             chorus.table("summary-pending"),
             cache=CACHED_KEYS,
             codec=HEADER_CODEC,
@@ -128,7 +128,7 @@ class Summariser:
         self.tasks: set[asyncio.Task[None]] = set()
         # channel -> when its pending batch falls due (count threshold reached: at once).
         self.due_at: dict[str, datetime] = {}
-        self.rescan = chorus.staging.rescan()
+        self.rescan = chorus.checkpoint.rescan()
 
     def narrative(self, channel: str) -> str | None:
         """What the channel's latest summary says was said (None before its first)."""
@@ -269,7 +269,7 @@ class Summariser:
         """Launch batches whose time threshold passed (the message threshold fires inline).
 
         Only channels the index says are due are loaded; a full scan refreshes the index
-        from time to time (`streams.worker.staging.Rescan`).
+        from time to time (`streams.worker.checkpoint.Rescan`).
         """
         now = utc_now()
         if self.rescan.due():
@@ -389,8 +389,9 @@ def install(chorus: Runtime) -> Summariser:
     @chorus.app.agent(chorus.summaries, name="record-summaries")
     async def record_summaries(stream: Any) -> None:
         async for event in stream.events():
-            await summariser.on_summary(event.value, event.message.partition)
-            chorus.staging.flush()
+            async with chorus.checkpoint.between_batches():
+                chorus.checkpoint.hold(event)
+                await summariser.on_summary(event.value, event.message.partition)
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")
     async def time_thresholds() -> None:

@@ -8,8 +8,14 @@ from typing import Any
 
 from projections.model import Message, MessageType, encode_message
 from streams.settings import Settings
+from streams.worker.checkpoint import Checkpoint
 from streams.worker.stages.feed import Feed
-from streams.worker.staging import Staging
+
+
+class Positions(dict[str, Any]):
+    """The positions table's store, with a Faust table's name."""
+
+    name = "context-positions"
 
 
 class Topic:
@@ -32,13 +38,14 @@ def feed_with(followed: list[tuple[str, int]]) -> tuple[Feed, Any]:
     async def follower(message: Message, partition: int, offset: int) -> None:
         followed.append((message.content or "", offset))
 
+    app = SimpleNamespace(consumer=SimpleNamespace(seek=seek))
     chorus = SimpleNamespace(
         settings=Settings(),
-        positions={},
-        staging=Staging(),
+        positions=Positions(),
+        checkpoint=Checkpoint(app, "t.messages", interval=5.0, max_keys=10, max_held=10),
         messages=Topic(),
         dead_letters=Topic(),
-        app=SimpleNamespace(consumer=SimpleNamespace(seek=seek)),
+        app=app,
         messages_partitions=lambda: 1,
         seeks=seeks,
     )

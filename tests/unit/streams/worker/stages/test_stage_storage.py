@@ -50,6 +50,7 @@ async def fold_messages(
         async with chorus.app.agents["record-summaries"].test_context() as agent:
             for record in published:
                 await agent.put(record.to_bytes(), key=CHANNEL.encode())
+        await chorus.checkpoint.checkpoint()  # what the tables hold from now on
     return chorus, summariser, recapper
 
 
