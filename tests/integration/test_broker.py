@@ -43,12 +43,14 @@ def run_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def _start(run_dir: Path, **kwargs: int) -> ClusterInfo:
+    """A cluster on free ports unless the test names them: `make run`'s broker may hold
+    the default port (9092) beside the tests."""
     return start_cluster(
         home=SETTINGS.broker_home,
         run_dir=run_dir,
         kafka_version=SETTINGS.kafka_version,
         timeout=90.0,
-        **kwargs,
+        **{"base_port": 0, **kwargs},
     )
 
 
