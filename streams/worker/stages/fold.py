@@ -5,7 +5,8 @@ Records arrive in batches (`Stream.take_events`, at most `FOLD_BATCH_MAX` record
 `FOLD_BATCH_WAIT_MS`). A batch's folds change the state in memory (the checkpointed fold
 tables, `streams.worker.checkpoint`, which every view and timer reads); its driver events go
 to the broker in record batches (`Runtime.publish`) as they are folded, `SIGNALS_AT_ONCE`
-at a time, and the stage waits until the broker has acknowledged them all. Nothing on this
+at a time and in order (each lot once the one before is acknowledged), and the stage waits
+until the broker has acknowledged them all. Nothing on this
 path writes a table: each changed key reaches its table and changelog once per checkpoint,
 and the batch's records stay unacknowledged (`Checkpoint.hold`) until a checkpoint holds
 what they changed, so the source offsets are committed only after the state and the
@@ -69,7 +70,8 @@ MISPLACED_LOGGED_LIMIT = 10_000
 PUBLISH_RETRY_SECONDS = (1.0, 30.0)
 # A batch's driver events go out this many at a time as its messages are folded, so a large
 # batch (a burst, a backlog) never holds its first events while the rest folds (about 20 ms
-# of folding); the batch ends once the broker has acknowledged them all.
+# of folding); each lot after the one before is acknowledged (in order), and the batch ends
+# once the broker has acknowledged them all.
 SIGNALS_AT_ONCE = 64
 
 
@@ -187,7 +189,7 @@ class Folder:
         checkpoint = self.chorus.checkpoint
         async with checkpoint.between_batches():
             signals: list[Signal] = []
-            sending: list[asyncio.Task[None]] = []
+            sent: asyncio.Task[None] | None = None
             limit = self.settings.max_message_bytes
             for event in batch:
                 checkpoint.hold(event)
@@ -202,13 +204,21 @@ class Folder:
                 # Encoded now: the states they carry must not change before the batch ends.
                 signals += [signal_of(driver_event, limit) for driver_event in woken]
                 if len(signals) >= SIGNALS_AT_ONCE:  # on their way while the rest folds
-                    sending.append(asyncio.ensure_future(self.signal(signals)))
+                    sent = asyncio.ensure_future(self.signal_after(sent, signals))
                     signals = []
                     await asyncio.sleep(0)  # let it queue its record batches now
-            sending.append(asyncio.ensure_future(self.signal(signals)))
-            await asyncio.gather(*sending)
+            await self.signal_after(sent, signals)
         if checkpoint.over_bound():
             await checkpoint.checkpoint()
+
+    async def signal_after(
+        self, earlier: asyncio.Task[None] | None, signals: Sequence[Signal]
+    ) -> None:
+        """`signal` once the `earlier` events are acknowledged: a channel's driver events
+        reach the topic in the order of its messages, retries included."""
+        if earlier is not None:
+            await earlier
+        await self.signal(signals)
 
     async def signal(self, signals: Sequence[Signal]) -> None:
         """Publish the batch's driver events, again and again (with backoff) while the broker

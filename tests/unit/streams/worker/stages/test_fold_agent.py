@@ -398,3 +398,41 @@ async def test_a_large_batch_sends_its_first_driver_events_before_it_has_folded_
     # The first two went out once two of the five were folded, not after all of them.
     assert folded_at_send[:2] == [(0, 2), (1, 2)]
     assert [offset for offset, _ in folded_at_send] == [0, 1, 2, 3, 4] and len(sent) == 5
+
+
+async def test_a_batchs_driver_events_reach_the_topic_in_the_order_of_its_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each lot is sent once the one before is acknowledged, however slow its broker."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(streams.worker.stages.fold, "SIGNALS_AT_ONCE", 2)
+    worker = offline_worker()
+    folder = worker.folder
+    assert folder is not None
+    published: list[int] = []
+    in_flight: list[int] = []
+
+    async def slow_first(_: Runtime, topic: Any, records: Sequence[Record]) -> Published:
+        in_flight.append(len(in_flight))
+        assert len(in_flight) == 1  # never two lots at once
+        offsets = [DriverEvent.model_validate_json(value or b"").offset for _, value, _ in records]
+        await asyncio.sleep(0.05 if offsets[0] == 0 else 0.0)  # the first lot is the slowest
+        published.extend(offsets)
+        in_flight.clear()
+        return Published(offsets, [])
+
+    value = orjson.dumps({"channel": "off/line", "sender": "ann", "type": "STATUS"})
+    batch = [
+        SimpleNamespace(
+            key=b"off/line",
+            value=value,
+            message=SimpleNamespace(
+                partition=HOME, offset=offset, timestamp=0.0, incref=lambda: None
+            ),
+        )
+        for offset in range(5)
+    ]
+    with captured(), patch.object(Runtime, "publish", slow_first):
+        await folder.on_batch(batch)  # type: ignore[arg-type]
+    assert published == [0, 1, 2, 3, 4]
