@@ -271,9 +271,9 @@ class Recapper:
         now = utc_now()
         if self.rescan.due():
             self.statuses = {
-                str(channel): RecapStatus.model_validate(raw["status"])
-                for channel, raw in list(self.table.items())
-                if raw
+                str(channel): recap.status
+                for channel, recap in list(self.table.items())
+                if recap is not None
             }
         for channel, status in list(self.statuses.items()):
             if channel in self.generating:

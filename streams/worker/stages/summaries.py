@@ -274,9 +274,9 @@ class Summariser:
         now = utc_now()
         if self.rescan.due():
             self.due_at.clear()
-            for channel, raw in list(self.pending.items()):
-                if raw and (raw.get("offsets") or raw.get("items")):
-                    self.index(channel, header_batch(raw))
+            for channel, batch in list(self.pending.items()):
+                if batch is not None and batch.items:
+                    self.index(channel, batch)
         for channel in [c for c, at in self.due_at.items() if at <= now]:
             partition = self.chorus.messages_partition(channel)
             if partition is not None:

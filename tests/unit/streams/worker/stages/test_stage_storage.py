@@ -195,3 +195,17 @@ async def test_an_older_summary_read_again_never_replaces_the_latest() -> None:
     _, summariser, _ = await fold_messages(5, [newer, older], summary_after_messages=50)
     assert summariser.covered_offset(CHANNEL) == 4
     assert summariser.narrative(CHANNEL) == "New."
+
+
+async def test_the_timers_rebuild_their_indexes_from_the_tables() -> None:
+    """After a restart or a partition move the in-memory indexes are empty: the timers'
+    full scans find the pending batches and the recap statuses in the tables."""
+    chorus, summariser, recapper = await fold_messages(5, summary_after_messages=50)
+    due_at, statuses = dict(summariser.due_at), dict(recapper.statuses)
+    assert due_at and statuses
+    summariser.due_at.clear()
+    recapper.statuses.clear()
+    chorus.forget_cached()  # the scans are due at the next tick
+    await summariser.check_time_thresholds()
+    await recapper.check_deadlines()
+    assert summariser.due_at == due_at and recapper.statuses == statuses
