@@ -157,8 +157,9 @@ async def test_two_roles_share_only_topics_and_each_answers_while_the_other_is_d
     summaries = await read_until(chorus_settings, "summaries", covers(len(messages) - 1), 60)
     last = next(s.value for s in reversed(summaries) if s.value["last_offset"] == 5)
     assert last["total_messages"] == len(messages)
-    # The topic carries the narrative: what was asked and how it ended are the fold's.
-    assert "Open (" not in last["text"] and "Port the lexer" not in last["text"]
+    # The topic carries the narrative (what was asked, told as history); whether it is open
+    # and how it ended are the fold's.
+    assert "Open (" not in last["text"] and "asked coder: Port the lexer" in last["text"]
     await read_until(chorus_settings, "recaps", completed_after(len(messages) - 1), 60)
     asked = 0
     for _ in range(3):
