@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streams.worker.runtime import CONTEXT_GROUP
+
 QUANTILES = (50, 95, 99)
 
 
@@ -125,11 +127,12 @@ def writes_per_message(
 
 def chorus_roles(prefix: str, app_id: str) -> TopicRole:
     """Which role of a `chorus worker` writes a topic: the context role its summaries,
-    recaps and changelogs (app id `<app_id>-context`), the fold role the rest."""
+    recaps and changelogs (app id `<app_id>-<CONTEXT_GROUP>`), the fold role the rest."""
+    context = f"{app_id}-{CONTEXT_GROUP}-"
 
     def role_of(topic: str) -> tuple[str, str] | None:
-        if topic.startswith(f"{app_id}-context-"):
-            return "context", topic.removeprefix(f"{app_id}-context-")
+        if topic.startswith(context):
+            return "context", topic.removeprefix(context)
         if topic.startswith(f"{app_id}-"):
             return "fold", topic.removeprefix(f"{app_id}-")
         name = topic.removeprefix(prefix) if topic.startswith(prefix) else None

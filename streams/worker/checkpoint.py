@@ -308,6 +308,61 @@ class CheckpointedTable:
         self._writing = {}
 
 
+class Columns:
+    """Several stages' values for the same key in one record of one checkpointed table: a
+    key they all change costs one changelog record per checkpoint, not one per stage. Each
+    stage reads and writes its `Column` as if it were a table of its own; in memory a row
+    holds each column decoded, and a checkpoint encodes each with the column's codec."""
+
+    def __init__(self, checkpoint: Checkpoint, table: Any, *, cache: int = CACHED_KEYS) -> None:
+        self.codecs: dict[str, Codec | None] = {}
+        self.rows = checkpoint.table(
+            table, cache=cache, codec=Codec(encode=self._encode, decode=self._decode)
+        )
+
+    def column(self, name: str, codec: Codec | None = None) -> Column:
+        """The column `name`, its values stored through `codec` (declared before any read)."""
+        self.codecs[name] = codec
+        return Column(self, name)
+
+    def _encode(self, row: dict[str, Any]) -> dict[str, Any]:
+        return {
+            name: value if codec is None else codec.encode(value)
+            for name, value in row.items()
+            for codec in [self.codecs.get(name)]
+        }
+
+    def _decode(self, stored: dict[str, Any]) -> dict[str, Any]:
+        return {
+            name: value if codec is None or value is None else codec.decode(value)
+            for name, value in stored.items()
+            if name in self.codecs
+            for codec in [self.codecs[name]]
+        }
+
+
+class Column:
+    """One stage's values in `Columns`: `get`, `table[key] = value` (in the partition of the
+    event being processed) and `items`, as a `CheckpointedTable`."""
+
+    def __init__(self, columns: Columns, name: str) -> None:
+        self.columns = columns
+        self.name = name
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        row = self.columns.rows.get(key)
+        return row[self.name] if row is not None and self.name in row else default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        row = self.columns.rows.get(key)
+        self.columns.rows[key] = {**(row or {}), self.name: value}
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        for key, row in self.columns.rows.items():
+            if row is not None and self.name in row:
+                yield key, row[self.name]
+
+
 class Rescan:
     """When a timer's index of due channels must be rebuilt from a full table scan: every
     RESCAN_SECONDS, and at the next tick after `forget` (partitions moved)."""

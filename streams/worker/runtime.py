@@ -6,6 +6,7 @@ wires the stages onto it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import ssl
 from collections import OrderedDict
@@ -35,7 +36,7 @@ from streams.topology import (
     changelog_config,
     fold_table_name,
 )
-from streams.worker.checkpoint import CACHED_KEYS, Checkpoint, Codec, RefusedWrite
+from streams.worker.checkpoint import CACHED_KEYS, Checkpoint, Codec, Columns, RefusedWrite
 from streams.worker.configs import ChannelConfigs
 
 log = logging.getLogger(__name__)
@@ -60,10 +61,15 @@ Role = Literal["fold", "context"]
 ROLES: tuple[Role, ...] = ("fold", "context")
 
 
+# The context role's group, versioned by the form of its stored state: a new version is a
+# new group, which reads the log and its own outputs afresh (README, upgrading).
+CONTEXT_GROUP = "context-v2"
+
+
 def role_app_id(settings: Settings, role: Role) -> str:
     """The role's Faust app id (its consumer group, the prefix of its changelogs): the fold
     role keeps CHORUS_APP_ID, so the fold tables' changelogs of earlier versions stay valid."""
-    return settings.app_id if role == "fold" else f"{settings.app_id}-context"
+    return settings.app_id if role == "fold" else f"{settings.app_id}-{CONTEXT_GROUP}"
 
 
 def role_web_port(settings: Settings, role: Role) -> int:
@@ -213,6 +219,7 @@ class Runtime:
             if folding
         }
         self._standings: OrderedDict[str, tuple[Any, Any, ChannelStanding]] = OrderedDict()
+
         self.channel_config = self.table("channel-config")
         self.configs = ChannelConfigs(self.channel_config)
         # Next offset to fold (or, in the context role, to follow) per messages partition:
@@ -230,6 +237,13 @@ class Runtime:
         @self.app.on_rebalance_complete.connect
         async def forget_after_recovery(app: Any, **_: Any) -> None:
             self.forget_cached()
+
+    @functools.cached_property
+    def channel_state(self) -> Columns:
+        """The context role's per-channel state, one record per channel for all its stages
+        (the summaries' pending batch, the recap status): one changelog record per changed
+        channel per checkpoint. Made when the first stage asks (before the app starts)."""
+        return Columns(self.checkpoint, self.table("channel-state"))
 
     def folded(self, channel: str, name: str) -> Folded | None:
         """The fold of `channel` by projection `name` as this process holds it, checkpointed

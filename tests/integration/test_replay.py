@@ -403,8 +403,8 @@ async def test_a_version_deployed_without_a_rebuild_is_built_when_the_worker_sta
     # Changelogs Faust created and the one the rebuild created roll segments alike.
     configs = await changelog_configs(chorus_settings)
     assert f"{chorus_settings.app_id}-fold-tally-v2-changelog" in configs
-    # The pending summaries are the context role's: its app id is `<app id>-context`.
-    assert f"{chorus_settings.app_id}-context-summary-pending-changelog" in configs
+    # The pending summaries are the context role's: its app id is `<app id>-context-v2`.
+    assert f"{chorus_settings.app_id}-context-v2-channel-state-changelog" in configs
     for name, config in configs.items():
         assert config["cleanup.policy"] == "compact", name
         assert config["segment.bytes"] == str(chorus_settings.compacted_segment_bytes), name

@@ -1,6 +1,7 @@
 """Stage 3: when a channel goes quiet, a cheap secondary model writes a short recap.
 
-Deadlines live in the changelog-backed `recap-status` table, so a restarted or rebalanced
+Deadlines live in the changelog-backed channel state (`Runtime.channel_state`, the recap
+status beside the summaries' pending batch), so a restarted or rebalanced
 worker still fires them on time. A timer checks the channels this worker owns; generation
 runs in a task, and every phase change travels through the compacted `chorus.recaps`
 topic before the table records it, exactly like summaries.
@@ -47,7 +48,7 @@ from projections.summarise.pending import PendingBatch, PendingItem
 from projections.text import cut, title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
-from streams.worker.checkpoint import CACHED_KEYS, Codec
+from streams.worker.checkpoint import Codec
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -187,11 +188,7 @@ class Recapper:
         self.client = client
         self.narrative = narrative
         # Written once per checkpoint (`streams.worker.checkpoint`).
-        self.table = chorus.checkpoint.table(
-            chorus.table("recap-status"),
-            cache=CACHED_KEYS,
-            codec=RECAP_CODEC,
-        )
+        self.table = chorus.channel_state.column("recap", RECAP_CODEC)
         self.bodies = LogBodies(
             chorus, MessageBodies(WINDOW_KEPT_MESSAGES, WINDOW_KEPT_CHARS), windowed_message
         )

@@ -116,11 +116,7 @@ class Summariser:
         self.latest = chorus.checkpoint.table(chorus.table("summary-latest"), cache=CACHED_KEYS)
         # Per channel, the pending batch's header (offsets, pending_since, compacted spans),
         # written once per checkpoint (`streams.worker.checkpoint`).
-        self.pending = chorus.checkpoint.table(
-            chorus.table("summary-pending"),
-            cache=CACHED_KEYS,
-            codec=HEADER_CODEC,
-        )
+        self.pending = chorus.channel_state.column("pending", HEADER_CODEC)
         self.bodies = LogBodies(chorus)
         # Last offset handed to a summariser and not yet seen back on the summaries topic:
         # the next batch waits for it, so it builds on the summary it follows.

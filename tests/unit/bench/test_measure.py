@@ -73,9 +73,9 @@ def test_wake_figures_count_the_messages_never_woken() -> None:
 
 def test_chorus_topics_by_role() -> None:
     role_of = chorus_roles("wake.", "chorus-wake")
-    assert role_of("chorus-wake-context-summary-pending-changelog") == (
+    assert role_of("chorus-wake-context-v2-channel-state-changelog") == (
         "context",
-        "summary-pending-changelog",
+        "channel-state-changelog",
     )
     assert role_of("chorus-wake-fold-overview-v3-changelog") == (
         "fold",

@@ -353,3 +353,39 @@ async def test_while_faust_waits_for_every_acknowledgement_what_is_held_is_check
     with patch.object(faust.App, "_consumer_wait_empty", until_acknowledged):
         await asyncio.wait_for(chorus.app._consumer_wait_empty(None, None), 5)
     assert chorus.checkpoint.held == 0
+
+
+async def test_columns_of_one_key_are_one_record_per_checkpoint() -> None:
+    """Two stages' values of a channel: each reads and writes its own column, a checkpoint
+    writes one record per changed channel with both."""
+    from types import SimpleNamespace
+
+    from streams.worker.checkpoint import Columns, processing
+
+    app = App()
+    table = Table("channel-state")
+    table.data["a"] = {"pending": [1], "retired": "ignored"}
+    state = checkpoint(app)
+    columns = Columns(state, table)
+    pending = columns.column("pending", Codec(encode=list, decode=tuple))
+    recap = columns.column("recap")
+    assert pending.get("a") == (1,) and recap.get("a") is None
+
+    class Delivered:  # Faust keeps a weak reference to the current event
+        def __init__(self, partition: int, offset: int) -> None:
+            self.message = SimpleNamespace(partition=partition, offset=offset, topic="src")
+
+    def event(partition: int, offset: int) -> Any:
+        return Delivered(partition, offset)
+
+    with processing(event(0, 7)):  # type: ignore[arg-type]
+        pending["a"] = (1, 2)
+        recap["a"] = {"phase": "ACTIVE"}
+    with processing(event(1, 8)):  # type: ignore[arg-type]
+        recap["b"] = {"phase": "IDLE"}
+    assert dict(pending.items()) == {"a": (1, 2)} and recap.get("b") == {"phase": "IDLE"}
+    assert await state.checkpoint() == 2  # one record per key, both columns in it
+    assert table.data == {
+        "a": {"pending": [1, 2], "recap": {"phase": "ACTIVE"}},
+        "b": {"recap": {"phase": "IDLE"}},
+    }

@@ -62,10 +62,10 @@ def test_impossible_combinations_are_refused(
 def test_the_context_role_is_an_app_of_its_own_without_fold_tables() -> None:
     worker = _build(None, role="context")
     app = worker.runtime.app
-    assert app.conf.id == "chorus-context" and app.conf.web_port == 6067
+    assert app.conf.id == "chorus-context-v2" and app.conf.web_port == 6067
     assert worker.folder is None and worker.feed is not None
     assert isinstance(worker.summariser, Summariser)
-    assert worker.recapper is not None and "recap-status" in app.tables
+    assert worker.recapper is not None and "channel-state" in app.tables
     assert "fold-messages" not in app.agents and "feed-messages" in app.agents
     assert "summary-state-changes" not in app.agents  # it reads the log once, no driver event
     assert not worker.runtime.folds and not any(name.startswith("fold-") for name in app.tables)

@@ -54,10 +54,16 @@ async def fold_messages(
     return chorus, summariser, recapper
 
 
+def stored(chorus: Runtime) -> dict[str, Any]:
+    """The channel's record in the context role's table: one for all its stages."""
+    record: dict[str, Any] = chorus.app.tables["channel-state"][CHANNEL]
+    return record
+
+
 async def test_pending_batch_is_positions_and_no_table_holds_a_message_body() -> None:
     chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
 
-    header = summariser.pending.table[CHANNEL]
+    header = stored(chorus)["pending"]
     assert header["offsets"] == [0, 1, 2, 3, 4] and "items" not in header
     assert not any("summary-items" in name for name in chorus.app.tables)
     # The bodies are in memory (the log is their copy), so no read goes to Kafka here.
@@ -73,7 +79,7 @@ async def test_recap_window_is_positions_read_back_oldest_first() -> None:
     count = RECAP_WINDOW + 7
     chorus, _, recapper = await fold_messages(count)
 
-    status = recapper.table.table[CHANNEL]  # what the changelog holds
+    status = stored(chorus)["recap"]  # what the changelog holds
     assert "window" not in status and status["message_count"] == count
     assert status["window_offsets"] == list(range(7, count))
     assert not any("recap-window" in name for name in chorus.app.tables)
@@ -87,9 +93,9 @@ async def test_recap_window_is_positions_read_back_oldest_first() -> None:
 
 async def test_a_summary_trims_the_header_and_forgets_the_bodies_it_covers() -> None:
     covered = SummaryRecord(channel=CHANNEL, text="so far", first_offset=0, last_offset=2)
-    _, summariser, _ = await fold_messages(5, [covered], summary_after_messages=50)
+    chorus, summariser, _ = await fold_messages(5, [covered], summary_after_messages=50)
 
-    assert summariser.pending.table[CHANNEL]["offsets"] == [3, 4]
+    assert stored(chorus)["pending"]["offsets"] == [3, 4]
     kept = summariser.bodies.memory.of(CHANNEL)
     assert {offset: m.content for offset, m in kept.items()} == {3: "m3", 4: "m4"}
     assert summariser.covered_offset(CHANNEL) == 2
@@ -117,11 +123,11 @@ def test_an_old_format_batch_with_inline_messages_is_read_for_its_positions() ->
 async def test_a_burst_of_ten_times_the_bound_is_compacted_never_dropped() -> None:
     # The first batch is in flight (its summary never comes back here), so the burst piles up.
     bound, count = 10, 100
-    _, summariser, _ = await fold_messages(
+    chorus, summariser, _ = await fold_messages(
         count, summary_after_messages=5, summary_max_pending=bound
     )
 
-    header = summariser.pending.table[CHANNEL]
+    header = stored(chorus)["pending"]
     assert len(header["offsets"]) == bound
     batch = summariser.batch_of(CHANNEL)
     spans = [(item.start, item.offset) for item in batch.items]
