@@ -357,6 +357,11 @@ class Column:
         row = self.columns.rows.get(key)
         self.columns.rows[key] = {**(row or {}), self.name: value}
 
+    def set(self, key: Any, value: Any, partition: int, offset: int | None = None) -> None:
+        """`key` holds `value` from now on, in `partition` (made by the record at `offset`)."""
+        row = self.columns.rows.get(key)
+        self.columns.rows.set(key, {**(row or {}), self.name: value}, partition, offset)
+
     def items(self) -> Iterator[tuple[Any, Any]]:
         for key, row in self.columns.rows.items():
             if row is not None and self.name in row:

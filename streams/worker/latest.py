@@ -64,17 +64,7 @@ class LatestViews:
             on_dropped=dropped.labels(recaps).inc,
         )
         readers: list[Followed] = [self.summaries, self.recaps, *also]
-        self.follower = Follower(settings, chorus.servers, readers, self.owned)
-
-    def owned(self) -> frozenset[int]:
-        """The messages partitions this worker actively owns (none before the group assigned
-        any, or while it rebalances: the views answer 503 then)."""
-        topic = self.chorus.messages.get_topic_name()
-        try:
-            actives = self.chorus.app.assignor.assigned_actives()
-        except Exception:  # not started yet
-            return frozenset()
-        return frozenset(tp.partition for tp in actives if tp.topic == topic)
+        self.follower = Follower(settings, chorus.servers, readers, chorus.owned_partitions)
 
 
 def install(chorus: Runtime, also: Collection[Followed] = ()) -> LatestViews:

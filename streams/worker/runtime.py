@@ -316,6 +316,16 @@ class Runtime:
             self._standings.popitem(last=False)
         return found
 
+    def owned_partitions(self) -> frozenset[int]:
+        """The messages partitions this worker actively owns (none before the group assigned
+        any, or while it rebalances)."""
+        topic = self.messages.get_topic_name()
+        try:
+            actives = self.app.assignor.assigned_actives()
+        except Exception:  # not started yet
+            return frozenset()
+        return frozenset(tp.partition for tp in actives if tp.topic == topic)
+
     def messages_partitions(self) -> int:
         """chorus.messages' partition count: the consumer's metadata once it has it, else
         the settings' (Faust refuses a source topic whose count differs from its tables')."""

@@ -8,11 +8,14 @@ when a view is read (`SummaryRecord.rendered`), so neither the topic nor a view 
 ended commitment open. The stage reads `chorus.messages` and its own `chorus.summaries`, no
 fold and no other role.
 
-The agent never waits for a summariser: a due batch is handed to a task, so a slow LLM
+The feed never waits for a summariser: a due batch is handed to a task, so a slow LLM
 delays neither folding nor other channels (beyond the client's concurrency limit). The
-task publishes to `chorus.summaries`; the agent reads that topic too and, inside stream
-iteration, records the summary and trims the batch. Tables change only from the log, so
-a restarted worker recovers both from their changelogs and re-runs an unfinished batch.
+task publishes to `chorus.summaries`. What the next batch builds on, each channel's latest
+summary, is read back from that compacted topic (`streams.kafka.follow.LatestBook`, the
+partitions this worker owns, from their beginning when it takes one over): the topic is
+the one copy, no table keeps another. A summary read trims the pending batch it covers
+(the pending batches are checkpointed); no batch is summarised while its channel's
+partition of the topic is still being read back, so a summary always builds on the latest.
 
 The pending batch is positions only (offsets, compacted spans): the log is the one copy of
 the messages (`streams.worker.bodies`: kept in memory while pending, else read back), so a
@@ -23,11 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from aiokafka import ConsumerRecord
 
 from projections.model import Message, utc_now
 from projections.summarise import (
@@ -49,10 +52,13 @@ from projections.summarise.pending import (
     trim,
 )
 from projections.summarise.state import narrative_of
+from streams.kafka.consume import RangeReader
+from streams.kafka.follow import Follower, LatestBook
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies
-from streams.worker.checkpoint import CACHED_KEYS, Codec
+from streams.worker.checkpoint import Codec
+from streams.worker.latest import summary_goes_back
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -113,7 +119,17 @@ class Summariser:
         self.chorus = chorus
         self.settings = chorus.settings
         self.summariser = summariser
-        self.latest = chorus.checkpoint.table(chorus.table("summary-latest"), cache=CACHED_KEYS)
+        topic = chorus.summaries.get_topic_name()
+        self.latest: LatestBook[SummaryRecord] = LatestBook(
+            topic,
+            SummaryRecord.model_validate_json,
+            RangeReader(chorus.settings, topic, chorus.servers),
+            goes_back=summary_goes_back,
+            on_dropped=chorus.meter.latest_dropped.labels(topic).inc,
+        )
+        # Per channel, the last offset its latest summary covers (the book may drop the
+        # record itself from memory): forgotten with the channel's partition.
+        self.covered: dict[str, tuple[int, int]] = {}
         # Per channel, the pending batch's header (offsets, pending_since, compacted spans),
         # written once per checkpoint (`streams.worker.checkpoint`).
         self.pending = chorus.channel_state.column("pending", HEADER_CODEC)
@@ -127,16 +143,17 @@ class Summariser:
         self.rescan = chorus.checkpoint.rescan()
 
     def narrative(self, channel: str) -> str | None:
-        """What the channel's latest summary says was said (None before its first)."""
-        latest = self.latest.get(channel)
-        if not latest:
+        """What the channel's latest summary says was said (None before its first, or while
+        the book has dropped it from memory: past LATEST_KEPT_BYTES)."""
+        kept = self.latest.records.get(channel)
+        if kept is None:
             return None
-        return narrative_of(latest.get("text") or "", latest.get("narrative")) or None
+        latest = kept[0]
+        return narrative_of(latest.text, latest.narrative) or None
 
     def covered_offset(self, channel: str) -> int:
-        latest = self.latest.get(channel)
-        last = latest.get("last_offset") if latest else None
-        return last if last is not None else -1
+        found = self.covered.get(channel)
+        return found[1] if found is not None else -1
 
     def thresholds(self, channel: str) -> tuple[int, float]:
         config = self.chorus.configs.get(channel)
@@ -168,8 +185,8 @@ class Summariser:
             )
         return messages
 
-    def store(self, channel: str, batch: PendingBatch) -> None:
-        self.pending[channel] = batch
+    def store(self, channel: str, batch: PendingBatch, partition: int) -> None:
+        self.pending.set(channel, batch, partition)
         self.index(channel, batch)
 
     def index(self, channel: str, batch: PendingBatch) -> None:
@@ -198,61 +215,44 @@ class Summariser:
         )
         if batch is not before:
             self.bodies.memory.keep(channel, offset, message)
-            self.store(channel, batch)
+            self.store(channel, batch, partition)
         self.maybe_launch(channel, batch, partition, utc_now())
 
-    async def on_summary(self, value: bytes | None, partition: int) -> SummaryRecord | None:
-        """Record a summary read from the topic and trim the batch it covers (None: a
-        tombstone, an invalid record, or a copy older than the latest kept: a summary never
-        goes back)."""
-        if value is None:
-            return None
-        try:
-            record = SummaryRecord.model_validate_json(value)
-        except ValidationError as error:
-            log.warning("ignoring an invalid record on the summaries topic: %s", error)
-            return None
+    def on_summary(self, record: SummaryRecord, partition: int) -> None:
+        """A summary read from the topic (the latest: the book keeps no older one): trim the
+        batch it covers and launch the next when it is due."""
         channel = record.channel
-        if record.last_offset is not None and record.last_offset < self.covered_offset(channel):
-            log.warning("ignoring an older summary of %s read again", channel)
-            return None
-        self.latest[channel] = record.model_dump(mode="json")
-        if record.last_offset is not None:
-            before = self.batch_of(channel)
-            batch = trim(before, record.last_offset)
-            if batch is not before:
-                self.store(channel, batch)
-            self.bodies.memory.drop_through(channel, record.last_offset)
-            self.maybe_launch(channel, batch, partition, utc_now())
-        return record
+        if record.last_offset is None:
+            return
+        self.covered[channel] = (partition, record.last_offset)
+        before = self.batch_of(channel)
+        batch = trim(before, record.last_offset)
+        if batch is not before:
+            self.store(channel, batch, partition)
+        self.bodies.memory.drop_through(channel, record.last_offset)
+        self.maybe_launch(channel, batch, partition, utc_now())
 
     def maybe_launch(
         self, channel: str, batch: PendingBatch, partition: int, now: datetime
     ) -> bool:
         if self.launched.get(channel, -1) > self.covered_offset(channel):
             return False
+        if partition in self.latest.restoring:  # its latest summary may not be read yet
+            return False
         after_messages, after_seconds = self.thresholds(channel)
         if not due(batch, after_messages=after_messages, after_seconds=after_seconds, now=now):
             return False
         chosen = next_batch(batch, after_messages)
         self.launched[channel] = chosen.last_offset
-        task = asyncio.ensure_future(
-            self.summarise(channel, chosen, self.latest.get(channel), partition)
-        )
+        task = asyncio.ensure_future(self.summarise(channel, chosen, partition))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return True
 
-    async def summarise(
-        self,
-        channel: str,
-        batch: PendingBatch,
-        previous_raw: dict[str, Any] | None,
-        partition: int,
-    ) -> None:
+    async def summarise(self, channel: str, batch: PendingBatch, partition: int) -> None:
         try:
             messages = await self.messages_of(channel, batch, partition)
-            previous = SummaryRecord.model_validate(previous_raw) if previous_raw else None
+            previous = (await self.latest.latest(channel, partition)).record
             record = await summarise_batch(self.summariser, channel, batch, messages, previous)
             await self.chorus.summaries.send(
                 key=channel.encode(), value=record.to_bytes(), partition=partition
@@ -368,9 +368,40 @@ def summariser_from_settings(
     )
 
 
+class SummariesRead:
+    """What the follower reads of `chorus.summaries` for the summaries stage: the book's
+    latest summaries, each new one handed to `Summariser.on_summary`."""
+
+    from_beginning = True
+
+    def __init__(self, summariser: Summariser) -> None:
+        self.summariser = summariser
+        self.book = summariser.latest
+        self.topic = self.book.topic
+        self.restoring = self.book.restoring
+
+    def took(self, partition: int, end: int) -> None:
+        self.book.took(partition, end)
+
+    def on_consumed(self, record: ConsumerRecord) -> None:
+        self.book.on_consumed(record)
+        channel = record.key.decode(errors="replace") if record.key else ""
+        if self.book.positions.get(channel) == (record.partition, record.offset):
+            latest = self.book.records.get(channel)
+            if latest is not None:
+                self.summariser.on_summary(latest[0], record.partition)
+
+    def keep_only(self, partitions: Collection[int]) -> None:
+        self.book.keep_only(partitions)
+        covered = self.summariser.covered
+        for channel, (partition, _) in list(covered.items()):
+            if partition not in partitions:
+                del covered[channel]
+
+
 def install(chorus: Runtime) -> Summariser:
-    """The summaries stage (the context role): its agent on `chorus.summaries` and the timer
-    of the time thresholds; the feed hands it the messages (`Summariser.on_message`)."""
+    """The summaries stage (the context role): the follower of `chorus.summaries` and the
+    timer of the time thresholds; the feed hands it the messages (`Summariser.on_message`)."""
     from streams.llm.client import client_from_settings
     from streams.llm.metering import MeteredChatClient
 
@@ -382,12 +413,19 @@ def install(chorus: Runtime) -> Summariser:
         ),
     )
 
-    @chorus.app.agent(chorus.summaries, name="record-summaries")
-    async def record_summaries(stream: Any) -> None:
-        async for event in stream.events():
-            async with chorus.checkpoint.between_batches():
-                chorus.checkpoint.hold(event)
-                await summariser.on_summary(event.value, event.message.partition)
+    follower = Follower(
+        chorus.settings, chorus.servers, [SummariesRead(summariser)], chorus.owned_partitions
+    )
+
+    @chorus.app.task
+    async def read_the_latest_summaries() -> None:
+        await follower.run()
+
+    async def stop_reader(*_: Any, **__: Any) -> None:
+        if summariser.latest.reader is not None:
+            await summariser.latest.reader.stop()
+
+    chorus.app.on_before_shutdown.connect(stop_reader)
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")
     async def time_thresholds() -> None:

@@ -27,8 +27,8 @@ def test_the_books_follow_the_messages_partitions_this_worker_actively_owns() ->
     worker = build_worker(settings, broker="127.0.0.1:1")
     views = worker.views
     assert views is not None
-    assert views.owned() == frozenset()  # not started: nothing
+    assert views.follower.owned() == frozenset()  # not started: nothing
     actives = {TP("offline.messages", 2), TP("offline.messages", 0), TP("chorus-x", 1)}
     with patch.object(worker.runtime.app.assignor, "assigned_actives", lambda: actives):
-        assert views.owned() == frozenset({0, 2})
+        assert views.follower.owned() == frozenset({0, 2})
     assert {"offline.summaries", "offline.recaps"} <= set(views.follower.readers)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
 
@@ -18,7 +19,7 @@ from streams.settings import Settings
 from streams.worker.compose import build_worker
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recaps import RECAP_WINDOW
-from streams.worker.stages.summaries import Summariser, header_batch
+from streams.worker.stages.summaries import SummariesRead, Summariser, header_batch
 
 CHANNEL = "store/age"
 
@@ -47,9 +48,14 @@ async def fold_messages(
                 message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS"}
                 message["content"] = f"m{n}"
                 await agent.put(orjson.dumps(message), key=CHANNEL.encode())
-        async with chorus.app.agents["record-summaries"].test_context() as agent:
-            for record in published:
-                await agent.put(record.to_bytes(), key=CHANNEL.encode())
+        # What the follower reads of the summaries topic, in order, after the messages.
+        read = SummariesRead(summariser)
+        for offset, record in enumerate(published):
+            read.on_consumed(
+                SimpleNamespace(  # type: ignore[arg-type]
+                    key=CHANNEL.encode(), value=record.to_bytes(), partition=0, offset=offset
+                )
+            )
         await chorus.checkpoint.checkpoint()  # what the tables hold from now on
     return chorus, summariser, recapper
 
@@ -162,7 +168,7 @@ async def test_bodies_memory_let_go_are_read_back_and_what_the_log_lacks_is_coun
 
     summariser.bodies.reader.read = log_without_them  # type: ignore[method-assign]
     with patch("faust.topics.Topic.send", capture):
-        await summariser.summarise(CHANNEL, summariser.batch_of(CHANNEL), None, partition=3)
+        await summariser.summarise(CHANNEL, summariser.batch_of(CHANNEL), partition=3)
 
     assert asked == [(3, 0, 1, None)]
     record = SummaryRecord.model_validate_json(sent[0])
@@ -215,3 +221,17 @@ async def test_the_timers_rebuild_their_indexes_from_the_tables() -> None:
     await summariser.check_time_thresholds()
     await recapper.check_deadlines()
     assert summariser.due_at == due_at and recapper.statuses == statuses
+
+
+async def test_no_batch_is_summarised_while_its_latest_summary_is_read_back() -> None:
+    """After a restart or a move, a channel's partition of the summaries topic is read from
+    its beginning: a summary launched before would not build on the latest."""
+    from datetime import timedelta
+
+    _, summariser, _ = await fold_messages(3, summary_after_messages=50)
+    batch = summariser.batch_of(CHANNEL)
+    later = datetime.now(UTC) + timedelta(days=1)  # past the time threshold
+    summariser.latest.restoring[3] = 10
+    assert not summariser.maybe_launch(CHANNEL, batch, 3, later)
+    del summariser.latest.restoring[3]
+    assert summariser.maybe_launch(CHANNEL, batch, 3, later)
