@@ -250,12 +250,14 @@ class CheckpointedTable:
         return self._writing
 
     def _records(self, refused: list[RefusedWrite]) -> tuple[list[Any], list[Record]]:
-        """The keys being written and their changelog records (Faust's JSON, as a table
-        set writes it); a value over the limit is refused and left out."""
+        """The keys being written (with their stored form) and their changelog records
+        (Faust's JSON, as a table set writes it); a value over the limit is refused and
+        left out."""
         keys: list[Any] = []
         records: list[Record] = []
         for key, change in self._writing.items():
             value: bytes | None = None
+            stored = None
             if change.value is not _DELETED:
                 stored = change.value if self._codec is None else self._codec.encode(change.value)
                 value = faust_json.dumps(stored)
@@ -263,7 +265,7 @@ class CheckpointedTable:
                     refused.append(self._refused(key, len(value), change))
                     self._known.pop(key, None)
                     continue
-            keys.append(key)
+            keys.append((key, stored))
             records.append((faust_json.dumps(key), value, change.partition))
         return keys, records
 
@@ -285,7 +287,7 @@ class CheckpointedTable:
         """Write what the changelog acknowledged to the store, as Faust's recovery would."""
         topic = self.table.changelog_topic.get_topic_name()
         events = []
-        for key, (key_bytes, value_bytes, partition), offset in zip(
+        for (key, stored), (key_bytes, value_bytes, partition), offset in zip(
             keys, records, offsets, strict=True
         ):
             if offset is None:  # refused by the broker: the store keeps its value
@@ -293,9 +295,6 @@ class CheckpointedTable:
                 continue
             assert key_bytes is not None
             change = self._writing[key]
-            stored = None
-            if change.value is not _DELETED:
-                stored = change.value if self._codec is None else self._codec.encode(change.value)
             message = _ChangelogMessage(
                 TopicPartition(topic, partition), offset, partition, key_bytes, value_bytes
             )
@@ -541,7 +540,7 @@ class Checkpoint:
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, longest)
         for one in published.refused:
-            log.error("%s refused %r for good: %r", topic, keys[one.index], one.error)
+            log.error("%s refused %r for good: %r", topic, keys[one.index][0], one.error)
         return published.offsets
 
     def _acknowledge(self, held: Sequence[EventT]) -> None:
