@@ -148,7 +148,7 @@ async def test_a_request_the_worker_refuses_raises_channel_refused_with_its_reas
             await chorus.context(CHANNEL, max_tokens=-5)
 
 
-def test_every_exception_the_client_exports_is_listed_in_the_readme_and_back() -> None:
+def test_every_exception_the_client_exports_is_listed_in_the_agents_guide_and_back() -> None:
     exported = {
         name
         for name in client_module.__all__
@@ -156,8 +156,8 @@ def test_every_exception_the_client_exports_is_listed_in_the_readme_and_back() -
         and issubclass(getattr(client_module, name), BaseException)
         and name != "ChorusError"
     }
-    readme = (REPO / "README.md").read_text()
-    errors = readme[readme.index("Errors. Every exception the client raises") :]
+    guide = (REPO / "docs" / "agents.md").read_text()
+    errors = guide[guide.index("Every exception the client raises") :]
     table = errors[: errors.index("\n\n", errors.index("| exception |"))]
     listed = set(re.findall(r"^\| `(\w+)`", table, re.MULTILINE)) - {"ValueError"}
     assert exported == listed

@@ -1,0 +1,72 @@
+"""docs/operators.md's settings table against `streams.settings.Settings`: every setting is
+documented, every documented one exists, and each documented default is the real one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from streams.settings import Settings
+
+OPERATORS = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
+PREFIX = Settings.model_config.get("env_prefix", "")
+# Default cells that mean "no value".
+UNSET = {"unset", "retired", "the primary's"}
+
+
+def settings_table() -> list[tuple[list[str], str]]:
+    """Each row of the table under "## Settings": its variables and its default cell."""
+    text = OPERATORS.read_text()
+    section = text[text.index("\n## Settings\n") :]
+    section = section[: section.index("\n## ", 1)]
+    rows = []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.startswith("| `") or len(cells) < 3:
+            continue
+        names = re.findall(rf"`({re.escape(PREFIX)}[A-Z0-9_]+)`", cells[0])
+        rows.append((names, cells[1]))
+    return rows
+
+
+def documented_default(cell: str) -> Any:
+    """The value a default cell gives: its text before any parenthesis, backticks off."""
+    value = cell.split(" (")[0].strip().strip("`")
+    if value in UNSET:
+        return None
+    if value in ("true", "false"):
+        return value == "true"
+    for number in (int, float):
+        try:
+            return number(value)
+        except ValueError:
+            pass
+    if value == "[]":
+        return []
+    return value
+
+
+def real_default(name: str) -> Any:
+    field = Settings.model_fields[name]
+    return field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+
+
+def test_the_settings_table_lists_every_setting_and_only_settings() -> None:
+    documented = {
+        name.removeprefix(PREFIX).lower() for names, _ in settings_table() for name in names
+    }
+    assert documented == set(Settings.model_fields)
+
+
+def test_each_documented_default_is_the_setting_s_default() -> None:
+    rows = settings_table()
+    assert rows
+    for names, cell in rows:
+        assert names, f"a settings row names no {PREFIX} variable: {cell!r}"
+        for name in names:
+            expected = real_default(name.removeprefix(PREFIX).lower())
+            found = documented_default(cell)
+            if isinstance(expected, Path):
+                found = Path(found).expanduser()
+            assert found == expected, name
