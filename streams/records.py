@@ -59,8 +59,8 @@ DRIVER_EVENT_VERSION = 3
 
 class DecisionRecord(BaseModel):
     """A termination decision on the wire: `decision` (CONTINUE, COMPLETE, FAILED or
-    ESCALATE), its `detail` (a reason, or what COMPLETE reports), and the log offset it is
-    current at where a view says so (a driver event's is its own `offset`)."""
+    ESCALATE), its `detail` (a reason, or what COMPLETE reports), and the partition offset
+    it is current at (a driver event's: its own message's)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -315,7 +315,7 @@ def driver_event(
             )
             for done in steps
         },
-        decision=decision,
+        decision={**decision, "offset": offset},
         applied=any(done.applied for done in steps),
         errors=errors,
     )

@@ -205,6 +205,7 @@ def test_a_v3_driver_event_carries_what_the_message_changed_and_the_live_state()
     steps = step(projections, {}, opener, 0)
     event = driver_event(opener, 1, 0, steps, {"decision": "CONTINUE"})
     assert event.event_version == DRIVER_EVENT_VERSION == 3
+    assert event.decision is not None and event.decision.offset == 0  # current at its message
     commitments = event.projections["commitments"]
     assert [c["id"] for c in commitments.changes["commitments"]] == [opener.id]
     assert [c["id"] for c in commitments.live["active"]] == [opener.id]
