@@ -48,6 +48,7 @@ def throughput(result: dict[str, Any]) -> list[str]:
         )
     head = ["system", "msg/s", "vs Quix", "CPU ms/msg", "broker CPU ms/msg"]
     size = result["message_bytes"]
+    restarts = pipeline.get("restarts", {})
     return [
         f"## Throughput: {result['messages']:,} messages over {result['channels']} channels",
         "",
@@ -57,6 +58,11 @@ def throughput(result: dict[str, Any]) -> list[str]:
         f"{pipeline.get('channels_covered', '—')}/{result['channels']}.",
         "",
         *table(head, rows),
+        "Restarting the pipeline after it: ready in "
+        f"{number(restarts.get('warm_start_s'), 1)} s with its data directory, "
+        f"{number(restarts.get('cold_start_s'), 1)} s without (every table restored from "
+        f"changelogs of {number(restarts.get('changelog_records'))} records).",
+        "",
     ]
 
 

@@ -11,11 +11,18 @@ the poll that saw the last; `run_figures` does the arithmetic.
   pipeline    `chorus worker`, both roles, CHORUS_SUMMARY_AFTER_SECONDS=2 so the tail is
               summarised without the default 300 s wait: to its last driver event, and to
               its last summary, when every channel's latest summary covers its last message.
+
+After its run the pipeline is started twice more, to measure what a restart costs: warm
+(its data directory kept) and cold (deleted: every table restored from its changelog),
+each timed from spawn until both roles answer ready; beside them the changelog records the
+state stands in (their end offsets: a cold restore reads at most these, less what the
+broker's cleaner compacted).
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +32,7 @@ import orjson
 from aiokafka import ConsumerRecord
 
 from bench.data import encoded_messages, size_stats
-from bench.kafka import Follower, end_offsets, opened, produce
+from bench.kafka import Follower, all_topics, end_offsets, opened, produce
 from bench.measure import Poll, all_covered, channel_ends, cpu_seconds, run_figures
 from bench.systems import (
     Broker,
@@ -43,6 +50,7 @@ from streams.conversations import Conversation
 SUMMARY_AFTER_SECONDS = "2"
 POLL_SECONDS = 0.2
 STALL_SECONDS = 120.0
+RESTART_TIMEOUT = 300.0
 
 
 async def poll_until(
@@ -114,6 +122,31 @@ async def run_system(
     return result
 
 
+async def restarts(system: System, broker: Broker) -> dict[str, Any]:
+    """Seconds from spawn to ready with the data directory kept, then deleted."""
+    changelogs = [
+        topic
+        for topic in await all_topics(broker.settings)
+        if system.role_of(topic) and topic.endswith("-changelog")
+    ]
+    async with opened(broker.settings) as kafka:
+        ends = await end_offsets(kafka, changelogs)
+    result: dict[str, Any] = {
+        "changelog_records": sum(sum(offsets.values()) for offsets in ends.values())
+    }
+    for kind in ("warm", "cold"):
+        if kind == "cold":
+            shutil.rmtree(system.process.env["CHORUS_DATA_DIR"])
+        started = time.monotonic()
+        try:
+            await asyncio.to_thread(system.process.start, RESTART_TIMEOUT)
+            result[f"{kind}_start_s"] = time.monotonic() - started
+        finally:
+            system.process.stop()
+    log(f"  restarts: warm {result['warm_start_s']:.1f} s, cold {result['cold_start_s']:.1f} s")
+    return result
+
+
 async def measure(
     broker: Broker,
     work: Path,
@@ -141,7 +174,10 @@ async def measure(
 
     async def run(system: System) -> dict[str, Any]:
         summaries = system.name == "chorus"  # the whole pipeline, to its last summary
-        return await run_system(system, broker, records, timeout, summaries)
+        result = await run_system(system, broker, records, timeout, summaries)
+        if summaries:
+            result["restarts"] = await restarts(system, broker)
+        return result
 
     result.update(await side_by_side("throughput", makers, run))
     result["quix_version"] = quix_version()
