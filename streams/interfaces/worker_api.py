@@ -32,7 +32,8 @@ NOT_READY_PATIENCE_SECONDS = 30.0
 
 class WorkerApi:
     """Calls the worker; a 503 (not ready yet) is retried as its Retry-After asks, for at
-    most `patience` seconds, then reported in one line."""
+    most `patience` seconds, then reported in one line. Any other error is raised at once
+    with the worker's one-line reason."""
 
     def __init__(
         self,
@@ -75,8 +76,8 @@ class WorkerApi:
             return None
         if response.status_code in (400, 404) and path.startswith("/channels/"):
             raise ChannelRefused(_error_of(response))
-        if response.status_code >= 400:
-            raise WorkerUnavailable(f"{path}: HTTP {response.status_code}: {response.text}")
+        if response.status_code >= 400:  # not retried: a 500 is a view's bug, a 401 the token
+            raise WorkerUnavailable(f"{path}: HTTP {response.status_code}: {_error_of(response)}")
         return response.json()
 
     async def channels(self) -> list[str]:

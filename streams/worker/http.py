@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import hmac
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
+from faust.exceptions import NotReady
 from faust.web import Request, Response, View
+from faust.web.exceptions import ServiceUnavailable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.commitments import CommitmentProjection
@@ -43,8 +47,15 @@ if TYPE_CHECKING:
     from streams.worker.stages.recent import RecentMessages
 
 
+log = logging.getLogger(__name__)
+
 # What a 503 tells a client to wait before it asks again, in seconds.
 RETRY_AFTER_SECONDS = 2
+# What routing a per-channel request to its owner raises while the owner is not known or
+# not reachable: no owner assigned to the partition yet (Faust's ServiceUnavailable), the
+# producer that knows the partitions not started (NotReady), the request forwarded to the
+# owner failing or timing out. Clients retry these (503); anything else is a bug (500).
+ROUTING_ERRORS = (ServiceUnavailable, NotReady, aiohttp.ClientError, TimeoutError)
 
 
 def routable(chorus: Runtime) -> bool:
@@ -62,6 +73,13 @@ def not_yet(view: View, reason: str) -> Response:
     )
     response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
+
+
+def failed(view: View, what: str, error: Exception) -> Response:
+    """A view that raised: logged with its traceback, answered 500 with the reason in one
+    line (a client does not retry it: asked again, the bug would answer the same)."""
+    log.exception("%s failed", what)
+    return view.json({"error": f"{what} failed: {error!r}"}, status=500)
 
 
 def local_channels(chorus: Runtime) -> list[str]:
@@ -93,8 +111,11 @@ def _pages(chorus: Runtime) -> tuple[Callable[[View, Request], Response | None],
                 refusal = denied(self, request)
                 if refusal is not None:
                     return refusal
-                answered = answer(self, request)
-                return await answered if inspect.isawaitable(answered) else answered
+                try:
+                    answered = answer(self, request)
+                    return await answered if inspect.isawaitable(answered) else answered
+                except Exception as error:
+                    return failed(self, f"the {path} view", error)
 
     return denied, page
 
@@ -129,7 +150,8 @@ def _channel_pages(
     role's group that owns the channel's partition.
 
     Until this worker knows who owns which partition (starting, rebalancing), or when the
-    owner cannot be reached, the answer is 503 with Retry-After, not an error.
+    owner cannot be reached, the answer is 503 with Retry-After, not an error. A view that
+    raises, here or at the owner (which answers for itself), is a 500 with its reason.
     """
     app = chorus.app
 
@@ -149,8 +171,10 @@ def _channel_pages(
                     return not_yet(self, "the worker is still learning its partitions")
                 try:
                     return await self.routed(request, channel)
-                except Exception as error:  # no owner known or reachable yet
+                except ROUTING_ERRORS as error:
                     return not_yet(self, f"the channel's owner is not reachable ({error!r})")
+                except Exception as error:  # the view, answering here
+                    return failed(self, f"the {suffix} view of channel {channel!r}", error)
 
             @app.topic_route(topic=chorus.messages, match_info="channel")
             async def routed(self, request: Request, channel: str) -> Response:

@@ -61,3 +61,18 @@ async def test_costs_are_both_roles_each_asked_by_the_client_itself() -> None:
 
     async with WorkerApi(settings, transport=httpx.MockTransport(context_down)) as api:
         assert await api.costs() == {"llm": []}
+
+
+async def test_a_500_is_raised_at_once_with_the_worker_s_reason() -> None:
+    calls: list[str] = []
+    reason = "the recap view of channel 'a/b' failed: KeyError('overview')"
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        return httpx.Response(500, json={"error": reason})
+
+    async with WorkerApi(Settings(), transport=httpx.MockTransport(handle)) as api:
+        with pytest.raises(WorkerUnavailable) as raised:
+            await api.recap("a/b")
+    assert str(raised.value) == f"/channels/a/b/recap: HTTP 500: {reason}"
+    assert calls == ["/channels/a/b/recap"]
