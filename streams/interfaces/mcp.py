@@ -18,7 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 
 from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS
-from projections.model import validate_channel_name
+from projections.model import channel_name_refusal
 from streams.errors import ChorusError
 from streams.interfaces.worker_api import WorkerApi
 from streams.settings import Settings
@@ -65,15 +65,6 @@ def refused(reason: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=reason)], is_error=True)
 
 
-def _checked(channel: str) -> str | None:
-    """Why `channel` is refused, or None when it is a valid name."""
-    try:
-        validate_channel_name(channel)
-    except ValueError as error:
-        return f"invalid channel name {channel!r}: {error}"
-    return None
-
-
 async def _ask(
     settings: Settings, call: Callable[[WorkerApi], Awaitable[CallToolResult]]
 ) -> CallToolResult:
@@ -101,7 +92,7 @@ def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServ
         messages, the summary and the recap. for_agent (a sender name or role) puts what
         that agent owes and is owed first. The text is the content; the parts are
         structured content."""
-        reason = _checked(channel)
+        reason = channel_name_refusal(channel)
         if reason is not None:
             return refused(reason)
         if not 0 <= max_tokens <= MAX_CONTEXT_TOKENS:
@@ -124,7 +115,7 @@ def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServ
     @server.tool(structured_output=False)
     async def get_channel_summary(channel: str) -> CallToolResult:
         """The channel's latest summary: content (null when none yet) and annotations."""
-        reason = _checked(channel)
+        reason = channel_name_refusal(channel)
         if reason is not None:
             return refused(reason)
 
@@ -138,7 +129,7 @@ def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServ
     async def get_channel_state(channel: str) -> CallToolResult:
         """Every projection's state of the channel (commitments, overview, ...) and its
         termination decision (`decision`: CONTINUE, COMPLETE, FAILED or ESCALATE)."""
-        reason = _checked(channel)
+        reason = channel_name_refusal(channel)
         if reason is not None:
             return refused(reason)
 

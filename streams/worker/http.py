@@ -28,14 +28,13 @@ from faust.web.exceptions import ServiceUnavailable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.commitments import CommitmentProjection
-from projections.model import utc_now
+from projections.model import channel_name_refusal, utc_now
 from streams.llm.client import endpoint
 from streams.worker.read_model import (
     Titles,
     UnknownChannel,
     channel_context,
     channel_state,
-    checked_channel,
     context_budget,
     recap_answer,
     summary_answer,
@@ -163,10 +162,9 @@ def _channel_pages(
                 refusal = denied(self, request)
                 if refusal is not None:
                     return refusal
-                try:
-                    checked_channel(channel)
-                except ValueError as error:
-                    return self.json({"error": f"invalid channel name: {error}"}, status=400)
+                refusal = channel_name_refusal(channel)
+                if refusal is not None:
+                    return self.json({"error": refusal}, status=400)
                 if not routable(chorus):
                     return not_yet(self, "the worker is still learning its partitions")
                 try:

@@ -27,7 +27,7 @@ from projections.context import (
     SummaryPart,
     assemble_context,
 )
-from projections.model import ActorType, MessageType, validate_channel_name
+from projections.model import ActorType, MessageType
 from projections.overview import ChannelOverview
 from projections.projection import Folded
 from projections.readable import CommitmentView, commitment_views
@@ -50,11 +50,6 @@ class UnknownChannel(LookupError):
 
     def __init__(self, channel: str) -> None:
         super().__init__(f"no messages folded for channel {channel!r}")
-
-
-def checked_channel(channel: str) -> str:
-    """`channel` when it is a valid channel name, else ValueError with the rule (400)."""
-    return validate_channel_name(channel)
 
 
 def channel_state(chorus: Runtime, channel: str) -> dict[str, Any] | None:

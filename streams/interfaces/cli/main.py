@@ -356,12 +356,12 @@ def api_call(call: Callable[[WorkerApi], Awaitable[T]]) -> T:
 
 def channel_argument(channel: str) -> str:
     """The channel name, or a one-line error with the rule it breaks (exit 1)."""
-    from projections.model import validate_channel_name
+    from projections.model import channel_name_refusal
 
-    try:
-        return validate_channel_name(channel)
-    except ValueError as error:
-        raise click.ClickException(f"invalid channel name {channel!r}: {error}") from None
+    refusal = channel_name_refusal(channel)
+    if refusal is not None:
+        raise click.ClickException(refusal)
+    return channel
 
 
 def json_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

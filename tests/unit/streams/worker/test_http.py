@@ -14,7 +14,7 @@ from faust.exceptions import NotReady, SameNode
 from faust.web.exceptions import ServiceUnavailable
 
 from projections.channel import ChannelStanding
-from projections.model import encode_message
+from projections.model import channel_name_refusal, encode_message
 from projections.recap import RecapPhase
 from streams.records import RecapRecord, SummaryRecord
 from streams.settings import Settings
@@ -111,9 +111,11 @@ async def test_every_per_channel_view_answers_from_this_process(worker: Worker) 
     assert counted == 1
 
 
-async def status_of(worker: Worker, suffix: str) -> tuple[int, str, str | None]:
+async def status_of(
+    worker: Worker, suffix: str, channel: str = CHANNEL
+) -> tuple[int, str, str | None]:
     view = worker.runtime.app.web.views[f"/channels/{{channel:.+}}/{suffix}"]
-    response = await view.get(Request(), CHANNEL)
+    response = await view.get(Request(), channel)
     return (
         response.status,
         orjson.loads(response.body)["error"],
@@ -171,3 +173,11 @@ async def test_a_page_that_raises_is_a_logged_500_with_its_reason(
         "error": "the /channels view failed: KeyError('overview')"
     }
     assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [KeyError]
+
+
+@pytest.mark.parametrize("suffix", ["state", "summary", "recap", "context"])
+async def test_an_invalid_channel_name_is_a_400_worded_as_every_entry_point_words_it(
+    worker: Worker, suffix: str
+) -> None:
+    status, error, _ = await status_of(worker, suffix, "Team/plan")
+    assert (status, error) == (400, channel_name_refusal("Team/plan"))
