@@ -17,7 +17,7 @@ import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 
-from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS
+from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS, budget_refusal
 from projections.model import channel_name_refusal
 from streams.errors import ChorusError
 from streams.interfaces.worker_api import WorkerApi
@@ -41,6 +41,15 @@ INSTRUCTIONS = (
     "owe and what is owed to you. get_channel_summary gives the summary alone with its "
     "annotations, get_channel_state every projection's full state and the decision, "
     "list_channels the channels with their decisions."
+)
+
+# get_channel_context's description (a docstring could not name the maximum).
+CONTEXT_TOOL = (
+    "What to read first about a channel, within max_tokens (about 4 characters a token, up "
+    f"to {MAX_CONTEXT_TOKENS}; at least what its header line needs, about 30, else the "
+    "answer says the minimum): its decision, open commitments, what ended badly, the newest "
+    "messages, the summary and the recap. for_agent (a sender name or role) puts what that "
+    "agent owes and is owed first. The text is the content; the parts are structured content."
 )
 
 
@@ -82,23 +91,13 @@ def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServ
         "chorus", version=package_version(), instructions=INSTRUCTIONS, log_level=log_level
     )
 
-    @server.tool(structured_output=False)
+    @server.tool(structured_output=False, description=CONTEXT_TOOL)
     async def get_channel_context(
         channel: str, max_tokens: int = DEFAULT_CONTEXT_TOKENS, for_agent: str | None = None
     ) -> CallToolResult:
-        """What to read first about a channel, within max_tokens (about 4 characters a token,
-        up to 100000; at least what its header line needs, about 30, else the answer says
-        the minimum): its decision, open commitments, what ended badly, the newest
-        messages, the summary and the recap. for_agent (a sender name or role) puts what
-        that agent owes and is owed first. The text is the content; the parts are
-        structured content."""
-        reason = channel_name_refusal(channel)
+        reason = channel_name_refusal(channel) or budget_refusal(max_tokens)
         if reason is not None:
             return refused(reason)
-        if not 0 <= max_tokens <= MAX_CONTEXT_TOKENS:
-            return refused(
-                f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {max_tokens}"
-            )
 
         async def call(api: WorkerApi) -> CallToolResult:
             found: dict[str, Any] = await api.context(channel, max_tokens, for_agent)

@@ -19,13 +19,13 @@ from projections.channel import ChannelStanding
 from projections.commitments import CommitmentProjection
 from projections.context import (
     DEFAULT_CONTEXT_TOKENS,
-    MAX_CONTEXT_TOKENS,
     ChannelContext,
     ChannelHeader,
     RecapPart,
     RecentMessage,
     SummaryPart,
     assemble_context,
+    budget_refusal,
 )
 from projections.model import ActorType, MessageType
 from projections.overview import ChannelOverview
@@ -231,6 +231,7 @@ def context_budget(raw: str | None) -> int:
         value = int(raw)
     except ValueError:
         raise ValueError(f"max_tokens must be an integer, got {raw[:40]!r}") from None
-    if not 0 <= value <= MAX_CONTEXT_TOKENS:
-        raise ValueError(f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {value}")
+    refusal = budget_refusal(value)
+    if refusal is not None:
+        raise ValueError(refusal)
     return value

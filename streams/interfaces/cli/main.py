@@ -14,7 +14,7 @@ import click
 import orjson
 from aiokafka.errors import KafkaError
 
-from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS
+from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS, budget_refusal
 from projections.model import ActorType, MessageError, MessageType, utc_now
 from streams.interfaces.cli.failures import ChorusGroup
 from streams.interfaces.cli.replay import replay_command
@@ -610,11 +610,20 @@ def recap_show(channel: str, as_json: bool) -> None:
     )
 
 
+def budget_option(_: click.Context, __: click.Parameter, max_tokens: int) -> int:
+    """--max-tokens, or a usage error with the rule it breaks (exit 2)."""
+    refusal = budget_refusal(max_tokens)
+    if refusal is not None:
+        raise click.BadParameter(refusal)
+    return max_tokens
+
+
 @main.command()
 @click.argument("channel")
 @click.option(
     "--max-tokens",
-    type=click.IntRange(min=0, max=MAX_CONTEXT_TOKENS),
+    type=int,
+    callback=budget_option,
     default=DEFAULT_CONTEXT_TOKENS,
     show_default=True,
     help=f"Token budget, 0 to {MAX_CONTEXT_TOKENS} (about 4 characters a token).",

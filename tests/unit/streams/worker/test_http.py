@@ -14,6 +14,7 @@ from faust.exceptions import NotReady, SameNode
 from faust.web.exceptions import ServiceUnavailable
 
 from projections.channel import ChannelStanding
+from projections.context import MAX_CONTEXT_TOKENS, budget_refusal
 from projections.model import channel_name_refusal, encode_message
 from projections.recap import RecapPhase
 from streams.records import RecapRecord, SummaryRecord
@@ -181,3 +182,13 @@ async def test_an_invalid_channel_name_is_a_400_worded_as_every_entry_point_word
 ) -> None:
     status, error, _ = await status_of(worker, suffix, "Team/plan")
     assert (status, error) == (400, channel_name_refusal("Team/plan"))
+
+
+@pytest.mark.parametrize("max_tokens", [-1, MAX_CONTEXT_TOKENS + 1])
+async def test_a_budget_out_of_range_is_a_400_worded_as_every_entry_point_words_it(
+    worker: Worker, max_tokens: int
+) -> None:
+    view = worker.runtime.app.web.views["/channels/{channel:.+}/context"]
+    response = await view.get(Request({"max_tokens": str(max_tokens)}), CHANNEL)
+    assert response.status == 400
+    assert orjson.loads(response.body) == {"error": budget_refusal(max_tokens)}

@@ -17,6 +17,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
+from projections.context import MAX_CONTEXT_TOKENS, budget_refusal
 from streams.interfaces.cli.main import main, parse_duration
 from streams.settings import get_settings
 from tests.conftest import REPO
@@ -63,10 +64,11 @@ def test_an_invalid_channel_name_is_one_line_and_exit_1(command: str) -> None:
     assert "Traceback" not in result.output
 
 
-def test_context_refuses_a_budget_out_of_range() -> None:
-    result = chorus("context", "team/plan", "--max-tokens", "100001")
+@pytest.mark.parametrize("max_tokens", [-1, MAX_CONTEXT_TOKENS + 1])
+def test_context_refuses_a_budget_out_of_range(max_tokens: int) -> None:
+    result = chorus("context", "team/plan", "--max-tokens", str(max_tokens))
     assert result.exit_code == 2
-    assert "--max-tokens" in result.output
+    assert f"Invalid value for '--max-tokens': {budget_refusal(max_tokens)}" in result.output
 
 
 def test_a_retired_setting_stops_any_command_with_one_line(
