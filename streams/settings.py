@@ -146,6 +146,12 @@ class Settings(BaseSettings):
     def _empty_path_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
+    @field_validator("api_token", mode="before")
+    @classmethod
+    def _empty_token_is_unset(cls, value: object) -> object:
+        # An empty secret guards nothing; every caller already sent no header for it.
+        return None if value == "" else value
+
     @model_validator(mode="after")
     def _no_retired_setting(self) -> Settings:
         for name, replaced_by in RETIRED.items():
@@ -190,6 +196,15 @@ class Settings(BaseSettings):
     def context_web_port(self) -> int:
         """Where the context role's web server listens (readiness, its LLM costs)."""
         return self.web_port + CONTEXT_WEB_PORT_OFFSET
+
+
+def bearer_header(token: SecretStr | str | None) -> dict[str, str]:
+    """The header that carries the API token (`CHORUS_API_TOKEN`) to the workers' web
+    servers, which expect exactly it; none without a token."""
+    if not token:
+        return {}
+    secret = token.get_secret_value() if isinstance(token, SecretStr) else token
+    return {"Authorization": f"Bearer {secret}"}
 
 
 @lru_cache(maxsize=1)

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from streams.errors import ChorusError
-from streams.settings import Settings
+from streams.settings import Settings, bearer_header
 
 
 class WorkerUnavailable(ChorusError):
@@ -43,14 +43,14 @@ class WorkerApi:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.patience = patience
-        headers = {}
-        if settings.api_token:
-            headers["Authorization"] = f"Bearer {settings.api_token.get_secret_value()}"
         self.base_url = f"http://{settings.web_host}:{settings.web_port}"
         # The context role's web server (its LLM costs), beside the fold role's.
         self.context_url = f"http://{settings.web_host}:{settings.context_web_port}"
         self._client = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.base_url,
+            headers=bearer_header(settings.api_token),
+            timeout=timeout,
+            transport=transport,
         )
 
     async def get(self, path: str, *, missing_ok: bool = False) -> Any:

@@ -30,6 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from projections.commitments import CommitmentProjection
 from projections.model import channel_name_refusal, utc_now
 from streams.llm.client import endpoint
+from streams.settings import bearer_header
 from streams.worker.read_model import (
     Titles,
     UnknownChannel,
@@ -91,16 +92,14 @@ Answer = Callable[[View, Request], Response | Awaitable[Response]]
 
 def _pages(chorus: Runtime) -> tuple[Callable[[View, Request], Response | None], Any]:
     """`denied` (the bearer-token check) and `page(path, answer)` for the app's views."""
-    token = chorus.settings.api_token
+    expected = bearer_header(chorus.settings.api_token)
 
     def denied(view: View, request: Request) -> Response | None:
-        if token is None:
-            return None
-        given = request.headers.get("Authorization", "")
-        expected = f"Bearer {token.get_secret_value()}"
-        if hmac.compare_digest(given.encode(), expected.encode()):
-            return None
-        return view.json({"error": "missing or wrong bearer token"}, status=401)
+        for name, value in expected.items():
+            given = request.headers.get(name, "")
+            if not hmac.compare_digest(given.encode(), value.encode()):
+                return view.json({"error": "missing or wrong bearer token"}, status=401)
+        return None
 
     def page(path: str, answer: Answer) -> None:
         @chorus.app.page(path)

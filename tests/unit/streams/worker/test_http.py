@@ -4,6 +4,7 @@ agent context computes the channel's standing once."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
 
@@ -18,7 +19,7 @@ from projections.context import MAX_CONTEXT_TOKENS, budget_refusal
 from projections.model import channel_name_refusal, encode_message
 from projections.recap import RecapPhase
 from streams.records import RecapRecord, SummaryRecord
-from streams.settings import Settings
+from streams.settings import Settings, bearer_header
 from streams.worker import http
 from streams.worker.compose import Worker, build_worker
 from tests.unit.streams.worker.test_read_model import FakeRuntime, conversation
@@ -192,3 +193,19 @@ async def test_a_budget_out_of_range_is_a_400_worded_as_every_entry_point_words_
     response = await view.get(Request({"max_tokens": str(max_tokens)}), CHANNEL)
     assert response.status == 400
     assert orjson.loads(response.body) == {"error": budget_refusal(max_tokens)}
+
+
+def test_with_a_token_every_page_wants_exactly_its_bearer_header() -> None:
+    class Answers:
+        def json(self, body: Any, status: int = 200) -> tuple[int, Any]:
+            return status, body
+
+    settings = Settings(store="memory://", bootstrap_servers="x:1", api_token="s3cret")
+    denied, _ = http._pages(SimpleNamespace(settings=settings))  # type: ignore[arg-type]
+    asked = Request()
+    refused = (401, {"error": "missing or wrong bearer token"})
+    assert denied(Answers(), asked) == refused  # type: ignore[arg-type]
+    asked.headers = {"Authorization": "Bearer not-it"}
+    assert denied(Answers(), asked) == refused  # type: ignore[arg-type]
+    asked.headers = bearer_header("s3cret")
+    assert denied(Answers(), asked) is None  # type: ignore[arg-type]
