@@ -62,7 +62,13 @@ from streams.kafka.produce import (
     prepare,
     started_producer,
 )
-from streams.records import ChannelConfig, DecisionRecord, DriverEvent, summary_view
+from streams.records import (
+    ChannelConfig,
+    DecisionRecord,
+    DriverEvent,
+    recap_view,
+    summary_view,
+)
 from streams.settings import Settings
 from streams.topology import RECAPS, SUMMARIES
 
@@ -138,17 +144,6 @@ def _decision_of(value: Any) -> DecisionRecord | None:
         return DecisionRecord.model_validate(value) if isinstance(value, dict) else None
     except ValidationError:
         return None
-
-
-def recap_view(channel: str, record: dict[str, Any] | None) -> dict[str, Any]:
-    """A channel's latest record on `chorus.recaps` in the shape `chorus recap` prints when
-    no worker answers (phase, text and the record; no countdown)."""
-    return {
-        "channel": channel,
-        "phase": record.get("phase") if record else "IDLE",
-        "text": record.get("text") if record else None,
-        "recap": record,
-    }
 
 
 def _start_of(channel: str, after: SentMessage | Message | int | None) -> After | None:

@@ -247,7 +247,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
             now=utc_now(),
         )
 
-    async def recap_view(view: View, channel: str, _: Request) -> Response:
+    async def recap(view: View, channel: str, _: Request) -> Response:
         found = await recap_of(channel, read_back=True)
         return view.json(found) if found is not None else unknown(view, channel)
 
@@ -297,7 +297,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
     page("/channels", channels)
     channel_page("state", state)
     channel_page("summary", summary)
-    channel_page("recap", recap_view)
+    channel_page("recap", recap)
     channel_page("context", context)
     page("/recaps", recaps_view)
     page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))

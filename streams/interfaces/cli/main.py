@@ -597,8 +597,8 @@ def recap() -> None:
 def recap_show(channel: str, as_json: bool) -> None:
     """Print a channel's title, when its next recap is due, and its latest recap; from
     chorus.recaps (no countdown) when no worker is running."""
-    from streams.client import recap_view
     from streams.interfaces.cli.show import recap_text
+    from streams.records import recap_view
 
     channel_argument(channel)
     from_worker_or_topic(
