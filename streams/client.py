@@ -36,7 +36,7 @@ from projections.commitments import CommitmentState, states_a_request
 from projections.context import DEFAULT_CONTEXT_TOKENS
 from projections.model import ActorType, Message, MessageError, MessageType, utc_now
 from streams.errors import ChorusError
-from streams.interfaces.control import configure_channel, latest_value
+from streams.interfaces.control import LatestView, configure_channel, view_or_latest
 from streams.interfaces.driver_events import (
     After,
     RequestOutcome,
@@ -62,15 +62,8 @@ from streams.kafka.produce import (
     prepare,
     started_producer,
 )
-from streams.records import (
-    ChannelConfig,
-    DecisionRecord,
-    DriverEvent,
-    recap_view,
-    summary_view,
-)
+from streams.records import ChannelConfig, DecisionRecord, DriverEvent
 from streams.settings import Settings
-from streams.topology import RECAPS, SUMMARIES
 
 __all__ = [
     "ActorType",
@@ -395,12 +388,12 @@ class Client:
     async def summary(self, channel: str) -> dict[str, Any]:
         """The channel's running summary (`content` None when there is none yet); from
         `chorus.summaries` when no worker answers."""
-        return await self._view_or_latest(channel, "summary", SUMMARIES, summary_view)
+        return await self._view_or_latest(channel, "summary")
 
     async def recap(self, channel: str) -> dict[str, Any]:
         """The channel's recap status and latest recap; from `chorus.recaps` (no countdown)
         when no worker answers."""
-        return await self._view_or_latest(channel, "recap", RECAPS, recap_view)
+        return await self._view_or_latest(channel, "recap")
 
     async def _channel_view(self, channel: str, view: str) -> Any:
         found = await self._api.get(f"/channels/{quote(channel)}/{view}", missing_ok=True)
@@ -408,18 +401,12 @@ class Client:
             raise ChannelNotFound(f"no messages folded for channel {channel!r} (HTTP 404)")
         return found
 
-    async def _view_or_latest(
-        self,
-        channel: str,
-        view: str,
-        topic: str,
-        shape: Callable[[str, dict[str, Any] | None], dict[str, Any]],
-    ) -> dict[str, Any]:
-        try:
-            found: dict[str, Any] = await self._channel_view(channel, view)
-            return found
-        except WorkerUnreachable:
-            return shape(channel, await latest_value(self.settings, topic, channel))
+    async def _view_or_latest(self, channel: str, view: LatestView) -> dict[str, Any]:
+        found: dict[str, Any]
+        found, _ = await view_or_latest(
+            self.settings, view, channel, lambda: self._channel_view(channel, view)
+        )
+        return found
 
 
 def _blocking(

@@ -18,16 +18,12 @@ from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS, budg
 from projections.model import ActorType, MessageError, MessageType, utc_now
 from streams.interfaces.cli.failures import ChorusGroup
 from streams.interfaces.cli.replay import replay_command
-from streams.interfaces.worker_api import (
-    ChannelRefused,
-    WorkerApi,
-    WorkerUnavailable,
-    WorkerUnreachable,
-)
+from streams.interfaces.worker_api import ChannelRefused, WorkerApi, WorkerUnavailable
 from streams.kafka.clients import MissingTopicError, NoBrokerError, local_run_dir
 from streams.settings import get_settings
 
 if TYPE_CHECKING:
+    from streams.interfaces.control import LatestView
     from streams.kafka.produce import SentMessage
 
 T = TypeVar("T")
@@ -450,39 +446,32 @@ def summary() -> None:
 
 
 def from_worker_or_topic(
-    call: Callable[[WorkerApi], Awaitable[Any]],
-    topic: str,
+    view: LatestView,
     channel: str,
-    view: Callable[[dict[str, Any] | None], Any],
+    call: Callable[[WorkerApi], Awaitable[Any]],
     shown: Callable[[Any], str] | None,
 ) -> None:
     """Print the worker's answer (`shown` as text for a person; None: as JSON); when no
-    worker answers, the channel's latest record on the compacted `topic` instead. Which
-    source answered is a note on stderr (stdout stays what was asked for)."""
+    worker answers, the view of the channel's latest record on its compacted topic instead
+    (`view_or_latest`). Which source answered is a note on stderr (stdout stays what was
+    asked for)."""
+    from streams.interfaces.control import view_or_latest
+
+    settings = get_settings()
+
+    async def ask() -> tuple[Any, str | None]:
+        async with WorkerApi(settings) as api:
+            return await view_or_latest(settings, view, channel, lambda: call(api))
+
     try:
-        found, source = ask_worker(call), "(from the worker)"
-    except WorkerUnreachable:
-        found, source = None, None
+        found, topic = run(ask())
     except (WorkerUnavailable, ChannelRefused) as error:
         raise click.ClickException(str(error)) from None
-    if source is None:
-        from streams.kafka.consume import read_topic
-
-        settings = get_settings()
-        name = settings.topic(topic)
-
-        async def latest() -> dict[str, Any] | None:
-            last = None
-            async for record in read_topic(settings, name, channels=[channel]):
-                last = record.value if isinstance(record.value, dict) else last
-            return last
-
-        found, source = view(run(latest())), f"(from {name}; no worker answered)"
     if shown is None:
         print_json(found)
     else:
         click.echo(shown(found))
-    note(source)
+    note("(from the worker)" if topic is None else f"(from {topic}; no worker answered)")
 
 
 @summary.command("show")
@@ -492,15 +481,10 @@ def summary_show(channel: str, as_json: bool) -> None:
     """Print the latest summary: what it covers and when it was written, then what was said
     and the commitments as they stand; from chorus.summaries when no worker is running."""
     from streams.interfaces.cli.show import summary_text
-    from streams.records import summary_view
 
     channel_argument(channel)
     from_worker_or_topic(
-        lambda api: api.summary(channel),
-        "summaries",
-        channel,
-        lambda record: summary_view(channel, record),
-        None if as_json else summary_text,
+        "summary", channel, lambda api: api.summary(channel), None if as_json else summary_text
     )
 
 
@@ -598,15 +582,10 @@ def recap_show(channel: str, as_json: bool) -> None:
     """Print a channel's title, when its next recap is due, and its latest recap; from
     chorus.recaps (no countdown) when no worker is running."""
     from streams.interfaces.cli.show import recap_text
-    from streams.records import recap_view
 
     channel_argument(channel)
     from_worker_or_topic(
-        lambda api: api.recap(channel),
-        "recaps",
-        channel,
-        lambda record: recap_view(channel, record),
-        None if as_json else recap_text,
+        "recap", channel, lambda api: api.recap(channel), None if as_json else recap_text
     )
 
 

@@ -276,3 +276,27 @@ def test_state_and_channels_print_text(worker_port: int) -> None:
         "Participants (2, by messages): planner 3, worker-a 1.",
     ]
     assert merged(worker_port, "channels") == ["team/plan  COMPLETE (All done)"]
+
+
+@pytest.mark.parametrize(
+    ("view", "topic", "record", "shown"),
+    [
+        ("summary", "summaries", {"channel": "team/plan", "text": "Said."}, "Said."),
+        ("recap", "recaps", {"channel": "team/plan", "phase": "COMPLETED"}, "written."),
+    ],
+)
+def test_with_no_worker_summary_and_recap_show_the_latest_record_of_their_topic(
+    monkeypatch: pytest.MonkeyPatch, view: str, topic: str, record: dict[str, Any], shown: str
+) -> None:
+    from streams.interfaces import control
+
+    async def latest(_: object, read: str, channel: str) -> dict[str, Any]:
+        assert (read, channel) == (topic, "team/plan")
+        return record
+
+    monkeypatch.setattr(control, "latest_value", latest)
+    monkeypatch.setenv("CHORUS_WEB_PORT", "1")  # no worker listens there
+    result = chorus(view, "team/plan")
+    assert result.exit_code == 0, result.output
+    assert shown in result.stdout
+    assert result.stderr == f"(from chorus.{topic}; no worker answered)\n"
