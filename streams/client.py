@@ -12,8 +12,8 @@ read what an agent should know.
 `SyncClient` offers the same methods, blocking, for scripts and notebooks. Every exception
 a method raises is exported here: chorus's own are `ChorusError`s, each with a one-line
 message; besides them `ValueError` for an argument that breaks its rule and aiokafka's
-`KafkaError` for a send the broker did not acknowledge (the README lists when each is
-raised).
+`KafkaError` for a send the broker did not acknowledge (docs/agents.md, "Errors", lists
+when each is raised).
 """
 
 from __future__ import annotations
