@@ -55,6 +55,7 @@ __all__ = [
     "RecentMessage",
     "SummaryPart",
     "assemble_context",
+    "budget_refusal",
     "decision_phrase",
     "narrative_lines",
 ]
@@ -408,6 +409,14 @@ def narrative_lines(text: str) -> str:
         if line.strip() and not _BARE_TYPE_LINE.match(line.strip())
     ]
     return "\n".join(kept)
+
+
+def budget_refusal(max_tokens: int) -> str | None:
+    """Why `max_tokens` is refused as a context's budget, in the one line every entry point
+    answers (the CLI, MCP, HTTP), or None when it is within 0..MAX_CONTEXT_TOKENS."""
+    if 0 <= max_tokens <= MAX_CONTEXT_TOKENS:
+        return None
+    return f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {max_tokens}"
 
 
 def assemble_context(

@@ -61,6 +61,16 @@ def validate_channel_name(value: str) -> str:
     return value
 
 
+def channel_name_refusal(value: str) -> str | None:
+    """Why `value` is refused as a channel name, in the one line every entry point answers
+    (the CLI, MCP, HTTP): the name and the rule it breaks. None when it is valid."""
+    try:
+        validate_channel_name(value)
+    except ValueError as error:
+        return f"invalid channel name {value!r}: {error}"
+    return None
+
+
 class MessageType(StrEnum):
     QUERY = "QUERY"
     COMMAND = "COMMAND"

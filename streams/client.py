@@ -12,8 +12,8 @@ read what an agent should know.
 `SyncClient` offers the same methods, blocking, for scripts and notebooks. Every exception
 a method raises is exported here: chorus's own are `ChorusError`s, each with a one-line
 message; besides them `ValueError` for an argument that breaks its rule and aiokafka's
-`KafkaError` for a send the broker did not acknowledge (the README lists when each is
-raised).
+`KafkaError` for a send the broker did not acknowledge (docs/agents.md, "Errors", lists
+when each is raised).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from projections.commitments import CommitmentState, states_a_request
 from projections.context import DEFAULT_CONTEXT_TOKENS
 from projections.model import ActorType, Message, MessageError, MessageType, utc_now
 from streams.errors import ChorusError
-from streams.interfaces.control import configure_channel, latest_value
+from streams.interfaces.control import LatestView, configure_channel, view_or_latest
 from streams.interfaces.driver_events import (
     After,
     RequestOutcome,
@@ -62,9 +62,8 @@ from streams.kafka.produce import (
     prepare,
     started_producer,
 )
-from streams.records import ChannelConfig, DecisionRecord, DriverEvent, summary_view
+from streams.records import ChannelConfig, DecisionRecord, DriverEvent
 from streams.settings import Settings
-from streams.topology import RECAPS, SUMMARIES
 
 __all__ = [
     "ActorType",
@@ -138,17 +137,6 @@ def _decision_of(value: Any) -> DecisionRecord | None:
         return DecisionRecord.model_validate(value) if isinstance(value, dict) else None
     except ValidationError:
         return None
-
-
-def recap_view(channel: str, record: dict[str, Any] | None) -> dict[str, Any]:
-    """A channel's latest record on `chorus.recaps` in the shape `chorus recap` prints when
-    no worker answers (phase, text and the record; no countdown)."""
-    return {
-        "channel": channel,
-        "phase": record.get("phase") if record else "IDLE",
-        "text": record.get("text") if record else None,
-        "recap": record,
-    }
 
 
 def _start_of(channel: str, after: SentMessage | Message | int | None) -> After | None:
@@ -400,12 +388,12 @@ class Client:
     async def summary(self, channel: str) -> dict[str, Any]:
         """The channel's running summary (`content` None when there is none yet); from
         `chorus.summaries` when no worker answers."""
-        return await self._view_or_latest(channel, "summary", SUMMARIES, summary_view)
+        return await self._view_or_latest(channel, "summary")
 
     async def recap(self, channel: str) -> dict[str, Any]:
         """The channel's recap status and latest recap; from `chorus.recaps` (no countdown)
         when no worker answers."""
-        return await self._view_or_latest(channel, "recap", RECAPS, recap_view)
+        return await self._view_or_latest(channel, "recap")
 
     async def _channel_view(self, channel: str, view: str) -> Any:
         found = await self._api.get(f"/channels/{quote(channel)}/{view}", missing_ok=True)
@@ -413,18 +401,12 @@ class Client:
             raise ChannelNotFound(f"no messages folded for channel {channel!r} (HTTP 404)")
         return found
 
-    async def _view_or_latest(
-        self,
-        channel: str,
-        view: str,
-        topic: str,
-        shape: Callable[[str, dict[str, Any] | None], dict[str, Any]],
-    ) -> dict[str, Any]:
-        try:
-            found: dict[str, Any] = await self._channel_view(channel, view)
-            return found
-        except WorkerUnreachable:
-            return shape(channel, await latest_value(self.settings, topic, channel))
+    async def _view_or_latest(self, channel: str, view: LatestView) -> dict[str, Any]:
+        found: dict[str, Any]
+        found, _ = await view_or_latest(
+            self.settings, view, channel, lambda: self._channel_view(channel, view)
+        )
+        return found
 
 
 def _blocking(

@@ -233,6 +233,17 @@ class RecapRecord(WireRecord):
     title: str | None = None
 
 
+def recap_view(channel: str, latest: dict[str, Any] | None) -> dict[str, Any]:
+    """A channel's latest record on `chorus.recaps` in the shape `chorus recap` prints when
+    no worker answers (phase, text and the record; no countdown)."""
+    return {
+        "channel": channel,
+        "phase": latest.get("phase") if latest else "IDLE",
+        "text": latest.get("text") if latest else None,
+        "recap": latest,
+    }
+
+
 # Distinct keys whose partition is remembered (about 150 bytes each): aiokafka's murmur2 is
 # pure Python and costs about as much as validating the whole record.
 PARTITION_CACHE_KEYS = 65_536

@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     # Faust's 16 KB default batches held a few records each (+30% msg/s measured).
     producer_linger_ms: float = Field(default=2.0, ge=0)
     producer_batch_bytes: int = Field(default=256 * 1024, gt=0)
-    # Bounds of every channel's state (see README, "Bounded state"). The commitment and
+    # Bounds of every channel's state (docs/architecture.md, "Bounded state"). The commitment and
     # overview bounds are part of what the fold means: the worker and replay read the same.
     max_state_bytes: int = Field(default=MAX_STATE_BYTES, ge=1024)
     commitments_keep_terminal: int = Field(default=commitments.KEEP_TERMINAL, ge=0)
@@ -144,6 +144,12 @@ class Settings(BaseSettings):
     @field_validator("ssl_cafile", mode="before")
     @classmethod
     def _empty_path_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("api_token", mode="before")
+    @classmethod
+    def _empty_token_is_unset(cls, value: object) -> object:
+        # An empty secret guards nothing; every caller already sent no header for it.
         return None if value == "" else value
 
     @model_validator(mode="after")
@@ -190,6 +196,15 @@ class Settings(BaseSettings):
     def context_web_port(self) -> int:
         """Where the context role's web server listens (readiness, its LLM costs)."""
         return self.web_port + CONTEXT_WEB_PORT_OFFSET
+
+
+def bearer_header(token: SecretStr | str | None) -> dict[str, str]:
+    """The header that carries the API token (`CHORUS_API_TOKEN`) to the workers' web
+    servers, which expect exactly it; none without a token."""
+    if not token:
+        return {}
+    secret = token.get_secret_value() if isinstance(token, SecretStr) else token
+    return {"Authorization": f"Bearer {secret}"}
 
 
 @lru_cache(maxsize=1)

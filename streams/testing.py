@@ -30,7 +30,7 @@ import httpx
 
 from streams.ops.broker import free_port, start_cluster, stop_cluster
 from streams.ops.broker.ports import port_free
-from streams.settings import Settings
+from streams.settings import Settings, bearer_header
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER_COMMAND = ("-m", "streams.interfaces.cli", "worker")
@@ -106,8 +106,7 @@ class WorkerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = f"http://127.0.0.1:{env.get('CHORUS_WEB_PORT')}"
         self.context_url = f"http://127.0.0.1:{int(env.get('CHORUS_WEB_PORT', 0)) + 1}"
-        token = env.get("CHORUS_API_TOKEN")
-        self.auth = {"Authorization": f"Bearer {token}"} if token else {}
+        self.auth = bearer_header(env.get("CHORUS_API_TOKEN"))
         # What the readiness probe got before the worker was ready: (status, Retry-After).
         self.not_ready_answers: list[tuple[int, str | None]] = []
 

@@ -17,8 +17,8 @@ import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 
-from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS
-from projections.model import validate_channel_name
+from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS, budget_refusal
+from projections.model import channel_name_refusal
 from streams.errors import ChorusError
 from streams.interfaces.worker_api import WorkerApi
 from streams.settings import Settings
@@ -43,6 +43,15 @@ INSTRUCTIONS = (
     "list_channels the channels with their decisions."
 )
 
+# get_channel_context's description (a docstring could not name the maximum).
+CONTEXT_TOOL = (
+    "What to read first about a channel, within max_tokens (about 4 characters a token, up "
+    f"to {MAX_CONTEXT_TOKENS}; at least what its header line needs, about 30, else the "
+    "answer says the minimum): its decision, open commitments, what ended badly, the newest "
+    "messages, the summary and the recap. for_agent (a sender name or role) puts what that "
+    "agent owes and is owed first. The text is the content; the parts are structured content."
+)
+
 
 def package_version() -> str:
     try:
@@ -65,15 +74,6 @@ def refused(reason: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=reason)], is_error=True)
 
 
-def _checked(channel: str) -> str | None:
-    """Why `channel` is refused, or None when it is a valid name."""
-    try:
-        validate_channel_name(channel)
-    except ValueError as error:
-        return f"invalid channel name {channel!r}: {error}"
-    return None
-
-
 async def _ask(
     settings: Settings, call: Callable[[WorkerApi], Awaitable[CallToolResult]]
 ) -> CallToolResult:
@@ -91,23 +91,13 @@ def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServ
         "chorus", version=package_version(), instructions=INSTRUCTIONS, log_level=log_level
     )
 
-    @server.tool(structured_output=False)
+    @server.tool(structured_output=False, description=CONTEXT_TOOL)
     async def get_channel_context(
         channel: str, max_tokens: int = DEFAULT_CONTEXT_TOKENS, for_agent: str | None = None
     ) -> CallToolResult:
-        """What to read first about a channel, within max_tokens (about 4 characters a token,
-        up to 100000; at least what its header line needs, about 30, else the answer says
-        the minimum): its decision, open commitments, what ended badly, the newest
-        messages, the summary and the recap. for_agent (a sender name or role) puts what
-        that agent owes and is owed first. The text is the content; the parts are
-        structured content."""
-        reason = _checked(channel)
+        reason = channel_name_refusal(channel) or budget_refusal(max_tokens)
         if reason is not None:
             return refused(reason)
-        if not 0 <= max_tokens <= MAX_CONTEXT_TOKENS:
-            return refused(
-                f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {max_tokens}"
-            )
 
         async def call(api: WorkerApi) -> CallToolResult:
             found: dict[str, Any] = await api.context(channel, max_tokens, for_agent)
@@ -124,7 +114,7 @@ def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServ
     @server.tool(structured_output=False)
     async def get_channel_summary(channel: str) -> CallToolResult:
         """The channel's latest summary: content (null when none yet) and annotations."""
-        reason = _checked(channel)
+        reason = channel_name_refusal(channel)
         if reason is not None:
             return refused(reason)
 
@@ -138,7 +128,7 @@ def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServ
     async def get_channel_state(channel: str) -> CallToolResult:
         """Every projection's state of the channel (commitments, overview, ...) and its
         termination decision (`decision`: CONTINUE, COMPLETE, FAILED or ESCALATE)."""
-        reason = _checked(channel)
+        reason = channel_name_refusal(channel)
         if reason is not None:
             return refused(reason)
 

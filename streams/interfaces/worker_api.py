@@ -10,7 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from streams.errors import ChorusError
-from streams.settings import Settings
+from streams.settings import Settings, bearer_header
 
 
 class WorkerUnavailable(ChorusError):
@@ -32,7 +32,8 @@ NOT_READY_PATIENCE_SECONDS = 30.0
 
 class WorkerApi:
     """Calls the worker; a 503 (not ready yet) is retried as its Retry-After asks, for at
-    most `patience` seconds, then reported in one line."""
+    most `patience` seconds, then reported in one line. Any other error is raised at once
+    with the worker's one-line reason."""
 
     def __init__(
         self,
@@ -42,14 +43,14 @@ class WorkerApi:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.patience = patience
-        headers = {}
-        if settings.api_token:
-            headers["Authorization"] = f"Bearer {settings.api_token.get_secret_value()}"
         self.base_url = f"http://{settings.web_host}:{settings.web_port}"
         # The context role's web server (its LLM costs), beside the fold role's.
         self.context_url = f"http://{settings.web_host}:{settings.context_web_port}"
         self._client = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.base_url,
+            headers=bearer_header(settings.api_token),
+            timeout=timeout,
+            transport=transport,
         )
 
     async def get(self, path: str, *, missing_ok: bool = False) -> Any:
@@ -75,8 +76,8 @@ class WorkerApi:
             return None
         if response.status_code in (400, 404) and path.startswith("/channels/"):
             raise ChannelRefused(_error_of(response))
-        if response.status_code >= 400:
-            raise WorkerUnavailable(f"{path}: HTTP {response.status_code}: {response.text}")
+        if response.status_code >= 400:  # not retried: a 500 is a view's bug, a 401 the token
+            raise WorkerUnavailable(f"{path}: HTTP {response.status_code}: {_error_of(response)}")
         return response.json()
 
     async def channels(self) -> list[str]:

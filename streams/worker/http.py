@@ -17,21 +17,25 @@ from __future__ import annotations
 
 import hmac
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
+from faust.exceptions import NotReady
 from faust.web import Request, Response, View
+from faust.web.exceptions import ServiceUnavailable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.commitments import CommitmentProjection
-from projections.model import utc_now
+from projections.model import channel_name_refusal, utc_now
 from streams.llm.client import endpoint
+from streams.settings import bearer_header
 from streams.worker.read_model import (
     Titles,
     UnknownChannel,
     channel_context,
     channel_state,
-    checked_channel,
     context_budget,
     recap_answer,
     summary_answer,
@@ -43,8 +47,15 @@ if TYPE_CHECKING:
     from streams.worker.stages.recent import RecentMessages
 
 
+log = logging.getLogger(__name__)
+
 # What a 503 tells a client to wait before it asks again, in seconds.
 RETRY_AFTER_SECONDS = 2
+# What routing a per-channel request to its owner raises while the owner is not known or
+# not reachable: no owner assigned to the partition yet (Faust's ServiceUnavailable), the
+# producer that knows the partitions not started (NotReady), the request forwarded to the
+# owner failing or timing out. Clients retry these (503); anything else is a bug (500).
+ROUTING_ERRORS = (ServiceUnavailable, NotReady, aiohttp.ClientError, TimeoutError)
 
 
 def routable(chorus: Runtime) -> bool:
@@ -64,6 +75,13 @@ def not_yet(view: View, reason: str) -> Response:
     return response
 
 
+def failed(view: View, what: str, error: Exception) -> Response:
+    """A view that raised: logged with its traceback, answered 500 with the reason in one
+    line (a client does not retry it: asked again, the bug would answer the same)."""
+    log.exception("%s failed", what)
+    return view.json({"error": f"{what} failed: {error!r}"}, status=500)
+
+
 def local_channels(chorus: Runtime) -> list[str]:
     overview = chorus.folds.get("overview") or next(iter(chorus.folds.values()))
     return sorted(str(key) for key in overview)
@@ -74,16 +92,14 @@ Answer = Callable[[View, Request], Response | Awaitable[Response]]
 
 def _pages(chorus: Runtime) -> tuple[Callable[[View, Request], Response | None], Any]:
     """`denied` (the bearer-token check) and `page(path, answer)` for the app's views."""
-    token = chorus.settings.api_token
+    expected = bearer_header(chorus.settings.api_token)
 
     def denied(view: View, request: Request) -> Response | None:
-        if token is None:
-            return None
-        given = request.headers.get("Authorization", "")
-        expected = f"Bearer {token.get_secret_value()}"
-        if hmac.compare_digest(given.encode(), expected.encode()):
-            return None
-        return view.json({"error": "missing or wrong bearer token"}, status=401)
+        for name, value in expected.items():
+            given = request.headers.get(name, "")
+            if not hmac.compare_digest(given.encode(), value.encode()):
+                return view.json({"error": "missing or wrong bearer token"}, status=401)
+        return None
 
     def page(path: str, answer: Answer) -> None:
         @chorus.app.page(path)
@@ -93,8 +109,11 @@ def _pages(chorus: Runtime) -> tuple[Callable[[View, Request], Response | None],
                 refusal = denied(self, request)
                 if refusal is not None:
                     return refusal
-                answered = answer(self, request)
-                return await answered if inspect.isawaitable(answered) else answered
+                try:
+                    answered = answer(self, request)
+                    return await answered if inspect.isawaitable(answered) else answered
+                except Exception as error:
+                    return failed(self, f"the {path} view", error)
 
     return denied, page
 
@@ -129,7 +148,8 @@ def _channel_pages(
     role's group that owns the channel's partition.
 
     Until this worker knows who owns which partition (starting, rebalancing), or when the
-    owner cannot be reached, the answer is 503 with Retry-After, not an error.
+    owner cannot be reached, the answer is 503 with Retry-After, not an error. A view that
+    raises, here or at the owner (which answers for itself), is a 500 with its reason.
     """
     app = chorus.app
 
@@ -141,16 +161,17 @@ def _channel_pages(
                 refusal = denied(self, request)
                 if refusal is not None:
                     return refusal
-                try:
-                    checked_channel(channel)
-                except ValueError as error:
-                    return self.json({"error": f"invalid channel name: {error}"}, status=400)
+                refusal = channel_name_refusal(channel)
+                if refusal is not None:
+                    return self.json({"error": refusal}, status=400)
                 if not routable(chorus):
                     return not_yet(self, "the worker is still learning its partitions")
                 try:
                     return await self.routed(request, channel)
-                except Exception as error:  # no owner known or reachable yet
+                except ROUTING_ERRORS as error:
                     return not_yet(self, f"the channel's owner is not reachable ({error!r})")
+                except Exception as error:  # the view, answering here
+                    return failed(self, f"the {suffix} view of channel {channel!r}", error)
 
             @app.topic_route(topic=chorus.messages, match_info="channel")
             async def routed(self, request: Request, channel: str) -> Response:
@@ -226,7 +247,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
             now=utc_now(),
         )
 
-    async def recap_view(view: View, channel: str, _: Request) -> Response:
+    async def recap(view: View, channel: str, _: Request) -> Response:
         found = await recap_of(channel, read_back=True)
         return view.json(found) if found is not None else unknown(view, channel)
 
@@ -276,7 +297,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
     page("/channels", channels)
     channel_page("state", state)
     channel_page("summary", summary)
-    channel_page("recap", recap_view)
+    channel_page("recap", recap)
     channel_page("context", context)
     page("/recaps", recaps_view)
     page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))

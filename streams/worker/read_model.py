@@ -19,15 +19,15 @@ from projections.channel import ChannelStanding
 from projections.commitments import CommitmentProjection
 from projections.context import (
     DEFAULT_CONTEXT_TOKENS,
-    MAX_CONTEXT_TOKENS,
     ChannelContext,
     ChannelHeader,
     RecapPart,
     RecentMessage,
     SummaryPart,
     assemble_context,
+    budget_refusal,
 )
-from projections.model import ActorType, MessageType, validate_channel_name
+from projections.model import ActorType, MessageType
 from projections.overview import ChannelOverview
 from projections.projection import Folded
 from projections.readable import CommitmentView, commitment_views
@@ -50,11 +50,6 @@ class UnknownChannel(LookupError):
 
     def __init__(self, channel: str) -> None:
         super().__init__(f"no messages folded for channel {channel!r}")
-
-
-def checked_channel(channel: str) -> str:
-    """`channel` when it is a valid channel name, else ValueError with the rule (400)."""
-    return validate_channel_name(channel)
 
 
 def channel_state(chorus: Runtime, channel: str) -> dict[str, Any] | None:
@@ -236,6 +231,7 @@ def context_budget(raw: str | None) -> int:
         value = int(raw)
     except ValueError:
         raise ValueError(f"max_tokens must be an integer, got {raw[:40]!r}") from None
-    if not 0 <= value <= MAX_CONTEXT_TOKENS:
-        raise ValueError(f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {value}")
+    refusal = budget_refusal(value)
+    if refusal is not None:
+        raise ValueError(refusal)
     return value

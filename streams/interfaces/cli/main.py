@@ -14,20 +14,16 @@ import click
 import orjson
 from aiokafka.errors import KafkaError
 
-from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS
+from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS, budget_refusal
 from projections.model import ActorType, MessageError, MessageType, utc_now
 from streams.interfaces.cli.failures import ChorusGroup
 from streams.interfaces.cli.replay import replay_command
-from streams.interfaces.worker_api import (
-    ChannelRefused,
-    WorkerApi,
-    WorkerUnavailable,
-    WorkerUnreachable,
-)
+from streams.interfaces.worker_api import ChannelRefused, WorkerApi, WorkerUnavailable
 from streams.kafka.clients import MissingTopicError, NoBrokerError, local_run_dir
 from streams.settings import get_settings
 
 if TYPE_CHECKING:
+    from streams.interfaces.control import LatestView
     from streams.kafka.produce import SentMessage
 
 T = TypeVar("T")
@@ -356,12 +352,12 @@ def api_call(call: Callable[[WorkerApi], Awaitable[T]]) -> T:
 
 def channel_argument(channel: str) -> str:
     """The channel name, or a one-line error with the rule it breaks (exit 1)."""
-    from projections.model import validate_channel_name
+    from projections.model import channel_name_refusal
 
-    try:
-        return validate_channel_name(channel)
-    except ValueError as error:
-        raise click.ClickException(f"invalid channel name {channel!r}: {error}") from None
+    refusal = channel_name_refusal(channel)
+    if refusal is not None:
+        raise click.ClickException(refusal)
+    return channel
 
 
 def json_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -450,39 +446,32 @@ def summary() -> None:
 
 
 def from_worker_or_topic(
-    call: Callable[[WorkerApi], Awaitable[Any]],
-    topic: str,
+    view: LatestView,
     channel: str,
-    view: Callable[[dict[str, Any] | None], Any],
+    call: Callable[[WorkerApi], Awaitable[Any]],
     shown: Callable[[Any], str] | None,
 ) -> None:
     """Print the worker's answer (`shown` as text for a person; None: as JSON); when no
-    worker answers, the channel's latest record on the compacted `topic` instead. Which
-    source answered is a note on stderr (stdout stays what was asked for)."""
+    worker answers, the view of the channel's latest record on its compacted topic instead
+    (`view_or_latest`). Which source answered is a note on stderr (stdout stays what was
+    asked for)."""
+    from streams.interfaces.control import view_or_latest
+
+    settings = get_settings()
+
+    async def ask() -> tuple[Any, str | None]:
+        async with WorkerApi(settings) as api:
+            return await view_or_latest(settings, view, channel, lambda: call(api))
+
     try:
-        found, source = ask_worker(call), "(from the worker)"
-    except WorkerUnreachable:
-        found, source = None, None
+        found, topic = run(ask())
     except (WorkerUnavailable, ChannelRefused) as error:
         raise click.ClickException(str(error)) from None
-    if source is None:
-        from streams.kafka.consume import read_topic
-
-        settings = get_settings()
-        name = settings.topic(topic)
-
-        async def latest() -> dict[str, Any] | None:
-            last = None
-            async for record in read_topic(settings, name, channels=[channel]):
-                last = record.value if isinstance(record.value, dict) else last
-            return last
-
-        found, source = view(run(latest())), f"(from {name}; no worker answered)"
     if shown is None:
         print_json(found)
     else:
         click.echo(shown(found))
-    note(source)
+    note("(from the worker)" if topic is None else f"(from {topic}; no worker answered)")
 
 
 @summary.command("show")
@@ -492,15 +481,10 @@ def summary_show(channel: str, as_json: bool) -> None:
     """Print the latest summary: what it covers and when it was written, then what was said
     and the commitments as they stand; from chorus.summaries when no worker is running."""
     from streams.interfaces.cli.show import summary_text
-    from streams.records import summary_view
 
     channel_argument(channel)
     from_worker_or_topic(
-        lambda api: api.summary(channel),
-        "summaries",
-        channel,
-        lambda record: summary_view(channel, record),
-        None if as_json else summary_text,
+        "summary", channel, lambda api: api.summary(channel), None if as_json else summary_text
     )
 
 
@@ -597,24 +581,28 @@ def recap() -> None:
 def recap_show(channel: str, as_json: bool) -> None:
     """Print a channel's title, when its next recap is due, and its latest recap; from
     chorus.recaps (no countdown) when no worker is running."""
-    from streams.client import recap_view
     from streams.interfaces.cli.show import recap_text
 
     channel_argument(channel)
     from_worker_or_topic(
-        lambda api: api.recap(channel),
-        "recaps",
-        channel,
-        lambda record: recap_view(channel, record),
-        None if as_json else recap_text,
+        "recap", channel, lambda api: api.recap(channel), None if as_json else recap_text
     )
+
+
+def budget_option(_: click.Context, __: click.Parameter, max_tokens: int) -> int:
+    """--max-tokens, or a usage error with the rule it breaks (exit 2)."""
+    refusal = budget_refusal(max_tokens)
+    if refusal is not None:
+        raise click.BadParameter(refusal)
+    return max_tokens
 
 
 @main.command()
 @click.argument("channel")
 @click.option(
     "--max-tokens",
-    type=click.IntRange(min=0, max=MAX_CONTEXT_TOKENS),
+    type=int,
+    callback=budget_option,
     default=DEFAULT_CONTEXT_TOKENS,
     show_default=True,
     help=f"Token budget, 0 to {MAX_CONTEXT_TOKENS} (about 4 characters a token).",

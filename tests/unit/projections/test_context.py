@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from projections.commitments import CommitmentProjection, CommitmentsState, expiry_event
 from projections.context import (
+    MAX_CONTEXT_TOKENS,
     TRUNCATED,
     ChannelContext,
     ChannelHeader,
@@ -20,6 +21,7 @@ from projections.context import (
     RecentMessage,
     SummaryPart,
     assemble_context,
+    budget_refusal,
 )
 from projections.model import Message, MessageType
 from projections.readable import OUTCOME_WORDS, CommitmentView, commitment_views
@@ -168,6 +170,14 @@ def context(max_tokens: int, **overrides: object) -> ChannelContext:
 
 def contradictions(found: ChannelContext, views: Sequence[CommitmentView]) -> list[str]:
     return text_contradictions(found.text, views)
+
+
+def test_a_budget_is_refused_below_0_and_above_the_maximum_in_one_line() -> None:
+    assert budget_refusal(0) is None and budget_refusal(MAX_CONTEXT_TOKENS) is None
+    assert budget_refusal(-1) == f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got -1"
+    assert budget_refusal(MAX_CONTEXT_TOKENS + 1) == (
+        f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {MAX_CONTEXT_TOKENS + 1}"
+    )
 
 
 def test_a_large_budget_shows_every_part_in_the_order_a_late_agent_needs() -> None:

@@ -10,6 +10,7 @@ from projections.model import (
     Message,
     MessageError,
     MessageType,
+    channel_name_refusal,
     decode_message,
     encode_message,
     message_from_record,
@@ -74,6 +75,14 @@ def test_channel_segments_are_lowercase_kebab_case(channel: str) -> None:
 @pytest.mark.parametrize("channel", ["a", "team-1/plan-b", "x/y/z", "0-9"])
 def test_valid_channels(channel: str) -> None:
     assert message_from_record(record(channel=channel)).channel == channel
+
+
+def test_a_channel_name_s_refusal_is_one_line_with_the_name_and_the_rule() -> None:
+    assert channel_name_refusal("team/plan") is None
+    assert channel_name_refusal("Team/plan") == (
+        "invalid channel name 'Team/plan': channel segment 'Team' must be lowercase "
+        "kebab-case (a-z, 0-9, single hyphens), segments separated by '/'"
+    )
 
 
 def test_topic_is_stripped_and_limited() -> None:

@@ -195,6 +195,21 @@ async def test_a_worker_that_stays_unready_past_the_patience_raises_worker_unava
             await chorus.state(CHANNEL)
 
 
+@pytest.mark.parametrize("view", ["state", "context", "summary", "recap"])
+async def test_a_view_that_failed_raises_at_once_with_its_reason_and_no_fallback(
+    view: str,
+) -> None:
+    """A 500 is the view's bug: asking again or reading the compacted topic instead (Kafka
+    is unreachable here) would hide it."""
+    seen: list[str] = []
+    reason = f"the {view} view of channel 'team/plan' failed: KeyError('overview')"
+    transport = worker_answering({f"/channels/team/plan/{view}": (500, {"error": reason})}, seen)
+    async with Client(no_kafka_settings(), transport=transport) as chorus:
+        with pytest.raises(client_module.WorkerUnavailable, match=re.escape(reason)):
+            await getattr(chorus, view)(CHANNEL)
+    assert len(seen) == 1
+
+
 def test_the_sync_client_runs_the_same_methods_on_its_own_loop() -> None:
     seen: list[str] = []
     transport = worker_answering(

@@ -21,7 +21,11 @@ from streams.records import (
     PARTITION_CACHE_KEYS,
     ChannelConfig,
     MisplacedRecord,
+    RecapRecord,
+    SummaryRecord,
     key_partition,
+    recap_view,
+    summary_view,
     validate_record,
 )
 from streams.registry import ProjectionImportError, load_projection, registered_projections
@@ -225,10 +229,27 @@ def test_a_v3_driver_event_carries_what_the_message_changed_and_the_live_state()
 
 
 def test_a_recap_record_s_phase_is_the_phase_machine_s() -> None:
-    from streams.records import RecapRecord
-
     record = RecapRecord(channel="c", text=None, phase="COMPLETED")
     assert record.phase is RecapPhase.COMPLETED
     assert orjson.loads(record.to_bytes())["phase"] == "COMPLETED"
     with pytest.raises(ValidationError):
         RecapRecord(channel="c", text=None, phase="FINISHED")
+
+
+def test_the_latest_summary_and_recap_read_from_their_topics_are_shown_as_views() -> None:
+    summary = SummaryRecord(channel="c", text="What was said.", total_messages=3)
+    shown = summary_view("c", summary.model_dump(mode="json"))
+    assert (shown["channel"], shown["content"], shown["total_messages"]) == (
+        "c",
+        "What was said.",
+        3,
+    )
+    assert summary_view("c", None) == {"channel": "c", "content": None, "annotations": {}}
+    recap = RecapRecord(channel="c", text="Done.", phase="COMPLETED").model_dump(mode="json")
+    assert recap_view("c", recap) == {
+        "channel": "c",
+        "phase": "COMPLETED",
+        "text": "Done.",
+        "recap": recap,
+    }
+    assert recap_view("c", None) == {"channel": "c", "phase": "IDLE", "text": None, "recap": None}

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from streams.settings import RECORD_OVERHEAD_BYTES, RetiredSetting, Settings, get_settings
+from streams.settings import (
+    RECORD_OVERHEAD_BYTES,
+    RetiredSetting,
+    Settings,
+    bearer_header,
+    get_settings,
+)
 
 
 def _settings(**values: object) -> Settings:
@@ -47,6 +53,17 @@ def test_a_fetch_smaller_than_the_largest_record_is_refused() -> None:
 def test_an_empty_ca_file_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHORUS_SSL_CAFILE", "")
     assert _settings().ssl_cafile is None
+
+
+def test_the_api_token_travels_as_a_bearer_header_and_an_empty_one_is_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CHORUS_API_TOKEN", "s3cret")
+    expected = {"Authorization": "Bearer s3cret"}
+    assert bearer_header(_settings().api_token) == bearer_header("s3cret") == expected
+    monkeypatch.setenv("CHORUS_API_TOKEN", "")
+    assert _settings().api_token is None
+    assert bearer_header(None) == bearer_header("") == {}
 
 
 @pytest.mark.parametrize(

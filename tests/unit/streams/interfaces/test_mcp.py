@@ -16,7 +16,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 
-from projections.context import MAX_CONTEXT_TOKENS
+from projections.context import MAX_CONTEXT_TOKENS, budget_refusal
 from streams.interfaces.mcp import answered, build_server, refused
 from streams.interfaces.worker_api import WorkerApi
 from streams.settings import Settings
@@ -53,15 +53,13 @@ async def test_an_invalid_channel_is_refused_in_one_line(server: MCPServer, tool
     assert _text(result).startswith("invalid channel name 'Bad Name'")
 
 
-async def test_a_budget_out_of_range_is_refused(server: MCPServer) -> None:
+@pytest.mark.parametrize("max_tokens", [-1, MAX_CONTEXT_TOKENS + 1])
+async def test_a_budget_out_of_range_is_refused(server: MCPServer, max_tokens: int) -> None:
     result = await server.call_tool(
-        "get_channel_context", {"channel": "team/a", "max_tokens": MAX_CONTEXT_TOKENS + 1}
+        "get_channel_context", {"channel": "team/a", "max_tokens": max_tokens}
     )
     assert result.is_error
-    assert (
-        _text(result)
-        == f"max_tokens must be between 0 and {MAX_CONTEXT_TOKENS}, got {MAX_CONTEXT_TOKENS + 1}"
-    )
+    assert _text(result) == budget_refusal(max_tokens)
 
 
 def test_an_answer_is_text_and_structured_content() -> None:

@@ -61,3 +61,33 @@ async def test_costs_are_both_roles_each_asked_by_the_client_itself() -> None:
 
     async with WorkerApi(settings, transport=httpx.MockTransport(context_down)) as api:
         assert await api.costs() == {"llm": []}
+
+
+async def test_a_500_is_raised_at_once_with_the_worker_s_reason() -> None:
+    calls: list[str] = []
+    reason = "the recap view of channel 'a/b' failed: KeyError('overview')"
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        return httpx.Response(500, json={"error": reason})
+
+    async with WorkerApi(Settings(), transport=httpx.MockTransport(handle)) as api:
+        with pytest.raises(WorkerUnavailable) as raised:
+            await api.recap("a/b")
+    assert str(raised.value) == f"/channels/a/b/recap: HTTP 500: {reason}"
+    assert calls == ["/channels/a/b/recap"]
+
+
+async def test_the_api_token_is_sent_as_the_worker_expects_it() -> None:
+    sent: list[str | None] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request.headers.get("Authorization"))
+        return httpx.Response(200, json={"channels": []})
+
+    settings = Settings(api_token="s3cret")
+    async with WorkerApi(settings, transport=httpx.MockTransport(handle)) as api:
+        await api.channels()
+    async with WorkerApi(Settings(api_token=None), transport=httpx.MockTransport(handle)) as api:
+        await api.channels()
+    assert sent == ["Bearer s3cret", None]

@@ -17,6 +17,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
+from projections.context import MAX_CONTEXT_TOKENS, budget_refusal
 from streams.interfaces.cli.main import main, parse_duration
 from streams.settings import get_settings
 from tests.conftest import REPO
@@ -63,10 +64,11 @@ def test_an_invalid_channel_name_is_one_line_and_exit_1(command: str) -> None:
     assert "Traceback" not in result.output
 
 
-def test_context_refuses_a_budget_out_of_range() -> None:
-    result = chorus("context", "team/plan", "--max-tokens", "100001")
+@pytest.mark.parametrize("max_tokens", [-1, MAX_CONTEXT_TOKENS + 1])
+def test_context_refuses_a_budget_out_of_range(max_tokens: int) -> None:
+    result = chorus("context", "team/plan", "--max-tokens", str(max_tokens))
     assert result.exit_code == 2
-    assert "--max-tokens" in result.output
+    assert f"Invalid value for '--max-tokens': {budget_refusal(max_tokens)}" in result.output
 
 
 def test_a_retired_setting_stops_any_command_with_one_line(
@@ -274,3 +276,27 @@ def test_state_and_channels_print_text(worker_port: int) -> None:
         "Participants (2, by messages): planner 3, worker-a 1.",
     ]
     assert merged(worker_port, "channels") == ["team/plan  COMPLETE (All done)"]
+
+
+@pytest.mark.parametrize(
+    ("view", "topic", "record", "shown"),
+    [
+        ("summary", "summaries", {"channel": "team/plan", "text": "Said."}, "Said."),
+        ("recap", "recaps", {"channel": "team/plan", "phase": "COMPLETED"}, "written."),
+    ],
+)
+def test_with_no_worker_summary_and_recap_show_the_latest_record_of_their_topic(
+    monkeypatch: pytest.MonkeyPatch, view: str, topic: str, record: dict[str, Any], shown: str
+) -> None:
+    from streams.interfaces import control
+
+    async def latest(_: object, read: str, channel: str) -> dict[str, Any]:
+        assert (read, channel) == (topic, "team/plan")
+        return record
+
+    monkeypatch.setattr(control, "latest_value", latest)
+    monkeypatch.setenv("CHORUS_WEB_PORT", "1")  # no worker listens there
+    result = chorus(view, "team/plan")
+    assert result.exit_code == 0, result.output
+    assert shown in result.stdout
+    assert result.stderr == f"(from chorus.{topic}; no worker answered)\n"
