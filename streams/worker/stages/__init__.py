@@ -3,6 +3,8 @@
 config    chorus.channel-config ─► config table (read by every stage; both roles)
 fold      (fold role) chorus.messages ─► validate ─► projections ─► fold tables ─►
           chorus.driver-events (bad input ─► chorus.dead-letters)
+expiry    (fold role) timer: overdue commitments in the fold ─► expiry EVENTs ─► chorus.messages
+stalls    (fold role) timer: a partition whose consumer stopped delivering ─► seek back
 feed      (context role) chorus.messages ─► validate ─► its followers, in the same batch:
 summaries   pending batch ─► summariser task ─► chorus.summaries ─► summary table
 recaps      phase + deadline ─► timer ─► recap task ─► chorus.recaps ─► recap table
