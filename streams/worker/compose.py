@@ -20,15 +20,18 @@ through Kafka topics: neither role calls the other.
   shadow: re-folds a sample of channels from the log now and then (off by default)
   http: the views over the read model (`streams.worker.read_model`), from this process
 
-  context role (app id CHORUS_APP_ID-context, readiness, costs and metrics on
+  context role (app id CHORUS_APP_ID-context-v2, readiness, costs and metrics on
   CHORUS_WEB_PORT + 1)
   chorus.channel-config ─► config
   chorus.messages ─► feed: validate ─► summaries: pending batch ─► task ─► chorus.summaries
                                  └──► recaps: phase + deadline ─► timer ─► chorus.recaps
-  chorus.summaries / chorus.recaps ─► their tables (what the next batch builds on)
+  chorus.summaries ─► summaries' follower: the latest of each channel, in memory (what the
+                      next batch builds on)
+  chorus.recaps ─► recaps: the phase and the latest recap, in the channel state
 
 Stages share the `Runtime` and reach each other only through what `build_worker` hands
-them here (the followers of the feed, the summaries' narrative the recaps read).
+them here (the fold's watchers and next offsets, the followers of the feed, the summaries'
+narrative the recaps read).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""Stage 2: batch each channel's messages and publish running summaries to the compacted
-`chorus.summaries` topic.
+"""The context role's summaries stage: batch each channel's messages and publish running
+summaries to the compacted `chorus.summaries` topic.
 
-The context role runs this stage and owns the summaries. A record carries the *narrative*
-only: what was said, as history, never which commitments are open. Where the channel's
-commitments stand is the fold's to say, and the fold role renders it beside the narrative
-when a view is read (`SummaryRecord.rendered`), so neither the topic nor a view can keep an
-ended commitment open. The stage reads `chorus.messages` and its own `chorus.summaries`, no
-fold and no other role.
+The stage owns the summaries. A record carries the *narrative* only: what was said, as
+history, never which commitments are open. Where the channel's commitments stand is the
+fold's to say, and the fold role renders it beside the narrative when a view is read
+(`SummaryRecord.rendered`), so neither the topic nor a view can keep an ended commitment
+open. The stage reads `chorus.messages` and its own `chorus.summaries`, no fold and no
+other role.
 
 The feed never waits for a summariser: a due batch is handed to a task, so a slow LLM
 delays neither folding nor other channels (beyond the client's concurrency limit). The
