@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     # Faust's 16 KB default batches held a few records each (+30% msg/s measured).
     producer_linger_ms: float = Field(default=2.0, ge=0)
     producer_batch_bytes: int = Field(default=256 * 1024, gt=0)
-    # Bounds of every channel's state (see README, "Bounded state"). The commitment and
+    # Bounds of every channel's state (docs/architecture.md, "Bounded state"). The commitment and
     # overview bounds are part of what the fold means: the worker and replay read the same.
     max_state_bytes: int = Field(default=MAX_STATE_BYTES, ge=1024)
     commitments_keep_terminal: int = Field(default=commitments.KEEP_TERMINAL, ge=0)
