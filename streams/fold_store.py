@@ -17,25 +17,12 @@ log when a worker starts (`CHORUS_REBUILD_ON_START`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 
-from projections.commitments import ACTIVE_STATES
 from projections.projection import Folded
 
 
 def stored_folded(record: Mapping[str, Any]) -> Folded:
     """The fold a table record holds."""
     return Folded.model_validate(record)
-
-
-def earliest_deadline(commitments: Iterable[Mapping[str, Any]]) -> datetime | None:
-    """The earliest `expires_at` among the active ones of `commitments` (JSON form)."""
-    earliest = None
-    for commitment in commitments:
-        expires = commitment.get("expires_at")
-        if expires and commitment.get("state") in ACTIVE_STATES:
-            at = datetime.fromisoformat(expires)
-            earliest = at if earliest is None or at < earliest else earliest
-    return earliest

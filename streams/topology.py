@@ -103,18 +103,10 @@ def fold_table_name(projection: ChannelProjection[Any]) -> str:
     return f"fold-{projection.name}-v{projection.version}"
 
 
-# The suffixes of a split fold's second table (`parts_table_name`).
-ENDED_TABLE_SUFFIX = "-ended"
-PARTS_TABLE_SUFFIX = "-parts"
-PARTS_TABLE_SUFFIXES = (ENDED_TABLE_SUFFIX, PARTS_TABLE_SUFFIX)
-
-
-def parts_table_name(projection: ChannelProjection[Any]) -> str:
-    """The second table of a split fold (`streams.fold_store`), its parts one record each.
-    The commitments' is named for what it held first (the ended ones; since issue 22 the
-    active ones too): renaming it would orphan the changelogs of running deployments."""
-    suffix = ENDED_TABLE_SUFFIX if projection.name == "commitments" else PARTS_TABLE_SUFFIX
-    return f"{fold_table_name(projection)}{suffix}"
+# The suffixes of the second tables of version 2's split folds (`streams.fold_store`): the
+# commitments' `-ended`, the others' `-parts`. Folds are stored whole since version 3, so
+# no worker writes them; `chorus replay --drop-old` finds their changelogs by these.
+SPLIT_FOLD_TABLE_SUFFIXES = ("-ended", "-parts")
 
 
 def changelog_name(settings: Settings, table: str) -> str:

@@ -32,8 +32,8 @@ from streams.replay.run import replay
 from streams.settings import Settings
 from streams.topology import (
     MESSAGES,
-    PARTS_TABLE_SUFFIXES,
     REBUILDS,
+    SPLIT_FOLD_TABLE_SUFFIXES,
     changelog_name,
     changelog_specs,
     fold_table_name,
@@ -403,11 +403,11 @@ async def catch_up_rebuilds(
 def old_version_changelogs(
     app_id: str, projection: ChannelProjection[Any], topics: Iterable[str]
 ) -> list[str]:
-    """The changelogs among `topics` of `projection`'s fold tables (and second tables, for a
-    split fold) of versions before its current one."""
+    """The changelogs among `topics` of `projection`'s fold tables of versions before its
+    current one, with the second tables of version 2's split folds."""
     pattern = re.compile(
         rf"^{re.escape(app_id)}-fold-{re.escape(projection.name)}"
-        rf"-v(\d+)(?:{'|'.join(map(re.escape, PARTS_TABLE_SUFFIXES))})?-changelog$"
+        rf"-v(\d+)(?:{'|'.join(map(re.escape, SPLIT_FOLD_TABLE_SUFFIXES))})?-changelog$"
     )
     return [
         topic

@@ -9,6 +9,10 @@ through Kafka topics: neither role calls the other.
   chorus.channel-config ─► config: the config table (read by every stage)
   chorus.messages ─► fold: validate once, fold ─► fold tables ─► chorus.driver-events
                                         └────────────────────► chorus.dead-letters
+  the fold's timers, each over what the fold holds:
+    expiry: overdue commitments ─► expiry EVENTs ─► chorus.messages (the fold tells it the
+            deadlines as it folds)
+    stalls: a partition whose consumer stopped delivering ─► seek back to the next offset
   the views' follower (a consumer of its own; the partitions this worker owns):
     chorus.messages ─► recent: each channel's last records (offsets; bodies in memory or
                        read back), for the views
@@ -16,15 +20,18 @@ through Kafka topics: neither role calls the other.
   shadow: re-folds a sample of channels from the log now and then (off by default)
   http: the views over the read model (`streams.worker.read_model`), from this process
 
-  context role (app id CHORUS_APP_ID-context, readiness, costs and metrics on
+  context role (app id CHORUS_APP_ID-context-v2, readiness, costs and metrics on
   CHORUS_WEB_PORT + 1)
   chorus.channel-config ─► config
   chorus.messages ─► feed: validate ─► summaries: pending batch ─► task ─► chorus.summaries
                                  └──► recaps: phase + deadline ─► timer ─► chorus.recaps
-  chorus.summaries / chorus.recaps ─► their tables (what the next batch builds on)
+  chorus.summaries ─► summaries' follower: the latest of each channel, in memory (what the
+                      next batch builds on)
+  chorus.recaps ─► recaps: the phase and the latest recap, in the channel state
 
 Stages share the `Runtime` and reach each other only through what `build_worker` hands
-them here (the followers of the feed, the summaries' narrative the recaps read).
+them here (the fold's watchers and next offsets, the followers of the feed, the summaries'
+narrative the recaps read).
 """
 
 from __future__ import annotations
@@ -39,7 +46,18 @@ from streams.settings import Settings
 from streams.worker import http, latest
 from streams.worker.latest import LatestViews
 from streams.worker.runtime import Role, Runtime
-from streams.worker.stages import config, feed, fold, recaps, recent, shadow, summaries
+from streams.worker.stages import (
+    config,
+    expiry,
+    feed,
+    fold,
+    recaps,
+    recent,
+    shadow,
+    stalls,
+    summaries,
+)
+from streams.worker.stages.expiry import CommitmentExpiry
 from streams.worker.stages.feed import Feed
 from streams.worker.stages.recent import RecentMessages
 
@@ -66,6 +84,7 @@ class Worker:
     summariser: summaries.Summariser | None
     recapper: recaps.Recapper | None
     feed: Feed | None = None
+    expiry: CommitmentExpiry | None = None
     views: LatestViews | None = None
     window: RecentMessages | None = None
 
@@ -100,15 +119,20 @@ def build_worker(
     _checkpointed(runtime)
     if role == "context":
         return _context_role(runtime, stages)
-    folder = fold.install(runtime) if "fold" in stages else None
+    folder = expiring = None
+    if "fold" in stages:
+        # The fold's timers, each a stage of its own over what the fold holds.
+        expiring = expiry.install(runtime)
+        folder = fold.install(runtime, watchers=[expiring.on_folded])
+        stalls.install(runtime, folder.next_offset)
     if "shadow" in stages:
         shadow.install(runtime)
     if "http" not in stages:
-        return Worker(runtime, folder, None, None)
+        return Worker(runtime, folder, None, None, expiry=expiring)
     window = recent.install(runtime)
     views = latest.install(runtime, also=[window])
     http.install(runtime, views, window)
-    return Worker(runtime, folder, None, None, views=views, window=window)
+    return Worker(runtime, folder, None, None, expiry=expiring, views=views, window=window)
 
 
 def _context_role(runtime: Runtime, stages: Collection[Stage]) -> Worker:

@@ -62,7 +62,7 @@ ROLES: tuple[Role, ...] = ("fold", "context")
 
 
 # The context role's group, versioned by the form of its stored state: a new version is a
-# new group, which reads the log and its own outputs afresh (README, upgrading).
+# new group, which reads the log and its own outputs afresh (docs/operators.md, "Upgrading").
 CONTEXT_GROUP = "context-v2"
 
 

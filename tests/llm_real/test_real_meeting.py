@@ -13,7 +13,8 @@ from bench.summary_quality import as_messages
 from projections.summarise import FALLBACK_FROM, FALLBACK_REASON, estimate_tokens
 from streams.llm.client import OpenAIChatClient
 from streams.settings import Settings
-from streams.worker.stages.summaries import simulate, summariser_from_settings
+from streams.worker.stages.summaries import summariser_from_settings
+from streams.worker.summary_simulation import simulate
 from tests.llm_real.recording import (
     Meeting,
     RecordingClient,

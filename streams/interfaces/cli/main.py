@@ -498,7 +498,7 @@ def summary_simulate(source: TextIO, as_json: bool) -> None:
     message's created_at; what is pending at the end is summarised as the time threshold
     would) and the default tiers without an LLM. No Kafka. Exit 2 if any line was bad."""
     from streams.kafka.produce import parse_json_lines
-    from streams.worker.stages.summaries import simulate
+    from streams.worker.summary_simulation import simulate
 
     messages, errors = parse_json_lines(source)
     for line_error in errors:

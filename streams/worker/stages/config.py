@@ -1,4 +1,5 @@
-"""Stage 0: the compacted `chorus.channel-config` topic folded into the config table.
+"""The config stage, in both roles: the compacted `chorus.channel-config` topic folded into
+the config table.
 
 Every other stage reads it through `streams.worker.configs.ChannelConfigs`; a record that is
 not a valid config goes to the dead letters with the reason.

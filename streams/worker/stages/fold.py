@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import OrderedDict
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from faust.types import TP as TopicPartition
@@ -34,18 +32,10 @@ from faust.types import EventT
 from pydantic import BaseModel
 
 from projections.channel import ProjectionStep, decide, step
-from projections.commitments import CommitmentsState, expiry_event, overdue
-from projections.model import (
-    LogPosition,
-    Message,
-    MessageError,
-    encode_message,
-    utc_now,
-)
+from projections.model import LogPosition, Message, MessageError
 from projections.projection import Folded, bound_counters_of
 from projections.termination import decision_to_json
 from streams.dead_letters import send_dead_letter
-from streams.fold_store import earliest_deadline
 from streams.kafka.batches import PublishFailed
 from streams.records import (
     DriverEvent,
@@ -55,13 +45,10 @@ from streams.records import (
 )
 from streams.worker.checkpoint import CACHED_KEYS
 from streams.worker.runtime import Runtime
-from streams.worker.stall import Stall, StallWatch
 
 log = logging.getLogger(__name__)
 
 LOADED_STATES_LIMIT = 20_000
-# How often the stall watchdog looks at the owned partitions (it acts after STALL_PATIENCE).
-STALL_CHECK_SECONDS = 5.0
 # Channels whose misplaced records were already explained in the log; the oldest is
 # forgotten first (and explained again when it shows up again).
 MISPLACED_LOGGED_LIMIT = 10_000
@@ -73,6 +60,10 @@ PUBLISH_RETRY_SECONDS = (1.0, 30.0)
 # of folding); each lot after the one before is acknowledged (in order), and the batch ends
 # once the broker has acknowledged them all.
 SIGNALS_AT_ONCE = 64
+
+# A stage told of each message the fold applied, as it is applied: (channel, the steps of
+# each projection). It reads; the fold stays the one owner of the state.
+FoldWatcher = Callable[[str, Sequence[ProjectionStep]], None]
 
 
 class Signal(NamedTuple):
@@ -91,16 +82,10 @@ def signal_of(event: DriverEvent, limit: int) -> Signal:
 class Folder:
     """The fold agent's body, separate from Faust's decorators so tests can drive it."""
 
-    def __init__(self, chorus: Runtime) -> None:
+    def __init__(self, chorus: Runtime, watchers: Sequence[FoldWatcher] = ()) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
-        self._expiry_sent: set[tuple[str, str]] = set()
-        # channel -> the earliest deadline among its active commitments (none: not listed),
-        # so the expiry timer visits only channels that can be overdue. The table is scanned
-        # in full from time to time (`Rescan`: rebalance, recovery, replay rebuilds).
-        self._deadlines: dict[str, datetime] = {}
-        self._rescan = chorus.checkpoint.rescan()
-        self._stalls = StallWatch()
+        self.watchers = watchers
         # States of recently folded channels, loaded (the projection's own model) beside
         # their dumped form: loading a long channel's state from its table value costs more
         # than folding a message into it. (version, offset, loaded state, dumped state)
@@ -108,6 +93,11 @@ class Folder:
         self.folds = chorus.folds
         self.positions = chorus.checkpoint.table(chorus.positions, cache=CACHED_KEYS)
         self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
+
+    def next_offset(self, partition: int) -> int | None:
+        """The next offset of `partition` of chorus.messages to fold (None: none folded)."""
+        found = self.positions.get(str(partition))
+        return int(found) if found is not None else None
 
     def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
         """States in memory that still match the table (same version and offset)."""
@@ -145,7 +135,7 @@ class Folder:
         offset: int,
         timestamp_ms: int = 0,
     ) -> list[DriverEvent]:
-        expected = self.positions.get(str(partition))
+        expected = self.next_offset(partition)
         if expected is not None and offset > expected:
             # chorus.messages is never compacted and never transactional, so its offsets are
             # contiguous: a jump means the consumer skipped records (seen after restarts).
@@ -269,12 +259,6 @@ class Folder:
             if grown > 0:
                 self.chorus.meter.state_bounds.labels(name, counter).inc(grown)
 
-    def _index_deadline(self, channel: str, earliest: datetime | None) -> None:
-        if earliest is None:
-            self._deadlines.pop(channel, None)
-        else:
-            self._deadlines[channel] = earliest
-
     async def fold(
         self, message: Message, key: bytes | None, value: bytes | None, partition: int, offset: int
     ) -> list[DriverEvent]:
@@ -292,11 +276,10 @@ class Folder:
         for done in steps:
             if done.applied:
                 self.folds[done.projection.name].set(channel, done.folded, partition, offset)
-                if done.projection.name == "commitments" and done.state is not done.before:
-                    commitments = done.folded.state.get("commitments", {})
-                    self._index_deadline(channel, earliest_deadline(commitments.values()))
             self._count_bounds(stored.get(done.projection.name), done)
         self.remember(channel, steps)
+        for watcher in self.watchers:
+            watcher(channel, steps)
         event = driver_event(message, partition, offset, steps, decision)
         if event.errors:
             reasons = "; ".join(f"{name}: {error}" for name, error in event.errors.items())
@@ -354,80 +337,12 @@ class Folder:
             level,
         )
 
-    async def expire_overdue(self, now: datetime) -> int:
-        """Write an expiry EVENT for each overdue commitment this worker owns.
 
-        The EVENT goes through the log, so replay expires the same commitments at the
-        same place in each channel's history.
-        """
-        table = self.folds.get("commitments")
-        if table is None:
-            return 0
-        sent: set[tuple[str, str]] = set()
-        still_overdue: set[tuple[str, str]] = set()
-        if self._rescan.due():
-            self._deadlines.clear()
-            for channel, folded in table.items():
-                if folded is not None:
-                    commitments = folded.state.get("commitments", {}).values()
-                    self._index_deadline(str(channel), earliest_deadline(commitments))
-        for channel in [c for c, at in self._deadlines.items() if at <= now]:
-            partition = self.chorus.messages_partition(channel)
-            if partition is None:
-                continue
-            folded = self.chorus.folded(channel, "commitments")
-            if folded is None:
-                continue
-            state = CommitmentsState.model_validate(folded.state)
-            for correlation_id in overdue(state, now):
-                still_overdue.add((channel, correlation_id))
-                if (channel, correlation_id) in self._expiry_sent:
-                    continue
-                event = expiry_event(channel, correlation_id, now)
-                await self.chorus.messages.send(key=channel.encode(), value=encode_message(event))
-                sent.add((channel, correlation_id))
-        # Forget commitments that were expired by the fold, so the set stays bounded.
-        self._expiry_sent = (self._expiry_sent | sent) & still_overdue
-        return len(sent)
-
-    async def unstall(self, now: float) -> list[Stall]:
-        """Seek back and resume every owned partition whose consumer stopped delivering
-        (`streams.worker.stall`); not while partitions move or tables recover."""
-        app = self.chorus.app
-        if app.rebalancing or getattr(app, "in_recovery", False):
-            return []
-        topic = self.chorus.messages.get_topic_name()
-        try:
-            owned = [tp for tp in app.assignor.assigned_actives() if tp.topic == topic]
-        except Exception:  # not started or not assigned yet
-            return []
-        next_offsets = {
-            tp.partition: int(found)
-            for tp in owned
-            for found in [self.positions.get(str(tp.partition))]
-            if found is not None
-        }
-        if not next_offsets:
-            return []
-        highwaters = await app.consumer.highwaters(
-            *[TopicPartition(topic, p) for p in next_offsets]
-        )
-        stalls = self._stalls.check(
-            now, next_offsets, {tp.partition: int(at) for tp, at in highwaters.items()}
-        )
-        for stall in stalls:
-            log.warning("stalled consumer: %s", stall.describe())
-            self.chorus.meter.stalls.inc()
-            partition = TopicPartition(topic, stall.partition)
-            await app.consumer.seek(partition, stall.next_offset)
-            app.consumer.resume_partitions([partition])
-        return stalls
-
-
-def install(chorus: Runtime) -> Folder:
+def install(chorus: Runtime, watchers: Sequence[FoldWatcher] = ()) -> Folder:
     """The fold role's one agent on `chorus.messages`: decode and validate once, fold, write
-    the fold tables, then the driver events (the context role reads the log on its own)."""
-    folder = Folder(chorus)
+    the fold tables, tell the `watchers`, then the driver events (the context role reads
+    the log on its own)."""
+    folder = Folder(chorus, watchers)
 
     @chorus.app.agent(chorus.messages, name="fold-messages")
     async def fold_messages(stream: Any) -> None:
@@ -435,13 +350,5 @@ def install(chorus: Runtime) -> Folder:
         batches = stream.take_events(settings.fold_batch_max, settings.fold_batch_wait_ms / 1000)
         async for batch in batches:
             await folder.on_batch(batch)
-
-    @chorus.app.timer(chorus.settings.expiry_check_seconds, name="expire-commitments")
-    async def expire_commitments() -> None:
-        await folder.expire_overdue(utc_now())
-
-    @chorus.app.timer(STALL_CHECK_SECONDS, name="watch-stalls")
-    async def watch_stalls() -> None:
-        await folder.unstall(time.monotonic())
 
     return folder

@@ -1,20 +1,21 @@
-"""Stage 3: when a channel goes quiet, a cheap secondary model writes a short recap.
+"""The context role's recaps stage: when a channel goes quiet, a cheap secondary model
+writes a short recap.
 
 Deadlines live in the changelog-backed channel state (`Runtime.channel_state`, the recap
-status beside the summaries' pending batch), so a restarted or rebalanced
-worker still fires them on time. A timer checks the channels this worker owns; generation
-runs in a task, and every phase change travels through the compacted `chorus.recaps`
-topic before the table records it, exactly like summaries.
+status beside the summaries' pending batch), so a restarted or rebalanced worker still
+fires them on time. A timer checks the channels this worker owns; generation runs in a
+task, and every phase change travels through the compacted `chorus.recaps` topic before
+the channel state records it (read back by the agent `record-recaps`), as summaries do.
 
 The recent window is positions in the status record; its messages are kept in memory
 (cut as the transcript reads them) and read back from `chorus.messages` when memory no
 longer has them (`streams.worker.bodies`): no message body goes to a changelog.
 
-The context role runs this stage and owns the recaps: the table, the deadlines and the
-generation. A recap record is history only (what was said; `extractive_recap` or a model
-told no commitments): the goal, what is open and the next step are rendered from the fold
-beside it when a view is read (`projections.recap.state`, in the fold role), so a recap can
-never say a commitment is open after it ended. The stage reads no fold and no other role.
+The stage owns the recaps: their status, the deadlines and the generation. A recap record
+is history only (what was said; `extractive_recap` or a model told no commitments): the
+goal, what is open and the next step are rendered from the fold beside it when a view is
+read (`projections.recap.state`, in the fold role), so a recap can never say a commitment
+is open after it ended. The stage reads no fold and no other role.
 """
 
 from __future__ import annotations
@@ -72,9 +73,10 @@ WINDOW_KEPT_CHARS = 16 * 1024 * 1024
 
 
 class ChannelRecap(BaseModel):
-    """What the recap table holds per channel: the phase machine, the recent window and the
-    latest recap record. (A record of an older format also holds `title`, `keyphrases`,
-    `tools` and `last_message_at`, for views this role no longer serves: ignored.)"""
+    """What the channel state's recap column holds per channel: the phase machine, the
+    recent window and the latest recap record. (A record of an older format also holds
+    `title`, `keyphrases`, `tools` and `last_message_at`, for views this role no longer
+    serves: ignored.)"""
 
     status: RecapStatus = RecapStatus()
     # The stage stores the window's positions; `window` is the pure fold's own copy (and
@@ -92,7 +94,7 @@ class ChannelRecap(BaseModel):
         return [Message.model_validate(raw) for raw in self.window]
 
 
-# The recap table holds JSON without the window's messages (the log has them); the stage
+# The recap column holds JSON without the window's messages (the log has them); the stage
 # reads and writes ChannelRecap models, each decoded once (see streams.worker.checkpoint).
 RECAP_CODEC = Codec(
     encode=lambda recap: recap.model_dump(mode="json", exclude={"window"}),

@@ -1,12 +1,12 @@
-"""Stage 2: batch each channel's messages and publish running summaries to the compacted
-`chorus.summaries` topic.
+"""The context role's summaries stage: batch each channel's messages and publish running
+summaries to the compacted `chorus.summaries` topic.
 
-The context role runs this stage and owns the summaries. A record carries the *narrative*
-only: what was said, as history, never which commitments are open. Where the channel's
-commitments stand is the fold's to say, and the fold role renders it beside the narrative
-when a view is read (`SummaryRecord.rendered`), so neither the topic nor a view can keep an
-ended commitment open. The stage reads `chorus.messages` and its own `chorus.summaries`, no
-fold and no other role.
+The stage owns the summaries. A record carries the *narrative* only: what was said, as
+history, never which commitments are open. Where the channel's commitments stand is the
+fold's to say, and the fold role renders it beside the narrative when a view is read
+(`SummaryRecord.rendered`), so neither the topic nor a view can keep an ended commitment
+open. The stage reads `chorus.messages` and its own `chorus.summaries`, no fold and no
+other role.
 
 The feed never waits for a summariser: a due batch is handed to a task, so a slow LLM
 delays neither folding nor other channels (beyond the client's concurrency limit). The
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,6 @@ from projections.summarise.pending import (
     due,
     fill,
     next_batch,
-    replay,
     summarisable,
     trim,
 )
@@ -323,36 +322,6 @@ async def summarise_batch(
         total_messages=(previous.total_messages if previous else 0) + batch.covers,
         **({"updated_at": at} if at else {}),
     )
-
-
-async def simulate(
-    messages: Iterable[Message],
-    settings: Settings,
-    summariser: ContentSummariser[Message] | None = None,
-) -> dict[str, SummaryRecord]:
-    """Each channel's final summary, as the stage would publish it, offline (no Kafka).
-
-    Offsets are positions in the input per channel; batching is `pending.replay` with the
-    stage's thresholds and bound; the summariser is the default wiring without an LLM.
-    """
-    summariser = summariser or summariser_from_settings(settings, None)
-    by_channel: dict[str, list[tuple[int, Message]]] = {}
-    for message in messages:
-        log_of = by_channel.setdefault(message.channel, [])
-        log_of.append((len(log_of), message))
-    latest: dict[str, SummaryRecord] = {}
-    for channel, log_of in by_channel.items():
-        for batch, batch_messages in replay(
-            log_of,
-            after_messages=settings.summary_after_messages,
-            after_seconds=settings.summary_after_seconds,
-            max_pending=settings.summary_max_pending,
-        ):
-            at = log_of[batch.last_offset][1].created_at
-            latest[channel] = await summarise_batch(
-                summariser, channel, batch, batch_messages, latest.get(channel), at
-            )
-    return latest
 
 
 def summariser_from_settings(

@@ -25,7 +25,7 @@ def test_the_fold_role_writes_only_the_fold_and_reads_the_rest_from_the_topics()
     worker = _build()
     app = worker.runtime.app
     assert app.conf.id == "chorus" and app.conf.web_port == 6066
-    assert worker.folder is not None
+    assert worker.folder is not None and worker.expiry is not None
     # Summaries and recaps are the context role's: the views read them from their topics
     # (into memory, no table) and keep the recent messages beside the fold, through a
     # consumer of their own (no agent beside the fold's on chorus.messages).
@@ -63,7 +63,7 @@ def test_the_context_role_is_an_app_of_its_own_without_fold_tables() -> None:
     worker = _build(None, role="context")
     app = worker.runtime.app
     assert app.conf.id == "chorus-context-v2" and app.conf.web_port == 6067
-    assert worker.folder is None and worker.feed is not None
+    assert worker.folder is None and worker.expiry is None and worker.feed is not None
     assert isinstance(worker.summariser, Summariser)
     assert worker.recapper is not None and "channel-state" in app.tables
     assert "fold-messages" not in app.agents and "feed-messages" in app.agents

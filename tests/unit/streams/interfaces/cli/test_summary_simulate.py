@@ -11,8 +11,6 @@ from click.testing import CliRunner
 from projections.model import Message, MessageType
 from streams.interfaces.cli.main import main
 from streams.records import SummaryRecord
-from streams.settings import Settings
-from streams.worker.stages.summaries import simulate
 
 T0 = datetime(2026, 4, 1, 9, tzinfo=UTC)
 
@@ -64,11 +62,3 @@ def test_text_output_and_bad_lines(tmp_path: Path) -> None:
     assert "== team/busy (45 messages) ==\nParticipants: ann, bob" in result.stdout
     assert "== team/slow (3 messages) ==" in result.stdout
     assert "line 49: not valid JSON" in result.stderr and "line 50: sender" in result.stderr
-
-
-async def test_simulate_follows_the_settings_thresholds() -> None:
-    messages = [Message.model_validate_json(x) for x in busy_and_slow()]
-    records = await simulate(messages, Settings(summary_after_messages=10))
-    assert records["team/busy"].first_offset == 40
-    records = await simulate(messages, Settings(summary_after_messages=50))
-    assert records["team/busy"].first_offset == 0  # one batch, due at the end

@@ -297,7 +297,7 @@ async def test_folds_stay_in_memory_until_a_checkpoint_writes_each_changed_key_o
 
 async def test_commitments_fold_on_the_same_after_a_checkpoint_and_a_cache_miss() -> None:
     """A fold read back from the tables alone (the in-memory states forgotten) folds on the
-    same as the pure fold; the expiry timer's full scan finds an open deadline."""
+    same as the pure fold."""
     from datetime import timedelta
 
     from projections.commitments import CommitmentProjection
@@ -338,10 +338,6 @@ async def test_commitments_fold_on_the_same_after_a_checkpoint_and_a_cache_miss(
     whole = chorus.folded(channel, "commitments")
     assert whole is not None and whole.offset == 4
     assert canonical_hash(whole.state) == canonical_hash(fold(CommitmentProjection(), messages))
-    folder._deadlines.clear()
-    folder._rescan.forget()
-    assert await folder.expire_overdue(utc_now()) == 0
-    assert folder._deadlines == {channel: deadline}
 
 
 async def test_a_table_write_too_large_for_its_changelog_is_dead_lettered() -> None:

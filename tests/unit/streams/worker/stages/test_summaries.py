@@ -1,5 +1,4 @@
-"""The summary stage's pure parts: what reaches a summariser and the record's narrative
-(the offline `simulate` runs the stage's own batching and records)."""
+"""The summary stage's pure parts: what reaches a summariser and the record's narrative."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from projections.model import Message, MessageType
 from projections.summarise import SummaryResult
 from projections.summarise.pending import PendingBatch, PendingItem
 from streams.records import SummaryRecord
-from streams.settings import Settings
-from streams.worker.stages.summaries import simulate, summarise_batch
+from streams.worker.stages.summaries import summarise_batch
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 
@@ -65,20 +63,3 @@ async def test_the_next_batch_builds_on_the_narrative_not_the_state_part() -> No
     batch = PendingBatch(items=[PendingItem(offset=1)])
     record = await summarise_batch(recording, "team/plan", batch, [chat(1)], previous)
     assert record.narrative == "earlier | note 1"
-
-
-async def test_simulate_gives_the_records_the_stage_publishes_narrative_only() -> None:
-    """Whether a request is open and how it ended is the fold's to say (rendered when a view
-    is read): a record, offline as on the topic, tells what was asked as history only."""
-    ask = chat(
-        0, MessageType.COMMAND, content="Port the lexer", correlation_id="c1", target="role:w"
-    )
-    declined = chat(
-        1, MessageType.DECLINE, sender="w", content="No", correlation_id="c1", in_reply_to="m0"
-    )
-    records = await simulate([ask, declined, chat(2)], Settings(summary_after_messages=3))
-    record = records["team/plan"]
-    assert record.text == record.narrative and record.state_offset is None
-    assert (record.first_offset, record.last_offset, record.total_messages) == (0, 2, 3)
-    assert "[planner] asked w: Port the lexer" in record.text and "Open (" not in record.text
-    assert "declined" not in record.text.lower()

@@ -1,4 +1,5 @@
-"""The stall watchdog's decisions (the consumer stopped delivering a partition)."""
+"""The stall watch: its decisions (the consumer stopped delivering a partition), and what
+the stage does about them."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from faust.types import TP
 
 from streams.settings import Settings
 from streams.worker.runtime import Runtime
-from streams.worker.stages.fold import Folder
-from streams.worker.stall import Stall, StallWatch
+from streams.worker.stages.stalls import Stall, StallGuard, StallWatch
 
 
 def test_a_partition_with_waiting_records_that_does_not_move_is_stalled() -> None:
@@ -58,24 +58,23 @@ class FakeConsumer:
         self.resumed += [tp.partition for tp in tps]
 
 
-async def test_the_fold_stage_seeks_a_stalled_partition_back_and_resumes_it() -> None:
+async def test_the_stage_seeks_a_stalled_partition_back_and_resumes_it() -> None:
     settings = Settings(store="memory://", topic_prefix="stall.", bootstrap_servers="x:1")
     chorus = Runtime(settings, broker="127.0.0.1:1")
-    folder = Folder(chorus)
     topic = chorus.messages.get_topic_name()
     consumer = FakeConsumer({0: 50, 1: 7})
     assignor = SimpleNamespace(assigned_actives=lambda: {TP(topic, 0), TP(topic, 1)})
     app = SimpleNamespace(
         rebalancing=False, in_recovery=False, assignor=assignor, consumer=consumer
     )
-    folder.chorus = SimpleNamespace(app=app, messages=chorus.messages, meter=chorus.meter)  # type: ignore[assignment]
-    folder.positions = SimpleNamespace(get={"0": 12, "1": 7}.get)  # type: ignore[assignment]
+    runtime = SimpleNamespace(app=app, messages=chorus.messages, meter=chorus.meter)
+    guard = StallGuard(runtime, {0: 12, 1: 7}.get)  # type: ignore[arg-type]
     # 38 records wait on partition 0, none on partition 1
-    assert await folder.unstall(0.0) == []
-    assert await folder.unstall(10.0) == []
-    stalls = await folder.unstall(31.0)
+    assert await guard.unstall(0.0) == []
+    assert await guard.unstall(10.0) == []
+    stalls = await guard.unstall(31.0)
     assert [(s.partition, s.next_offset) for s in stalls] == [(0, 12)]
     assert consumer.seeks == [(0, 12)] and consumer.resumed == [0]
     assert chorus.meter.stalls._value.get() == 1
     app.rebalancing = True  # partitions moving: never act
-    assert await folder.unstall(100.0) == []
+    assert await guard.unstall(100.0) == []
