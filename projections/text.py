@@ -92,6 +92,8 @@ _UUID = re.compile(
 _HEX_ID = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE)
 _EMPTY_BRACKETS = re.compile(r"[(\[{<]\s*[)\]}>]")
 _DANGLING = re.compile(r"[-_:/#]+(?=\s|$|[,.;)])")
+# Any space an id left before punctuation or a closing bracket (not `clean`'s _SPACED_PUNCT,
+# which meets one space only and leaves brackets be).
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?)])")
 # Both id patterns need eight hex characters in a row; most messages have none, and this
 # one scan is cheaper than either pattern (scrub_ids runs on every message, for titles).
@@ -490,7 +492,7 @@ _HEDGES = (
 # These two run once spaces are normalised (one space between words), so a literal space
 # is every space they can meet, and the engine scans for it instead of trying `\s` anywhere.
 _SPLIT_CONTRACTION = re.compile(r" ('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
-_SPACE_BEFORE_PUNCT = re.compile(r" ([,.?!;:])")
+_SPACED_PUNCT = re.compile(r" ([,.?!;:])")
 # The same as _SPLIT_CONTRACTION before spaces are normalised (for `term_words`).
 _SPLIT_CONTRACTION_ANY = re.compile(r"\s+('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
 _REPEATED_PUNCT = re.compile(r"([,.?!;:])(?:\s*[,.;:])+")
@@ -532,7 +534,7 @@ def clean(text: str) -> str:
     # A repeat is a word, or two, again at once: some token equals the next or the one after.
     if any(map(operator.eq, tokens, tokens[1:])) or any(map(operator.eq, tokens, tokens[2:])):
         text = _REPEATED_WORD.sub(_FIRST_GROUP, text)
-    text = _SPACE_BEFORE_PUNCT.sub(_FIRST_GROUP, text)
+    text = _SPACED_PUNCT.sub(_FIRST_GROUP, text)
     text = _REPEATED_PUNCT.sub(_FIRST_GROUP, text)
     return text.strip(" ,;:")
 

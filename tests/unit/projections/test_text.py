@@ -159,3 +159,16 @@ def test_a_count_takes_the_plural_unless_it_is_one() -> None:
     assert counted(1, "commitment") == "1 commitment"
     assert [counted(n, "message") for n in (0, 2)] == ["0 messages", "2 messages"]
     assert counted(3, "reply", "replies") == "3 replies"
+
+
+UUID = "123e4567-e89b-12d3-a456-426614174000"
+
+
+def test_scrub_ids_closes_the_space_an_id_leaves_before_punctuation() -> None:
+    from projections.text import clean, scrub_ids
+
+    # The space before a comma or a closing bracket, however wide, as the id left it.
+    assert scrub_ids(f"fixed in , see run {UUID} )") == "fixed in, see run)"
+    assert clean(scrub_ids(f"fixed in , see run {UUID} )")) == "fixed in, see run)"
+    assert scrub_ids("see (id 3fa85f64b)") == "see (id)"
+    assert scrub_ids("sha 3fa85f64b , next") == "sha, next"
