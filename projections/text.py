@@ -90,8 +90,14 @@ _UUID = re.compile(
 # A run of 8+ hex characters with both a digit and a letter: message ids (uuid4 hex), short
 # commit-like hashes, expiry-event digests. Plain numbers and ordinary words stay.
 _HEX_ID = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE)
-_EMPTY_BRACKETS = re.compile(r"[(\[{<]\s*[)\]}>]")
-_DANGLING = re.compile(r"[-_:/#]+(?=\s|$|[,.;)])")
+# Each id is marked first, then taken out with what framed it and nothing else: brackets
+# around it alone, the joiners right before it ("reviewer-", "#", "id: ", "/") and those
+# right after it when a space or punctuation follows. The mark is a noncharacter.
+_ID_MARK = "\ufffe"
+_ID_SITE = re.compile(
+    r"[(\[{<]\s*[-_:/#]*\ufffe[-_:/#]*\s*[)\]}>]"
+    r"|(?:[-_:/#]+\s*)?\ufffe(?:[-_:/#]+(?=\s|$|[,.;:!?)\]}>]))?"
+)
 # Any space an id left before punctuation or a closing bracket (not `clean`'s _SPACED_PUNCT,
 # which meets one space only and leaves brackets be).
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?)])")
@@ -116,11 +122,11 @@ _DIGITS = "0123456789"
 def scrub_ids(text: str) -> str:
     """`text` without UUIDs or hex ids, on one line. What an id named is lost on purpose:
     a person cannot act on it, and the surrounding words usually say what it was."""
-    cleaned = _HEX_ID.sub("", _UUID.sub("", text)) if _HEX_RUN.search(text) else text
-    if cleaned != text:
-        cleaned = _DANGLING.sub("", _EMPTY_BRACKETS.sub("", cleaned))
-        cleaned = _SPACE_BEFORE_PUNCT.sub(r"\1", cleaned)
-    return " ".join(cleaned.split())
+    if _HEX_RUN.search(text) is not None:
+        marked = _HEX_ID.sub(_ID_MARK, _UUID.sub(_ID_MARK, text))
+        if marked != text:
+            text = _SPACE_BEFORE_PUNCT.sub(r"\1", _ID_SITE.sub("", marked))
+    return " ".join(text.split())
 
 
 _ADDRESS = re.compile(r"^(?:instance|capability|role):")
