@@ -118,14 +118,16 @@ def top_keyphrases(counts: Mapping[str, Sequence[int]], limit: int = 4) -> list[
     A phrase must have been seen at least twice: a single mention does not say what a
     channel is about.
     """
-    sure = _guaranteed(counts)
+    # Filtered before the ranking, not cut off in it: a pair seen once ranks as high as a
+    # word seen twice (the pair weight), so the first phrase seen once is no bound.
+    seen = {phrase: count for phrase, count in _guaranteed(counts).items() if count >= 2}
     ranked = sorted(
-        sure.items(), key=lambda kv: (-kv[1] * (_PAIR_WEIGHT if " " in kv[0] else 1.0), kv[0])
+        seen.items(), key=lambda kv: (-kv[1] * (_PAIR_WEIGHT if " " in kv[0] else 1.0), kv[0])
     )
     chosen: list[str] = []
     used: set[str] = set()
-    for phrase, count in ranked:
-        if len(chosen) >= limit or count < 2:
+    for phrase, _ in ranked:
+        if len(chosen) >= limit:
             break
         words = set(phrase.split())
         if words & used:

@@ -64,3 +64,12 @@ def test_a_table_over_capacity_is_cut_first_and_capacity_must_be_positive() -> N
     assert set(count_keyphrases(big, "", capacity=3)) == {"w7", "w8", "w9"}
     with pytest.raises(ValueError, match="capacity"):
         count_keyphrases({}, "x", capacity=0)
+
+
+def test_a_pair_seen_once_does_not_hide_a_word_seen_twice() -> None:
+    # "battery button" (seen once, weighted as a pair) ranks level with "button" (seen
+    # twice) and before it by key; being seen once, it must be passed over, not end the list.
+    counts: dict[str, list[int]] = {}
+    for text in ("remote control button", "remote control battery", "battery button"):
+        counts = count_keyphrases(counts, text)
+    assert top_keyphrases(counts) == ["remote control", "battery", "button"]
