@@ -41,7 +41,8 @@ from typing import Any
 from projections.model import Message, MessageType
 from projections.readable import CommitmentView, is_agent
 from projections.summarise.llm import estimate_tokens
-from projections.text import counted, person
+from projections.text.ids import person
+from projections.text.lines import counted
 
 __all__ = [
     "DEFAULT_CONTEXT_TOKENS",

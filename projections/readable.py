@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from projections.commitments import EXCERPT_LENGTH
-from projections.text import address_name, cut, person, scrub_ids
+from projections.text.ids import address_name, person, scrub_ids
+from projections.text.lines import cut
 
 __all__ = [
     "OUTCOME_WORDS",

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from projections.commitments import CommitmentsState, CommitmentState
 from projections.projection import dump_state
-from projections.text import counted
+from projections.text.lines import counted
 
 
 @dataclass(frozen=True)

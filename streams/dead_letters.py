@@ -7,7 +7,7 @@ import base64
 import logging
 from typing import Any
 
-from projections.text import cut
+from projections.text.lines import cut
 from streams.records import DeadLetter
 
 # The encoded letter stays under 60 KiB: below the dead-letter topic's max.message.bytes

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from projections.readable import CommitmentView
 from projections.summarise.pending import told_request
-from projections.text import ELLIPSIS, parse_message_line
+from projections.text.lines import ELLIPSIS, parse_message_line
 
 # Headings under which every commitment named must be open.
 OPEN_HEADINGS = ("Open", "Yours")

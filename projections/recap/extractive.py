@@ -16,21 +16,14 @@ from projections.commitments import states_a_request
 from projections.model import ActorType, Message, MessageType
 from projections.recap.prompt import BULLET, clean_recap, one_line
 from projections.summarise.llm import UnusableAnswer
-from projections.text import (
-    ELLIPSIS,
-    KeyphraseCounts,
-    clean,
-    content_words,
-    count_keyphrases,
-    is_backchannel,
-    person,
-    salience,
-    scrub_ids,
-    top_keyphrases,
-)
+from projections.text.cleaning import clean
+from projections.text.ids import person, scrub_ids
+from projections.text.keyphrases import KeyphraseCounts, count_keyphrases, salience, top_keyphrases
+from projections.text.lines import ELLIPSIS
+from projections.text.sentences import SENTENCE_END
+from projections.text.words import content_words, is_backchannel
 
 _SETBACK_TYPES = frozenset({MessageType.DECLINE, MessageType.FAILURE})
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _NEXT_STEP = re.compile(
     r"\b(?:next|need to|needs to|have to|has to|should|going to|gonna|will|'ll|let's|"
     r"plan to|todo|to do|action item|by (?:monday|tuesday|wednesday|thursday|friday|tomorrow))\b",
@@ -43,7 +36,7 @@ NOTHING_TO_RECAP = "Nothing to recap yet."
 
 def _tidy(text: str) -> str:
     """Spoken text as it reads: no ids, no "uh"/"um", no stutter, no detached "' s" (the
-    one cleaner, `projections.text.clean`)."""
+    one cleaner, `projections.text.cleaning.clean`)."""
     return one_line(clean(scrub_ids(text))).strip(" ,;")
 
 
@@ -94,7 +87,7 @@ def _substantial(text: str | None) -> bool:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s for s in _SENTENCE_END.split(text) if not is_backchannel(s)] or [text]
+    return [s for s in SENTENCE_END.split(text) if not is_backchannel(s)] or [text]
 
 
 def _rank(text: str, counts: KeyphraseCounts) -> tuple[float, int]:

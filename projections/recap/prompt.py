@@ -9,7 +9,9 @@ from collections.abc import Sequence
 
 from projections.model import ActorType, Message, MessageType
 from projections.summarise.llm import UnusableAnswer
-from projections.text import ELLIPSIS, cut, is_backchannel, person, scrub_ids
+from projections.text.ids import person, scrub_ids
+from projections.text.lines import ELLIPSIS, cut
+from projections.text.words import is_backchannel
 
 # --------------------------------------------------------------------------- transcript
 

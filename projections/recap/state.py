@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from projections.readable import CommitmentView
 from projections.recap.extractive import clip, sentence
-from projections.text import person
+from projections.text.ids import person
 
 __all__ = ["with_recap_state"]
 

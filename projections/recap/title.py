@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 from projections.model import Message
 from projections.summarise.digest import DISCUSSED_HEADER, KEY_TERMS_HEADER, PARTICIPANTS_HEADER
-from projections.text import KeyphraseCounts, count_keyphrases, parse_message_line, title
+from projections.text.keyphrases import KeyphraseCounts, count_keyphrases
+from projections.text.lines import parse_message_line
+from projections.text.titles import title
 
 # Lines of a summary that are its structure, not what was said (see `summary_material`).
 SUMMARY_STRUCTURE = (PARTICIPANTS_HEADER, DISCUSSED_HEADER)

@@ -36,17 +36,10 @@ from projections.summarise.result import (
     base_annotations,
     previous_text,
 )
-from projections.text import (
-    content_words,
-    cut,
-    has_ids,
-    message_line,
-    parse_message_line,
-    rough_sentences,
-    sentence_words,
-    sentences,
-    states_a_decision,
-)
+from projections.text.ids import has_ids
+from projections.text.lines import cut, message_line, parse_message_line
+from projections.text.sentences import rough_sentences, sentences, states_a_decision
+from projections.text.words import content_words, sentence_words
 
 TERMS_KEY = "digestTerms"
 POOL_KEY = "digestPool"
@@ -83,7 +76,7 @@ STRUCTURE_LINES = (
 
 
 def terms(text: str) -> tuple[str, ...]:
-    """Content words of `text`, normalised (`projections.text.content_words`)."""
+    """Content words of `text`, normalised (`projections.text.words.content_words`)."""
     return tuple(content_words(text))
 
 

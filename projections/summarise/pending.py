@@ -18,13 +18,9 @@ from pydantic import BaseModel, ConfigDict
 from projections.commitments import states_a_request
 from projections.model import Message, MessageType
 from projections.summarise.render import render_message
-from projections.text import (
-    ELLIPSIS,
-    cut,
-    parse_message_line,
-    person,
-    rough_sentences,
-)
+from projections.text.ids import person
+from projections.text.lines import ELLIPSIS, cut, parse_message_line
+from projections.text.sentences import rough_sentences
 
 # A compacted item's content is cut to this many characters, shared by its messages.
 MAX_COMPACTED_CHARS = 4000

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from projections.model import Message, MessageType
-from projections.text import message_line
+from projections.text.lines import message_line
 
 _PAYLOAD_KIND_KEYS = ("kind", "type", "event", "name")
 # What a message without words did, as a narrative line says it: never a bare type tag.

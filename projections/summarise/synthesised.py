@@ -10,7 +10,7 @@ from typing import ClassVar, Generic, TypeVar
 
 from projections.summarise.llm import ChatClient, LlmError, UnusableAnswer, estimate_tokens
 from projections.summarise.result import SummaryResult, base_annotations, previous_text
-from projections.text import cut
+from projections.text.lines import cut
 
 T = TypeVar("T")
 

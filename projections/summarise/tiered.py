@@ -7,7 +7,7 @@ from typing import Generic, TypeVar
 
 from projections.summarise.llm import LlmError
 from projections.summarise.result import ContentSummariser, SummaryResult
-from projections.text import cut
+from projections.text.lines import cut
 
 T = TypeVar("T")
 

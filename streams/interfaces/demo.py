@@ -28,7 +28,7 @@ import orjson
 from rich.console import Console
 
 from projections.model import Message, utc_now
-from projections.text import cut
+from projections.text.lines import cut
 from streams.conversations import as_messages, conversations
 from streams.interfaces.control import configure_channel
 from streams.interfaces.worker_api import WorkerApi

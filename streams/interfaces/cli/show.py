@@ -18,7 +18,7 @@ from projections.context import PARTITION_OFFSET, ChannelHeader, decision_phrase
 from projections.overview import ChannelOverviewProjection
 from projections.readable import OUTCOME_WORDS, commitment_views
 from projections.termination import DEFAULT_TERMINATION
-from projections.text import counted
+from projections.text.lines import counted
 
 # The ended commitments `chorus state` lists (the state keeps more; `--json` has them all).
 ENDED_LISTED = 10

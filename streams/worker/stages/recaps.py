@@ -46,7 +46,8 @@ from projections.recap import (
 from projections.recap.title import channel_keyphrases, channel_title
 from projections.summarise.llm import ChatClient, LlmError
 from projections.summarise.pending import PendingBatch, PendingItem
-from projections.text import cut, title
+from projections.text.lines import cut
+from projections.text.titles import title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies
 from streams.worker.checkpoint import Codec

@@ -14,7 +14,7 @@ from projections.projection import fold
 from projections.readable import commitment_views
 from projections.recap import extractive_recap, with_recap_state
 from projections.recap.title import channel_keyphrases, channel_title
-from projections.text import is_backchannel
+from projections.text.words import is_backchannel
 from streams.conversations import as_messages, qmsum_meetings, shared_data_dir
 from streams.interfaces.demo import scenario_messages
 from streams.worker.stages.recaps import ChannelRecap, with_message

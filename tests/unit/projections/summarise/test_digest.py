@@ -23,7 +23,8 @@ from projections.summarise import (
 from projections.summarise.digest import POOL_KEY, DigestSummariser
 from projections.summarise.pending import PendingBatch, add, fill
 from projections.summarise.synthesised import copy_ratio, unusable_answer
-from projections.text import clean, sentences
+from projections.text.cleaning import clean
+from projections.text.sentences import sentences
 
 T0 = datetime(2026, 5, 1, 9, tzinfo=UTC)
 TOPICS = [

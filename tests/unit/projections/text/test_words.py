@@ -1,0 +1,42 @@
+"""Term words: what the cleaner would leave, read sentence by sentence or in one scan."""
+
+from __future__ import annotations
+
+import pytest
+
+from projections.text.cleaning import clean
+from projections.text.ids import has_ids
+from projections.text.sentences import rough_sentences
+from projections.text.words import content_words, sentence_words, term_words
+from tests.unit.projections.text.support import TRANSCRIPT
+
+
+def test_term_words_read_the_words_the_cleaner_would_leave() -> None:
+    pieces = rough_sentences(TRANSCRIPT)
+    read = [term_words(piece) for piece in pieces]
+    assert read[0] == ["remote", "control", "remote", "control", "button"]
+    assert read[1] == [] and read[2] == ["battery"]  # fillers, hedges, "the the", a stutter
+    assert read[3] == ["decided", "rubber"] and read[4] == ["ids"]  # the id is out
+    assert [w for words in read for w in words] == content_words(clean(TRANSCRIPT))
+    # A stutter is what the cleaner says it is: a word said again at once, not after
+    # another word or a comma; and a split contraction's stem is no word ("Adam 's").
+    assert term_words("the button button") == ["button"]
+    assert term_words("button the button, button") == ["button"] * 3
+    assert term_words("Adam 's laptop , Adam") == ["laptop", "adam"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        TRANSCRIPT,
+        "Plain words. More plain words here? Yes!",
+        "Café naïve façade — the résumé’s owner said: don't-stop. Next one.",  # not ASCII
+        "A break \x00 of its own. And \x01 another.",
+        "the the remote remote. control control? x - y -- 'quoted' words.",
+        "",
+    ],
+)
+def test_sentence_words_read_each_sentence_as_term_words_does(text: str) -> None:
+    pieces = rough_sentences(text)
+    ids = has_ids(text)
+    assert sentence_words(pieces, ids=ids) == [term_words(p, ids=ids) for p in pieces]
