@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
 
 from streams.kafka.consume import Record, read_topic
@@ -19,20 +17,6 @@ from streams.testing import free_web_port as free_web_port
 from streams.testing import local_broker, worker_env
 
 SHARED_DATA = REPO.parent / "shared" / "data"
-
-
-RoleFetch = Callable[[str, Mapping[str, str]], Awaitable[tuple[int, bytes]]]
-
-
-def answering(handler: Callable[[str, Mapping[str, str]], tuple[int, Any]]) -> RoleFetch:
-    """A role client's `fetch` (streams.worker.role_client) that answers from
-    `handler(path, headers)`: (status, JSON body); what the handler raises, the fetch does."""
-
-    async def fetch(path: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
-        status, body = handler(path, headers)
-        return status, orjson.dumps(body)
-
-    return fetch
 
 
 @pytest.fixture(scope="session")
