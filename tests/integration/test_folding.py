@@ -22,7 +22,7 @@ from streams.kafka.produce import send_messages
 from streams.ops.topics import create_topics
 from streams.records import key_partition
 from streams.settings import Settings
-from tests.conftest import WorkerProcess, read_until
+from tests.conftest import WorkerProcess, config_folded, read_until
 from tests.factories import conversation, worker_states
 
 pytestmark = pytest.mark.kafka
@@ -224,7 +224,7 @@ async def test_driver_events_client_stops_at_the_termination_decision(
             received.append(event)
 
     follower = asyncio.ensure_future(follow())
-    await asyncio.sleep(3)  # config first: it is folded by its own agent
+    await config_folded(chorus_settings, "term/room")  # by its own agent: first, the config
     await send_messages(chorus_settings, messages)
     await asyncio.wait_for(follower, 60)
     last = received[-1]
