@@ -142,13 +142,23 @@ async def test_wait_returns_at_once_when_the_latest_event_far_back_already_decid
 
 @pytest.mark.kafka
 async def test_wait_follows_from_where_it_looked_so_a_later_decision_is_not_missed(
-    chorus_settings: Settings,
+    chorus_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The later events are published once the wait has looked back and found no decision.
+    looked = asyncio.Event()
+    look_back = driver_events_module._look_back
+
+    async def looking_back(*args: Any) -> list[DriverEvent]:
+        found = await look_back(*args)
+        looked.set()
+        return found
+
+    monkeypatch.setattr(driver_events_module, "_look_back", looking_back)
     await create_topics(chorus_settings)
     await publish_events(chorus_settings, [driver_event(CHANNEL, 0, "CONTINUE")])
     async with Client(chorus_settings) as chorus:
         waiting = asyncio.ensure_future(chorus.wait(CHANNEL, timeout=30))
-        await asyncio.sleep(2)
+        await asyncio.wait_for(looked.wait(), 20)
         assert not waiting.done()
         later = [
             driver_event(CHANNEL, 1, "CONTINUE"),
