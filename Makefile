@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-faults test-llm broker broker-stop lint bench venv clean
+.PHONY: run test test-unit test-faults test-llm broker broker-stop lint bench venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,12 +20,16 @@ run: $(STAMP)
 	$(BIN)/chorus topics create
 	$(BIN)/chorus demo
 
-## test: the whole suite against a real Kafka broker (started by the test session)
+## test: the whole suite, unit and integration, against a real Kafka broker (started by the test session)
 test: $(STAMP)
 	command -v kcat >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq kcat >/dev/null) || echo "kcat could not be installed; its interoperability test will skip"
 	$(BIN)/pytest -q
 
-## test-faults: kill, rebalance, failover, bad-input, LLM-fault and security tests (~13 min)
+## test-unit: the fast tier (tests/unit): no broker, no process, no network (< 1 min)
+test-unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+## test-faults: kill, rebalance, failover, bad-input, LLM-fault and security tests (~9 min)
 test-faults: $(STAMP)
 	$(BIN)/pytest -q -rxX -m faults tests/faults
 

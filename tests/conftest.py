@@ -3,36 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 
+from streams.kafka.clients import producer
 from streams.kafka.consume import Record, read_topic
+from streams.records import key_partition
 from streams.settings import Settings
 from streams.testing import REPO as REPO  # re-exported: the tests import them from here
 from streams.testing import WorkerProcess as WorkerProcess
 from streams.testing import free_web_port as free_web_port
 from streams.testing import local_broker, worker_env
+from streams.topology import CHANNEL_CONFIG, DEAD_LETTERS
 
 SHARED_DATA = REPO.parent / "shared" / "data"
-
-
-RoleFetch = Callable[[str, Mapping[str, str]], Awaitable[tuple[int, bytes]]]
-
-
-def answering(handler: Callable[[str, Mapping[str, str]], tuple[int, Any]]) -> RoleFetch:
-    """A role client's `fetch` (streams.worker.role_client) that answers from
-    `handler(path, headers)`: (status, JSON body); what the handler raises, the fetch does."""
-
-    async def fetch(path: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
-        status, body = handler(path, headers)
-        return status, orjson.dumps(body)
-
-    return fetch
 
 
 @pytest.fixture(scope="session")
@@ -100,3 +90,36 @@ async def read_until(
     except TimeoutError:
         pytest.fail(f"{topic}: condition not met in {timeout}s; got {len(records)} records")
     return records
+
+
+async def config_folded(settings: Settings, channel: str, timeout: float = 60.0) -> None:
+    """Wait until the worker's fold role holds `channel`'s config as last written.
+
+    Config and messages are read by separate agents, so a message sent right after a config
+    may fold under the one before. The config stage reads each partition of the config topic
+    in order and dead-letters a record that is not a config: so an invalid record written
+    after the config, to its partition under another key, is dead-lettered only after the
+    config is in the table."""
+    partition = key_partition(channel.encode(), settings.partitions)
+    probe = next(
+        key
+        for key in (f"config-probe/{i}" for i in itertools.count())
+        if key_partition(key.encode(), settings.partitions) == partition
+    )
+    marker = uuid.uuid4().hex
+    kafka = producer(settings)
+    await kafka.start()
+    try:
+        await kafka.send_and_wait(
+            settings.topic(CHANNEL_CONFIG),
+            key=probe.encode(),
+            value=orjson.dumps({"probe": marker}),  # no channel: not a config
+            partition=partition,
+        )
+    finally:
+        await kafka.stop()
+
+    def dead_lettered(records: list[Record]) -> bool:
+        return any(r.key == probe and marker in str(r.value.get("original")) for r in records)
+
+    await read_until(settings, DEAD_LETTERS, dead_lettered, timeout)

@@ -1,6 +1,8 @@
-"""A user projection, registered by import path in tests (CHORUS_PROJECTIONS)."""
+"""User projections, registered by import path in tests (CHORUS_PROJECTIONS)."""
 
 from __future__ import annotations
+
+import itertools
 
 from projections.model import Message
 
@@ -37,3 +39,22 @@ class HoarderProjection:
 
     def apply(self, state: list[str], message: Message) -> list[str]:
         return [*state, message.content or ""]
+
+
+class ShadowCanaryProjection:
+    """Diverges on purpose, so a test can see the worker's shadow check run: on the channel
+    CHANNEL its state counts the folds of that channel this process has made, so a re-fold
+    from the log never equals the live state. Every other channel keeps the identity."""
+
+    name = "shadow-canary"
+    version = 1
+    CHANNEL = "shadow/canary"
+    _folds = itertools.count(1)
+
+    def identity(self) -> dict[str, int]:
+        return {}
+
+    def apply(self, state: dict[str, int], message: Message) -> dict[str, int]:
+        if message.channel != self.CHANNEL:
+            return state
+        return {"folds": next(self._folds)}

@@ -74,6 +74,7 @@ async def test_a_channel_of_twenty_thousand_messages_folds_with_bounded_state(
     await create_topics(chorus_settings)
     worker = start_worker()
     # Routed views answered "not ready" with 503 and Retry-After until they could route.
+    assert worker.not_ready_answers, "the readiness probe never saw the worker not ready"
     assert all(status == 503 and retry for status, retry in worker.not_ready_answers)
     channel = "ops/long-running"
     await send_messages(chorus_settings, answered_requests(channel, 10_000))

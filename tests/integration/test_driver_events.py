@@ -16,7 +16,7 @@ from streams.kafka.produce import send_messages
 from streams.ops.topics import create_topics
 from streams.records import DRIVER_EVENT_VERSION, DriverEvent
 from streams.settings import Settings
-from tests.conftest import WorkerProcess
+from tests.conftest import WorkerProcess, config_folded
 
 pytestmark = pytest.mark.kafka
 
@@ -29,7 +29,7 @@ async def test_the_client_yields_each_v3_event_once_until_a_decision(
     channel = "client/decides"
     await configure_channel(chorus_settings, channel, termination=["max-messages:3"])
     start_worker()
-    await asyncio.sleep(2)  # the worker reads the config before the messages
+    await config_folded(chorus_settings, channel)  # the messages fold under it
     request = Message(
         channel=channel,
         sender="planner",

@@ -17,17 +17,19 @@ from projections.model import Message
 from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded
 from streams.kafka.clients import producer
-from streams.kafka.consume import Record
+from streams.kafka.consume import Record, read_topic
 from streams.kafka.produce import send_messages
 from streams.ops.topics import create_topics
 from streams.records import key_partition
 from streams.settings import Settings
-from tests.conftest import WorkerProcess, read_until
+from tests.conftest import WorkerProcess, config_folded, read_until
 from tests.factories import conversation, worker_states
+from tests.sample_projections import ShadowCanaryProjection
 
 pytestmark = pytest.mark.kafka
 
 CHANNELS = ["team/alpha", "team/beta", "ops/incident-7", "design"]
+CANARY = ShadowCanaryProjection.name
 
 
 def expected_state(messages: list[Message], channel: str) -> dict[str, object]:
@@ -45,7 +47,13 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
     chorus_settings: Settings, start_worker: object
 ) -> None:
     await create_topics(chorus_settings)
-    worker = start_worker(CHORUS_SHADOW_CHECK_SECONDS="1")  # type: ignore[operator]
+    # The shadow check every second, over every channel the worker has (the sample takes them
+    # all), with a canary projection that diverges on purpose (see below).
+    worker = start_worker(  # type: ignore[operator]
+        CHORUS_SHADOW_CHECK_SECONDS="1",
+        CHORUS_SHADOW_CHECK_SAMPLE="10",
+        CHORUS_PROJECTIONS=f'["tests.sample_projections:{ShadowCanaryProjection.__name__}"]',
+    )
     messages = conversation(CHANNELS, 200)
     await send_messages(chorus_settings, messages)
 
@@ -57,7 +65,7 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
         event = record.value
         assert event["source"] == f"channel:{event['channel']}"
         assert event["event_version"] == 3
-        assert set(event["projections"]) == {"commitments", "overview"}
+        assert set(event["projections"]) == {"commitments", "overview", CANARY}
         by_channel[event["channel"]].append(event)
     for channel in CHANNELS:
         mine = [m for m in messages if m.channel == channel]
@@ -78,12 +86,31 @@ async def test_conversation_folds_and_wakes_drivers_in_order(
         assert last["commitments"]["live"]["active"] == active
         assert last["commitments"]["live"]["opened"] == commitments["opened"]
         assert last["overview"]["live"]["open_commitments"] == len(active)
-        assert live_state(worker, channel) == expected
+        assert live_state(worker, channel) == {**expected, CANARY: {}}
 
-    # the worker's shadow check re-folds sampled channels from the log: nothing diverges
-    await asyncio.sleep(3)
-    later = await read_until(chorus_settings, "driver-events", lambda rs: len(rs) >= 200, 30)
-    assert not [r for r in later if r.value["source"].startswith("shadow-divergence")]
+    # The shadow check re-folds the sampled channels from the log and compares: nothing the
+    # worker folded diverges. The canary's channel, folded after every message above, always
+    # diverges: a round that reports it re-folded every channel at its final state. Two
+    # rounds: the first one's reports are all out once the second reports.
+    canary = ShadowCanaryProjection.CHANNEL
+    await send_messages(
+        chorus_settings, [Message(channel=canary, sender="probe", type="STATUS", content="tick")]
+    )
+
+    def canary_rounds(records: list[Record]) -> int:
+        return sum(r.value["source"] == f"shadow-divergence:{canary}" for r in records)
+
+    await read_until(chorus_settings, "driver-events", lambda rs: canary_rounds(rs) >= 2, 60)
+    events_topic = chorus_settings.topic("driver-events")
+    everything = [r.value async for r in read_topic(chorus_settings, events_topic)]
+    diverged = {e["source"] for e in everything if e["source"].startswith("shadow-divergence")}
+    assert diverged == {f"shadow-divergence:{canary}"}
+    counted = [
+        line
+        for line in worker.get("/metrics").text.splitlines()
+        if line.startswith("chorus_shadow_divergences_total")
+    ]
+    assert counted and all(f'projection="{CANARY}"' in line for line in counted), counted
     assert "shadow check failed" not in worker.log_tail(400)
 
 
@@ -224,7 +251,7 @@ async def test_driver_events_client_stops_at_the_termination_decision(
             received.append(event)
 
     follower = asyncio.ensure_future(follow())
-    await asyncio.sleep(3)  # config first: it is folded by its own agent
+    await config_folded(chorus_settings, "term/room")  # by its own agent: first, the config
     await send_messages(chorus_settings, messages)
     await asyncio.wait_for(follower, 60)
     last = received[-1]

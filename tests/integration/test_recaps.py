@@ -39,16 +39,31 @@ def said(content: str, sender: str = "ada", kind: MessageType = MessageType.STAT
     )
 
 
-def completed(records: list[Record]) -> list[dict[str, object]]:
-    return [r.value for r in records if r.value["phase"] == "COMPLETED"]
+def completed(records: list[Record], channel: str = CHANNEL) -> list[dict[str, object]]:
+    return [r.value for r in records if r.key == channel and r.value["phase"] == "COMPLETED"]
 
 
 async def all_recaps(settings: Settings) -> list[Record]:
     return [record async for record in read_topic(settings, settings.topic("recaps"))]
 
 
-async def quiet_read(settings: Settings, seconds: float) -> list[Record]:
-    await asyncio.sleep(seconds)
+CLOCK = "pairing/clock"
+
+
+async def a_quiet_period_passes(settings: Settings) -> list[Record]:
+    """A debounce on the worker's clock, not the test's: a message to another channel, which
+    the same recap timer checks; its recap fires no sooner than a debounce after it. Every
+    recap record by then."""
+    before = len(completed(await all_recaps(settings), CLOCK))
+    tick = Message(
+        channel=CLOCK,
+        sender="clock",
+        type=MessageType.STATUS,
+        actor_type=ActorType.HUMAN,
+        content="the build is green again",
+    )
+    await send_messages(settings, [tick])
+    await read_until(settings, "recaps", lambda rs: len(completed(rs, CLOCK)) > before, 30)
     return await all_recaps(settings)
 
 
@@ -57,24 +72,26 @@ async def test_one_extractive_recap_per_quiet_period_and_none_while_busy(
 ) -> None:
     await create_topics(chorus_settings)
     worker = start_worker(CHORUS_RECAP_DEBOUNCE_SECONDS="2", CHORUS_RECAP_CHECK_SECONDS="0.2")
-    await send_messages(
-        chorus_settings, [said("Goal: split the parser module", kind=MessageType.COMMAND)]
-    )
-    # keep talking for ~4 s, faster than the debounce: no recap may fire meanwhile
-    for i in range(8):
-        await asyncio.sleep(0.5)
-        await send_messages(chorus_settings, [said(f"still on it, step {i}", sender="bob")])
-    assert completed(await all_recaps(chorus_settings)) == []
+    # Busy: nine messages at once. Each restarts the countdown (projections.recap.phase, its
+    # unit tests take every interleaving): the recap waits for the last and covers them all.
+    busy = [said("Goal: split the parser module", kind=MessageType.COMMAND)] + [
+        said(f"still on it, step {i}", sender="bob") for i in range(8)
+    ]
+    sent = await send_messages(chorus_settings, busy)
 
     records = await read_until(chorus_settings, "recaps", lambda rs: len(completed(rs)) >= 1, 30)
+    assert [r.value["phase"] for r in records if r.key == CHANNEL][:2] == [
+        "GENERATING",
+        "COMPLETED",
+    ]
     recap = completed(records)[0]
+    assert recap["covered_offset"] == sent[-1].offset  # none while busy: after the last one
     # The record is what was said; the request is the state part's, rendered when read.
     assert "split the parser" not in str(recap["text"]) and recap["text"] == recap["narrative"]
     assert recap["tier"] == "extractive"
-    assert [r.value["phase"] for r in records][:2] == ["GENERATING", "COMPLETED"]
 
     # quiet: no second recap for the same conversation
-    assert len(completed(await quiet_read(chorus_settings, 4))) == 1
+    assert len(completed(await a_quiet_period_passes(chorus_settings))) == 1
     view = worker.get(f"/channels/{CHANNEL}/recap").json()
     assert view["label"] == "done" and view["message_count"] == 9
     # The open command is the goal, and who owes it is named (its target, without "role:").
@@ -83,8 +100,8 @@ async def test_one_extractive_recap_per_quiet_period_and_none_while_busy(
 
     # a new message re-arms: exactly one more
     await send_messages(chorus_settings, [said("parser split merged; next: docs")])
-    records = await read_until(chorus_settings, "recaps", lambda rs: len(completed(rs)) >= 2, 30)
-    assert len(completed(await quiet_read(chorus_settings, 4))) == 2
+    await read_until(chorus_settings, "recaps", lambda rs: len(completed(rs)) >= 2, 30)
+    assert len(completed(await a_quiet_period_passes(chorus_settings))) == 2
 
 
 async def test_recap_fires_after_a_kill_during_the_countdown_and_costs_are_visible(

@@ -323,14 +323,15 @@ def consume(topic: str, from_beginning: bool, channels: tuple[str, ...], follow:
 )
 def worker(loglevel: str, role: str | None) -> None:
     """Run the worker: fold channels, summarise, recap, serve the HTTP API."""
+    settings = get_settings()  # a bad setting stops it before the framework is loaded
     try:
         if role is None:
             from streams.worker.supervise import supervise
 
-            sys.exit(supervise(get_settings(), loglevel))
+            sys.exit(supervise(settings, loglevel))
         from streams.worker.run import run_worker
 
-        run_worker(get_settings(), loglevel, "fold" if role == "fold" else "context")
+        run_worker(settings, loglevel, "fold" if role == "fold" else "context")
     except NoBrokerError as error:
         raise click.ClickException(str(error)) from None
 

@@ -240,6 +240,7 @@ def test_a_tight_budget_keeps_the_header_and_the_newest_open_commitments() -> No
 
 def test_every_open_commitment_is_named_from_400_tokens_and_the_ended_at_1500() -> None:
     views = commitment_views(fold(scripted()))
+    assert any(v.is_open for v in views)
     for budget in (150, 400, 1500):
         found = context(budget)
         assert found.tokens <= budget

@@ -123,7 +123,7 @@ async def test_a_narrative_with_requests_names_what_was_asked_in_lines_that_say_
         result = await summariser.summarise(messages[start : start + batch], result)
     assert result is not None
     lines = result.text.splitlines()
-    assert all(line.strip() for line in lines), result.text
+    assert lines and all(line.strip() for line in lines), result.text
     bare = [line for line in lines if re.fullmatch(r"- \[[^\]]+\] [A-Z]+", line)]
     assert bare == [], result.text
     assert re.search(

@@ -1,14 +1,12 @@
-"""OpenAIChatClient against the local fake chat-completions server."""
+"""OpenAIChatClient against the fake chat-completions server, in this process (the fake as
+a process of its own is in tests/integration)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,7 +18,6 @@ from streams.llm.client import OpenAIChatClient, client_from_settings
 from streams.settings import Settings
 from tests.fakes.llm_server import FakeLlmServer
 
-ROOT = Path(__file__).resolve().parents[4]
 SECRET = "sk-test-SUPERSECRET-0123456789"
 
 ClientFactory = Callable[..., OpenAIChatClient]
@@ -254,26 +251,3 @@ def test_client_from_settings() -> None:
     assert secondary is not None
     assert (secondary.base_url, secondary.model) == ("http://other/v1", "small")
     assert SECRET not in repr(secondary)
-
-
-def test_fake_server_runs_as_a_process() -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.llm_server", "--port", "0", "--delay", "0"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        base_url = line.rsplit(" ", 1)[-1].strip()
-        assert base_url.startswith("http://127.0.0.1:")
-        reply = httpx.post(
-            f"{base_url}/chat/completions",
-            json={"model": "m", "messages": [{"role": "user", "content": USER}]},
-            timeout=5,
-        )
-        assert reply.json()["choices"][0]["message"]["content"].startswith("Summary of 2 items")
-    finally:
-        process.terminate()
-        process.wait(timeout=10)

@@ -150,6 +150,7 @@ def test_a_signal_is_forwarded_to_both_and_the_supervisor_exits_once_they_stoppe
 
     clock.hooks.append(signal_at_five)
     assert supervisor.run() == 0
+    assert len(spawner.spawned) == 2
     assert all(child.signals == [signal.SIGINT] for child in spawner.spawned)
     assert len(spawner.spawned) == 2  # nothing restarted while stopping
     assert clock.now < 5 + 2 + 1
@@ -160,7 +161,7 @@ def test_a_child_that_does_not_stop_in_time_is_killed_and_the_status_says_so() -
     supervisor.start()
     supervisor.request_stop(signal.SIGTERM)
     assert supervisor.stop(signal.SIGTERM) == EXIT_STOPPED_LATE
-    assert all(child.killed for child in spawner.spawned)
+    assert len(spawner.spawned) == 2 and all(child.killed for child in spawner.spawned)
     assert STOP_GRACE_SECONDS <= clock.now <= STOP_GRACE_SECONDS + 2
 
 

@@ -1,5 +1,5 @@
 """`chorus produce` from flags: what it sends and what it prints (sending is replaced by a
-recorder here; the last test sends to the real broker)."""
+recorder here; sending to the real broker is in tests/integration)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,8 @@ from click.testing import CliRunner
 from projections.model import Message, MessageType, utc_now
 from streams.interfaces.cli.main import main
 from streams.kafka import produce as produce_module
-from streams.kafka.consume import read_topic
 from streams.kafka.produce import SentMessage
 from streams.settings import Settings
-from streams.topology import MESSAGES
 
 BASE = ["produce", "--channel", "team/plan", "--sender", "planner"]
 
@@ -124,42 +122,3 @@ def test_an_invalid_message_from_flags_names_the_rule(sent: list[Message]) -> No
     assert result.exit_code == 1
     assert "invalid message: message: in_reply_to is required for HANDOFF" in result.output
     assert sent == []
-
-
-@pytest.mark.kafka
-async def test_a_reply_built_from_the_printed_json_closes_the_request_on_the_real_broker(
-    chorus_env: dict[str, str], chorus_settings: Settings
-) -> None:
-    from streams.ops.topics import create_topics
-    from tests.integration.test_foundation import chorus
-
-    await create_topics(chorus_settings)
-    ask = chorus(chorus_env, *BASE, "--type", "query", "--content", "who?", "--json")
-    assert ask.returncode == 0, ask.stderr
-    asked = orjson.loads(ask.stdout)
-    answer = chorus(
-        chorus_env,
-        "produce",
-        "--channel",
-        "team/plan",
-        "--sender",
-        "bob",
-        "--type",
-        "response",
-        "--content",
-        "me",
-        "--in-reply-to",
-        asked["id"],
-        "--correlation-id",
-        asked["correlation_id"],
-        "--json",
-    )
-    assert answer.returncode == 0, answer.stderr
-    answered = orjson.loads(answer.stdout)
-    assert (answered["partition"], answered["offset"]) == (asked["partition"], 1)
-    logged = [r.value async for r in read_topic(chorus_settings, chorus_settings.topic(MESSAGES))]
-    assert [(m["type"], m["correlation_id"]) for m in logged] == [
-        ("QUERY", asked["correlation_id"]),
-        ("RESPONSE", asked["correlation_id"]),
-    ]
-    assert logged[1]["in_reply_to"] == asked["id"]

@@ -10,9 +10,18 @@ from streams.ops.broker.process import is_our_node, pid_running, terminate, wait
 
 
 def _stand_in_node(config: Path) -> subprocess.Popen[bytes]:
-    """A process whose command line names kafka.Kafka and config, like a node's."""
-    sleep = "import time; time.sleep(60)"
-    return subprocess.Popen([sys.executable, "-c", sleep, "kafka.Kafka", str(config)])
+    """A process whose command line names kafka.Kafka and config, like a node's; returned
+    once it runs. Popen returns while the child is still inside exec, when its
+    /proc/<pid>/cmdline can read empty (so it does not look like our node yet): the stand-in
+    says it started on stdout, and that line is awaited."""
+    code = "import time; print('started', flush=True); time.sleep(60)"
+    node = subprocess.Popen(
+        [sys.executable, "-c", code, "kafka.Kafka", str(config)], stdout=subprocess.PIPE
+    )
+    assert node.stdout is not None
+    with node.stdout:
+        assert node.stdout.readline() == b"started\n"
+    return node
 
 
 def test_an_unrelated_process_is_not_our_node(tmp_path: Path) -> None:
