@@ -106,3 +106,24 @@ def conversation(channels: list[str], count: int, seed: int = 7) -> list[Message
                 )
             )
     return messages
+
+
+def numbered(
+    n: int,
+    kind: MessageType = MessageType.STATUS,
+    *,
+    start: datetime,
+    every: timedelta,
+    **fields: object,
+) -> Message:
+    """Message n of channel team/plan, sent n × `every` after `start`: the planner saying
+    "note n" unless `fields` say otherwise."""
+    return Message(
+        id=f"m{n}",
+        channel="team/plan",
+        sender=str(fields.pop("sender", "planner")),
+        type=kind,
+        content=str(fields.pop("content", f"note {n}")),
+        created_at=start + n * every,
+        **fields,  # type: ignore[arg-type]
+    )

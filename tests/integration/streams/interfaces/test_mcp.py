@@ -7,36 +7,21 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from tests.conftest import REPO
+from tests.fakes.worker_stub import stub_worker
 
-
-class _StateView(BaseHTTPRequestHandler):
-    """A worker that answers every GET with a channel's state."""
-
-    def do_GET(self) -> None:
-        body = json.dumps({"channel": "team/a", "decision": None, "projections": {}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_: object) -> None:
-        pass
+STATE = {"channel": "team/a", "decision": None, "projections": {}}
 
 
 @pytest.fixture
 def worker_port() -> Iterator[int]:
-    stub = HTTPServer(("127.0.0.1", 0), _StateView)
-    threading.Thread(target=stub.serve_forever, daemon=True).start()
-    yield stub.server_port
-    stub.shutdown()
+    """A worker that answers every GET with a channel's state."""
+    with stub_worker(lambda _: STATE) as port:
+        yield port
 
 
 def _mcp_stderr(port: int, *flags: str) -> str:

@@ -7,20 +7,13 @@ from datetime import UTC, datetime, timedelta
 from projections.model import Message, MessageType
 from streams.settings import Settings
 from streams.worker.summary_simulation import simulate
+from tests.factories import numbered
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 
 
 def chat(n: int, kind: MessageType = MessageType.STATUS, **fields: object) -> Message:
-    return Message(
-        id=f"m{n}",
-        channel="team/plan",
-        sender=str(fields.pop("sender", "planner")),
-        type=kind,
-        content=str(fields.pop("content", f"note {n}")),
-        created_at=T0 + timedelta(seconds=n),
-        **fields,  # type: ignore[arg-type]
-    )
+    return numbered(n, kind, start=T0, every=timedelta(seconds=1), **fields)
 
 
 async def test_simulate_gives_the_records_the_stage_publishes_narrative_only() -> None:

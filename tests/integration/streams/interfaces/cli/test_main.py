@@ -7,15 +7,14 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPO
+from tests.fakes.worker_stub import stub_worker
 
 
 @pytest.fixture(autouse=True)
@@ -75,26 +74,10 @@ VIEWS: dict[str, Any] = {
 }
 
 
-class _Worker(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        found = VIEWS.get(self.path.split("?")[0])
-        body = json.dumps(found or {"error": "no messages folded"}).encode()
-        self.send_response(200 if found else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_: object) -> None:
-        pass
-
-
 @pytest.fixture
 def worker_port() -> Iterator[int]:
-    stub = HTTPServer(("127.0.0.1", 0), _Worker)
-    threading.Thread(target=stub.serve_forever, daemon=True).start()
-    yield stub.server_port
-    stub.shutdown()
+    with stub_worker(VIEWS.get) as port:
+        yield port
 
 
 def merged(port: int, *args: str) -> list[str]:

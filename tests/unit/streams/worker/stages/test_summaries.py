@@ -9,6 +9,7 @@ from projections.summarise import SummaryResult
 from projections.summarise.pending import PendingBatch, PendingItem
 from streams.records import SummaryRecord
 from streams.worker.stages.summaries import summarise_batch
+from tests.factories import numbered
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 
@@ -30,15 +31,7 @@ class Recording:
 
 
 def chat(n: int, kind: MessageType = MessageType.STATUS, **fields: object) -> Message:
-    return Message(
-        id=f"m{n}",
-        channel="team/plan",
-        sender=str(fields.pop("sender", "planner")),
-        type=kind,
-        content=str(fields.pop("content", f"note {n}")),
-        created_at=T0 + timedelta(minutes=n),
-        **fields,  # type: ignore[arg-type]
-    )
+    return numbered(n, kind, start=T0, every=timedelta(minutes=1), **fields)
 
 
 async def test_a_request_reaches_a_summariser_as_history() -> None:
