@@ -1,6 +1,6 @@
 """The chat-completion client interface the LLM tier talks to.
 
-Implemented over HTTP by `streams.llm.OpenAIChatClient`; tests use in-process fakes.
+Implemented over HTTP by `streams.llm.client.OpenAIChatClient`; tests use in-process fakes.
 """
 
 from __future__ import annotations
