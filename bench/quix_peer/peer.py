@@ -1,8 +1,8 @@
 """The same per-channel fold as chorus's fold stage, written with Quix Streams.
 
-Runs in its own virtualenv (.venv-quix at the repository root; quixstreams caps pydantic below 2.14) with the
-repository root on PYTHONPATH, so it folds with chorus's own pure code: the record is
-validated (`streams.records.validate_record`), every registered projection steps
+Runs in its own virtualenv (.venv-quix at the repository root; quixstreams caps pydantic
+below 2.14) with the repository root on PYTHONPATH, so it folds with chorus's own pure
+code: the record is validated (`streams.records.validate_record`), every registered projection steps
 (`projections.channel.step`), the channel's termination decision is taken (`decide`), the
 new folds are stored in Quix's per-key RocksDB state (changelogged, at-least-once) and one
 driver event per message (`streams.records.driver_event`, the same v3 JSON) goes to the

@@ -65,7 +65,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Set when a batch had compacted items: how many of its messages reached the summariser
-# compacted (see `pending.add`, which merges neighbours with `pending.merge`); the record's first/last offset say what it covers.
+# compacted (see `pending.add`, which merges neighbours with `pending.merge`); the record's
+# first/last offset say what it covers.
 COMPACTED_ITEMS = "compactedMessages"
 # Set when some of a batch's items could not be read back from the log (only if its
 # retention was cut): how many; the record still covers their offsets, so the stage goes on.
