@@ -35,6 +35,11 @@ class RetiredSetting(ChorusError):
     still applies."""
 
 
+class EmptyApiToken(ChorusError):
+    """CHORUS_API_TOKEN is set but empty: refused, so a deployment that meant to guard its
+    API (an unset variable in a template) never runs open."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CHORUS_", env_file=".env", extra="ignore")
 
@@ -148,9 +153,13 @@ class Settings(BaseSettings):
 
     @field_validator("api_token", mode="before")
     @classmethod
-    def _empty_token_is_unset(cls, value: object) -> object:
-        # An empty secret guards nothing; every caller already sent no header for it.
-        return None if value == "" else value
+    def _no_empty_token(cls, value: object) -> object:
+        if value == "":
+            # Not a ValueError: pydantic passes this one on as it is (one line).
+            raise EmptyApiToken(
+                "CHORUS_API_TOKEN is empty: unset it to serve without a token, or give one"
+            )
+        return value
 
     @model_validator(mode="after")
     def _no_retired_setting(self) -> Settings:
@@ -199,8 +208,8 @@ class Settings(BaseSettings):
 
 
 def bearer_header(token: SecretStr | str | None) -> dict[str, str]:
-    """The header that carries the API token (`CHORUS_API_TOKEN`) to the workers' web
-    servers, which expect exactly it; none without a token."""
+    """The HTTP bearer-token header: the API token (`CHORUS_API_TOKEN`) to the workers'
+    web servers, which expect exactly it, or an LLM provider's key; none without a token."""
     if not token:
         return {}
     secret = token.get_secret_value() if isinstance(token, SecretStr) else token

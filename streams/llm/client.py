@@ -17,7 +17,7 @@ import httpx
 from pydantic import SecretStr
 
 from projections.summarise.llm import Completion, LlmError, estimate_tokens
-from streams.settings import Settings
+from streams.settings import Settings, bearer_header
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,7 @@ class OpenAIChatClient:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self._semaphore = asyncio.Semaphore(concurrency)
-        headers = {"Accept": "application/json"}
-        if api_key is not None and api_key.get_secret_value():
-            headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
+        headers = {"Accept": "application/json", **bearer_header(api_key)}
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout), headers=headers, transport=transport
         )

@@ -21,14 +21,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-from faust.exceptions import NotReady
+from aiokafka.errors import KafkaError
 from faust.web import Request, Response, View
-from faust.web.exceptions import ServiceUnavailable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.commitments import CommitmentProjection
 from projections.model import channel_name_refusal, utc_now
+from streams.kafka.clients import BrokerUnreachable, NoBrokerError
 from streams.llm.client import endpoint
 from streams.settings import bearer_header
 from streams.worker.read_model import (
@@ -51,11 +50,9 @@ log = logging.getLogger(__name__)
 
 # What a 503 tells a client to wait before it asks again, in seconds.
 RETRY_AFTER_SECONDS = 2
-# What routing a per-channel request to its owner raises while the owner is not known or
-# not reachable: no owner assigned to the partition yet (Faust's ServiceUnavailable), the
-# producer that knows the partitions not started (NotReady), the request forwarded to the
-# owner failing or timing out. Clients retry these (503); anything else is a bug (500).
-ROUTING_ERRORS = (ServiceUnavailable, NotReady, aiohttp.ClientError, TimeoutError)
+# What a view that reads the log (a recap read back from its topic) raises while the broker
+# is not reachable: transient, so a 503 to retry, not a bug in the view.
+BROKER_ERRORS = (KafkaError, NoBrokerError, BrokerUnreachable)
 
 
 def routable(chorus: Runtime) -> bool:
@@ -168,15 +165,23 @@ def _channel_pages(
                     return not_yet(self, "the worker is still learning its partitions")
                 try:
                     return await self.routed(request, channel)
-                except ROUTING_ERRORS as error:
+                except Exception as error:
+                    # `routed` answers every error of the view itself, so what reaches here
+                    # is routing's: no owner yet (ServiceUnavailable), partitions not known
+                    # (NotReady, a producer without metadata), the forwarded request failing.
+                    log.warning("routing %s of %r: %r", suffix, channel, error)
                     return not_yet(self, f"the channel's owner is not reachable ({error!r})")
-                except Exception as error:  # the view, answering here
-                    return failed(self, f"the {suffix} view of channel {channel!r}", error)
 
             @app.topic_route(topic=chorus.messages, match_info="channel")
             async def routed(self, request: Request, channel: str) -> Response:
-                answered = answer(self, channel, request)
-                return await answered if inspect.isawaitable(answered) else answered
+                """The view, on the worker that owns the channel."""
+                try:
+                    answered = answer(self, channel, request)
+                    return await answered if inspect.isawaitable(answered) else answered
+                except BROKER_ERRORS as error:
+                    return not_yet(self, f"the broker is not reachable ({error!r})")
+                except Exception as error:
+                    return failed(self, f"the {suffix} view of channel {channel!r}", error)
 
     return channel_page
 

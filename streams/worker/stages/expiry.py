@@ -17,12 +17,18 @@ from datetime import datetime
 from typing import Any
 
 from projections.channel import ProjectionStep
-from projections.commitments import ACTIVE_STATES, CommitmentsState, expiry_event, overdue
+from projections.commitments import (
+    ACTIVE_STATES,
+    CommitmentProjection,
+    CommitmentsState,
+    expiry_event,
+    overdue,
+)
 from projections.model import encode_message, utc_now
 from streams.worker.runtime import Runtime
 
 # The projection whose state this stage reads.
-COMMITMENTS = "commitments"
+COMMITMENTS = CommitmentProjection.name
 
 
 def earliest_deadline(commitments: Iterable[Mapping[str, Any]]) -> datetime | None:

@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from streams.settings import (
     RECORD_OVERHEAD_BYTES,
+    EmptyApiToken,
     RetiredSetting,
     Settings,
     bearer_header,
@@ -55,15 +56,18 @@ def test_an_empty_ca_file_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _settings().ssl_cafile is None
 
 
-def test_the_api_token_travels_as_a_bearer_header_and_an_empty_one_is_unset(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_api_token_travels_as_a_bearer_header(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHORUS_API_TOKEN", "s3cret")
     expected = {"Authorization": "Bearer s3cret"}
     assert bearer_header(_settings().api_token) == bearer_header("s3cret") == expected
+    assert bearer_header(None) == {}
+
+
+def test_an_empty_api_token_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty token would guard nothing: the API must not run open by accident."""
     monkeypatch.setenv("CHORUS_API_TOKEN", "")
-    assert _settings().api_token is None
-    assert bearer_header(None) == bearer_header("") == {}
+    with pytest.raises(EmptyApiToken, match=r"^CHORUS_API_TOKEN is empty: unset it"):
+        _settings()
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def _mcp_stderr(port: int, *flags: str) -> str:
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
-        env={**os.environ, "CHORUS_WEB_PORT": str(port), "CHORUS_API_TOKEN": ""},
+        env={**os.environ, "CHORUS_WEB_PORT": str(port)},
     )
     assert server.stdin is not None and server.stdout is not None and server.stderr is not None
     for call in calls:

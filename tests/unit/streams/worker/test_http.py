@@ -11,6 +11,7 @@ from unittest.mock import patch
 import aiohttp
 import orjson
 import pytest
+from aiokafka.errors import KafkaConnectionError
 from faust.exceptions import NotReady, SameNode
 from faust.web.exceptions import ServiceUnavailable
 
@@ -140,6 +141,16 @@ async def test_a_view_that_raises_is_a_logged_500_with_its_reason_not_a_503(
     assert CHANNEL in logged.getMessage()
 
 
+async def test_a_view_that_cannot_reach_the_broker_is_a_503_to_retry(worker: Worker) -> None:
+    def unreachable(channel: str) -> ChannelStanding | None:
+        raise KafkaConnectionError("the broker went away")
+
+    with patch.object(worker.runtime, "standing", unreachable):
+        status, error, retry_after = await status_of(worker, "recap")
+    assert (status, retry_after) == (503, str(http.RETRY_AFTER_SECONDS))
+    assert error.startswith("not ready: the broker is not reachable")
+
+
 @pytest.mark.parametrize(
     "failure",
     [
@@ -147,6 +158,7 @@ async def test_a_view_that_raises_is_a_logged_500_with_its_reason_not_a_503(
         NotReady("Producer service not yet started"),
         aiohttp.ClientConnectionError("connection refused"),
         TimeoutError(),
+        TypeError("'NoneType' object is not iterable"),  # a producer without metadata
     ],
     ids=lambda failure: type(failure).__name__,
 )

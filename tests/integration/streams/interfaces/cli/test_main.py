@@ -90,7 +90,7 @@ def merged(port: int, *args: str) -> list[str]:
         text=True,
         timeout=60,
         cwd=REPO,
-        env={**os.environ, "CHORUS_WEB_PORT": str(port), "CHORUS_API_TOKEN": ""},
+        env={**os.environ, "CHORUS_WEB_PORT": str(port)},
     )
     assert done.returncode == 0, done.stdout
     return done.stdout.splitlines()
