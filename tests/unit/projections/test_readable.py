@@ -15,21 +15,14 @@ from projections.readable import (
     is_agent,
     open_commitments,
 )
+from tests.factories import numbered
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 
 
 def message(n: int, kind: MessageType, cid: str, **fields: object) -> Message:
-    return Message(
-        id=f"m{n}",
-        channel="team/plan",
-        sender=str(fields.pop("sender", "planner")),
-        type=kind,
-        content=str(fields.pop("content", f"message {n}")),
-        correlation_id=cid,
-        created_at=T0 + timedelta(minutes=n),
-        **fields,  # type: ignore[arg-type]
-    )
+    fields.setdefault("content", f"message {n}")
+    return numbered(n, kind, start=T0, every=timedelta(minutes=1), correlation_id=cid, **fields)
 
 
 def state() -> CommitmentsState:

@@ -361,10 +361,27 @@ async def test_a_table_write_too_large_for_its_changelog_is_dead_lettered() -> N
     assert chorus.folded("off/line", "overview") is None  # the store's value: none
 
 
+def status_batch(count: int) -> list[Any]:
+    """`count` STATUS messages of channel off/line at offsets 0.., as Faust hands a batch
+    to the fold agent (only what it reads)."""
+    from types import SimpleNamespace
+
+    value = orjson.dumps({"channel": "off/line", "sender": "ann", "type": "STATUS"})
+    return [
+        SimpleNamespace(
+            key=b"off/line",
+            value=value,
+            message=SimpleNamespace(
+                partition=HOME, offset=offset, timestamp=0.0, incref=lambda: None
+            ),
+        )
+        for offset in range(count)
+    ]
+
+
 async def test_a_large_batch_sends_its_first_driver_events_before_it_has_folded_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from types import SimpleNamespace
 
     monkeypatch.setattr(streams.worker.stages.fold, "SIGNALS_AT_ONCE", 2)
     worker = offline_worker()
@@ -378,17 +395,7 @@ async def test_a_large_batch_sends_its_first_driver_events_before_it_has_folded_
         offset = DriverEvent.model_validate_json(record[1] or b"").offset
         folded_at_send.append((offset, overview.state["message_count"]))
 
-    value = orjson.dumps({"channel": "off/line", "sender": "ann", "type": "STATUS"})
-    batch = [
-        SimpleNamespace(
-            key=b"off/line",
-            value=value,
-            message=SimpleNamespace(
-                partition=HOME, offset=offset, timestamp=0.0, incref=lambda: None
-            ),
-        )
-        for offset in range(5)
-    ]
+    batch = status_batch(5)
     with captured(at_send) as sent:
         await folder.on_batch(batch)  # type: ignore[arg-type]
     # The first two went out once two of the five were folded, not after all of them.
@@ -400,7 +407,6 @@ async def test_a_batchs_driver_events_reach_the_topic_in_the_order_of_its_messag
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each lot is sent once the one before is acknowledged, however slow its broker."""
-    from types import SimpleNamespace
 
     monkeypatch.setattr(streams.worker.stages.fold, "SIGNALS_AT_ONCE", 2)
     worker = offline_worker()
@@ -418,17 +424,7 @@ async def test_a_batchs_driver_events_reach_the_topic_in_the_order_of_its_messag
         in_flight.clear()
         return Published(offsets, [])
 
-    value = orjson.dumps({"channel": "off/line", "sender": "ann", "type": "STATUS"})
-    batch = [
-        SimpleNamespace(
-            key=b"off/line",
-            value=value,
-            message=SimpleNamespace(
-                partition=HOME, offset=offset, timestamp=0.0, incref=lambda: None
-            ),
-        )
-        for offset in range(5)
-    ]
+    batch = status_batch(5)
     with captured(), patch.object(Runtime, "publish", slow_first):
         await folder.on_batch(batch)  # type: ignore[arg-type]
     assert published == [0, 1, 2, 3, 4]
