@@ -28,17 +28,6 @@ from projections.model import REQUEST_TYPES, ActorType, Message, MessageType
 EXPIRY_EVENT_KIND = "commitment-expired"
 EXPIRY_EVENT_SENDER = "chorus"
 
-# Replies that close (or hand off) the active commitment of their correlation id.
-CLOSING_TYPES = frozenset(
-    {
-        MessageType.RESPONSE,
-        MessageType.DONE,
-        MessageType.DECLINE,
-        MessageType.FAILURE,
-        MessageType.HANDOFF,
-    }
-)
-
 # Defaults of CHORUS_COMMITMENTS_KEEP_TERMINAL and CHORUS_COMMITMENTS_MAX_ACTIVE. A commitment
 # whose ten text fields are at their 200-character limits encodes to about 2.4 KB, so a state
 # at both caps stays under 512 KiB, the default state-size limit.

@@ -405,7 +405,8 @@ class DigestSummariser:
             used += costs[best]
             chosen_words, chosen_size, at = words[best], sizes[best], positions[best]
             for i in remaining:
-                # _jaccard and _closeness, inline: this runs for every pair chosen and left.
+                # Word overlap (Jaccard) and closeness (1 at the same position, falling off
+                # over about a twelfth of the channel), inline: this runs for every pair.
                 other = words[i]
                 if other and chosen_words and not other.isdisjoint(chosen_words):
                     common = len(other & chosen_words)
@@ -494,17 +495,8 @@ def _top(counts: Counter[str], n: int) -> Counter[str]:
     return Counter(dict(sorted(kept, key=operator.itemgetter(1), reverse=True)[:n]))
 
 
-def _closeness(a: int, b: int, seen: int) -> float:
-    """1 for the same position, falling off over about a twelfth of the channel so far."""
-    return math.exp(-abs(a - b) * 12 / max(seen, 1))
-
-
 def _capped(names: str, limit: int) -> str:
     return ",".join(names.split(",")[:limit]) if names else names
-
-
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a and b else 0.0
 
 
 def _int(value: str | None) -> int:

@@ -13,14 +13,12 @@ import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiokafka import ConsumerRecord
 
-from projections.model import LogPosition, Message, MessageError
+from projections.model import Message, MessageError
 from projections.summarise.pending import MAX_COMPACTED_PARTS, PendingBatch, missing
-from streams.kafka.consume import RangeReader
-from streams.records import validate_record
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -93,11 +91,7 @@ class LogBodies:
         self.chorus = chorus
         self.memory = memory or MessageBodies()
         self.kept_as = kept_as
-        self.reader = RangeReader(chorus.settings, chorus.messages.get_topic_name(), chorus.servers)
-        chorus.app.on_before_shutdown.connect(self._stop)
-
-    async def _stop(self, *_: Any, **__: Any) -> None:
-        await self.reader.stop()
+        self.reader = chorus.reader(chorus.messages.get_topic_name())
 
     async def of(
         self,
@@ -144,13 +138,8 @@ class LogBodies:
         if record.key != channel.encode() or (only is not None and record.offset not in only):
             return None
         try:
-            message = validate_record(
-                record.key,
-                record.value,
-                self.chorus.settings.max_message_bytes,
-                LogPosition(partition, record.offset, record.timestamp),
-                partition=partition,
-                partitions=self.chorus.messages_partitions(),
+            message = self.chorus.validate(
+                record.key, record.value, partition, record.offset, record.timestamp
             )
         except MessageError:
             return None

@@ -47,14 +47,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from faust.streams import _current_event, current_event
 from faust.types import TP as TopicPartition
 from faust.types import EventT
 from faust.utils import json as faust_json
@@ -63,7 +61,7 @@ from streams.kafka.batches import PublishFailed, Record, publish
 
 log = logging.getLogger(__name__)
 
-_DELETED = object()
+_ABSENT = object()
 # Clean values kept per cached table: the channels a worker folds at once, with room.
 CACHED_KEYS = 20_000
 # How often a timer rebuilds its in-memory index from a full table scan, besides right after
@@ -106,36 +104,14 @@ class RefusedWrite:
 
 @dataclass(slots=True)
 class Change:
-    """A key's value not checkpointed yet (`_DELETED`: deleted), the partition it belongs to
-    and the source record that made it (`topic`, `offset`: for a refused write's dead
+    """A key's value not checkpointed yet, the partition it belongs to and the source record
+    that made it (`topic`, `offset`: for a refused write's dead
     letter; no topic: the checkpoint's source topic)."""
 
     value: Any
     partition: int
     offset: int | None
     topic: str | None = None
-
-
-@contextmanager
-def processing(event: EventT | None) -> Iterator[None]:
-    """Make `event` Faust's current event, as stream iteration does for a single event
-    (`Stream.take_events` hands over a batch without it): what `CheckpointedTable`'s
-    `table[key] = value` takes the partition from."""
-    token = _current_event.set(weakref.ref(event) if event is not None else None)
-    try:
-        yield
-    finally:
-        _current_event.reset(token)
-
-
-def _from_current_event(value: Any) -> Change:
-    event = current_event()
-    if event is None:
-        raise RuntimeError(
-            "a checkpointed table is written by key only while an event is processed"
-        )
-    message = event.message
-    return Change(value, message.partition, message.offset, message.topic)
 
 
 class _ChangelogMessage(NamedTuple):
@@ -185,28 +161,24 @@ class CheckpointedTable:
             self._known.move_to_end(key)
             value = self._known[key]
         else:
-            value = self.table.get(key, _DELETED)
-            if self._codec is not None and value is not _DELETED and value is not None:
+            value = self.table.get(key, _ABSENT)
+            if self._codec is not None and value is not _ABSENT and value is not None:
                 value = self._codec.decode(value)
             self._remember(key, value)
-        return default if value is _DELETED else value
+        return default if value is _ABSENT else value
 
-    def set(self, key: Any, value: Any, partition: int, offset: int | None = None) -> None:
+    def set(
+        self,
+        key: Any,
+        value: Any,
+        partition: int,
+        offset: int | None = None,
+        topic: str | None = None,
+    ) -> None:
         """`key` holds `value` from now on; `partition`: the source partition it belongs to,
-        `offset`: the source record that made it."""
-        self._changed[key] = Change(value, partition, offset)
-
-    def delete(self, key: Any, partition: int, offset: int | None = None) -> None:
-        self._changed[key] = Change(_DELETED, partition, offset)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        """`key` holds `value` from now on, in the partition of the event being processed
-        (`processing`, or Faust's stream iteration), the record that made it."""
-        self._changed[key] = _from_current_event(value)
-
-    def discard(self, key: Any) -> None:
-        """Delete `key`, in the partition of the event being processed."""
-        self._changed[key] = _from_current_event(_DELETED)
+        `offset` and `topic` (the checkpoint's source topic unless named): the source record
+        that made it."""
+        self._changed[key] = Change(value, partition, offset, topic)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         """Every key and value (decoded), the ones not checkpointed yet included: what a
@@ -217,8 +189,7 @@ class CheckpointedTable:
                 continue
             yield key, self._codec.decode(raw) if self._codec is not None and raw else raw
         for key, change in overlay.items():
-            if change.value is not _DELETED:
-                yield key, change.value
+            yield key, change.value
 
     def __iter__(self) -> Iterator[Any]:
         """Every key, the ones not checkpointed yet included."""
@@ -226,9 +197,7 @@ class CheckpointedTable:
         for key in list(self.table):
             if key not in overlay:
                 yield key
-        for key, change in overlay.items():
-            if change.value is not _DELETED:
-                yield key
+        yield from overlay
 
     @property
     def changed(self) -> int:
@@ -256,15 +225,12 @@ class CheckpointedTable:
         keys: list[Any] = []
         records: list[Record] = []
         for key, change in self._writing.items():
-            value: bytes | None = None
-            stored = None
-            if change.value is not _DELETED:
-                stored = change.value if self._codec is None else self._codec.encode(change.value)
-                value = faust_json.dumps(stored)
-                if self._limit is not None and len(value) > self._limit:
-                    refused.append(self._refused(key, len(value), change))
-                    self._known.pop(key, None)
-                    continue
+            stored = change.value if self._codec is None else self._codec.encode(change.value)
+            value = faust_json.dumps(stored)
+            if self._limit is not None and len(value) > self._limit:
+                refused.append(self._refused(key, len(value), change))
+                self._known.pop(key, None)
+                continue
             keys.append((key, stored))
             records.append((faust_json.dumps(key), value, change.partition))
         return keys, records
@@ -341,8 +307,7 @@ class Columns:
 
 
 class Column:
-    """One stage's values in `Columns`: `get`, `table[key] = value` (in the partition of the
-    event being processed) and `items`, as a `CheckpointedTable`."""
+    """One stage's values in `Columns`: `get`, `set` and `items`, as a `CheckpointedTable`."""
 
     def __init__(self, columns: Columns, name: str) -> None:
         self.columns = columns
@@ -352,14 +317,17 @@ class Column:
         row = self.columns.rows.get(key)
         return row[self.name] if row is not None and self.name in row else default
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def set(
+        self,
+        key: Any,
+        value: Any,
+        partition: int,
+        offset: int | None = None,
+        topic: str | None = None,
+    ) -> None:
+        """`key` holds `value` from now on, as `CheckpointedTable.set`."""
         row = self.columns.rows.get(key)
-        self.columns.rows[key] = {**(row or {}), self.name: value}
-
-    def set(self, key: Any, value: Any, partition: int, offset: int | None = None) -> None:
-        """`key` holds `value` from now on, in `partition` (made by the record at `offset`)."""
-        row = self.columns.rows.get(key)
-        self.columns.rows.set(key, {**(row or {}), self.name: value}, partition, offset)
+        self.columns.rows.set(key, {**(row or {}), self.name: value}, partition, offset, topic)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         for key, row in self.columns.rows.items():

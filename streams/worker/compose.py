@@ -124,7 +124,7 @@ def build_worker(
         # The fold's timers, each a stage of its own over what the fold holds.
         expiring = expiry.install(runtime)
         folder = fold.install(runtime, watchers=[expiring.on_folded])
-        stalls.install(runtime, folder.next_offset)
+        stalls.install(runtime, runtime.next_offset)
     if "shadow" in stages:
         shadow.install(runtime)
     if "http" not in stages:

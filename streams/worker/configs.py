@@ -6,13 +6,17 @@ The config stage (`streams.worker.stages.config`) is the table's only writer.
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from projections.model import describe_validation_error
 from projections.termination import TerminationCondition, parse_conditions
 from streams.records import ChannelConfig
+from streams.settings import Settings
+
+# What a channel's config may set for itself, over the worker's settings of the same name.
+SettingName = Literal["summary_after_messages", "summary_after_seconds", "recap_debounce_seconds"]
 
 
 def parse_config(value: bytes | None) -> ChannelConfig:
@@ -32,8 +36,10 @@ class ChannelConfigs:
     message. The agent below is the only writer here; partition moves (`forget`) drop the
     parsed values, since recovery rewrites the table."""
 
-    def __init__(self, table: MutableMapping[str, Any]) -> None:
+    def __init__(self, table: MutableMapping[str, Any], defaults: Settings) -> None:
+        """`defaults`: the worker's settings, what a channel without its own value uses."""
         self.table = table
+        self.defaults = defaults
         self._parsed: dict[str, tuple[ChannelConfig | None, TerminationCondition]] = {}
 
     def _entry(self, channel: str) -> tuple[ChannelConfig | None, TerminationCondition]:
@@ -50,6 +56,10 @@ class ChannelConfigs:
 
     def conditions(self, channel: str) -> TerminationCondition:
         return self._entry(channel)[1]
+
+    def setting(self, channel: str, name: SettingName) -> Any:
+        """The channel's own `name` (a field of ChannelConfig), else the worker's."""
+        return getattr(self.get(channel), name, None) or getattr(self.defaults, name)
 
     def put(self, config: ChannelConfig) -> None:
         self.table[config.channel] = config.model_dump(mode="json")

@@ -204,11 +204,6 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
     recap_model = endpoint(chorus.settings, secondary=True)
     model = recap_model[1] if recap_model[0] else "extractive"
 
-    def debounce(channel: str) -> float:
-        config = chorus.configs.get(channel)
-        configured = config.recap_debounce_seconds if config else None
-        return configured or chorus.settings.recap_debounce_seconds
-
     def state(view: View, channel: str, _: Request) -> Response:
         found = channel_state(chorus, channel)
         if found is None:
@@ -247,7 +242,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
             record,
             window,
             title=titles.of(channel, window, newest.record, fallback),
-            debounce=debounce(channel),
+            debounce=chorus.configs.setting(channel, "recap_debounce_seconds"),
             model=model,
             now=utc_now(),
         )

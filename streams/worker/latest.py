@@ -18,9 +18,8 @@ back from the topic by its position when a view asks for it.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from streams.kafka.consume import RangeReader
 from streams.kafka.follow import LATEST_KEPT_BYTES, Followed, Follower, LatestBook
 from streams.records import RecapRecord, SummaryRecord
 
@@ -53,14 +52,14 @@ class LatestViews:
         self.summaries: LatestBook[SummaryRecord] = LatestBook(
             summaries,
             SummaryRecord.model_validate_json,
-            RangeReader(settings, summaries, chorus.servers),
+            chorus.reader(summaries),
             goes_back=summary_goes_back,
             on_dropped=dropped.labels(summaries).inc,
         )
         self.recaps: LatestBook[RecapRecord] = LatestBook(
             recaps,
             RecapRecord.model_validate_json,
-            RangeReader(settings, recaps, chorus.servers),
+            chorus.reader(recaps),
             on_dropped=dropped.labels(recaps).inc,
         )
         readers: list[Followed] = [self.summaries, self.recaps, *also]
@@ -75,10 +74,4 @@ def install(chorus: Runtime, also: Collection[Followed] = ()) -> LatestViews:
     async def follow_what_the_views_read() -> None:
         await views.follower.run()
 
-    async def stop_readers(*_: Any, **__: Any) -> None:
-        for book in (views.summaries, views.recaps):
-            if book.reader is not None:
-                await book.reader.stop()
-
-    chorus.app.on_before_shutdown.connect(stop_readers)
     return views

@@ -17,13 +17,16 @@ import faust
 from faust.types import TP as TopicPartition
 
 from projections.channel import ChannelStanding, standing
+from projections.model import LogPosition, Message
 from projections.projection import ChannelProjection, Folded
 from streams.dead_letters import send_dead_letter
 from streams.fold_store import stored_folded
 from streams.kafka.batches import Published, Record, publish
 from streams.kafka.clients import bootstrap_servers
+from streams.kafka.consume import RangeReader
 from streams.kafka.groups import group_instance_id
 from streams.llm.metering import CostMeter
+from streams.records import validate_record
 from streams.registry import registered_projections
 from streams.settings import Settings
 from streams.topology import (
@@ -221,22 +224,20 @@ class Runtime:
         self._standings: OrderedDict[str, tuple[Any, Any, ChannelStanding]] = OrderedDict()
 
         self.channel_config = self.table("channel-config")
-        self.configs = ChannelConfigs(self.channel_config)
+        self.configs = ChannelConfigs(self.channel_config, settings)
         # Next offset to fold (or, in the context role, to follow) per messages partition:
         # neither role applies a message past a gap.
-        self.positions = self.table("fold-positions" if folding else "context-positions")
+        self.positions = self.checkpoint.table(
+            self.table("fold-positions" if folding else "context-positions"), cache=CACHED_KEYS
+        )
 
-        @self.app.on_partitions_revoked.connect
-        async def forget_on_revoke(app: Any, revoked: Any, **_: Any) -> None:
+        async def forget(*_: Any, **__: Any) -> None:
             self.forget_cached()
 
-        @self.app.on_partitions_assigned.connect
-        async def forget_on_assign(app: Any, assigned: Any, **_: Any) -> None:
-            self.forget_cached()
-
-        @self.app.on_rebalance_complete.connect
-        async def forget_after_recovery(app: Any, **_: Any) -> None:
-            self.forget_cached()
+        app = self.app
+        for moved in (app.on_partitions_revoked, app.on_partitions_assigned):
+            moved.connect(forget)
+        app.on_rebalance_complete.connect(forget)  # after the tables' recovery
 
     @functools.cached_property
     def channel_state(self) -> Columns:
@@ -261,6 +262,32 @@ class Runtime:
             extra_topic_configs=changelog_config(self.settings),
         )
 
+    def reader(self, topic: str) -> RangeReader:
+        """A reader of offset ranges of `topic` (`streams.kafka.consume.RangeReader`: one
+        consumer of its own, started on first use), stopped with the app."""
+        reader = RangeReader(self.settings, topic, self.servers)
+
+        async def stop(*_: Any, **__: Any) -> None:
+            await reader.stop()
+
+        self.app.on_before_shutdown.connect(stop)
+        return reader
+
+    def validate(
+        self, key: bytes | None, value: bytes | None, partition: int, offset: int, at_ms: int = 0
+    ) -> Message:
+        """The record at `partition`@`offset` of chorus.messages as a message, through the
+        fold's gate (`streams.records.validate_record`: MessageError with the reason when it
+        refuses it), which every stage that reads the log passes its records through."""
+        return validate_record(
+            key,
+            value,
+            self.settings.max_message_bytes,
+            LogPosition(partition, offset, at_ms),
+            partition=partition,
+            partitions=self.messages_partitions(),
+        )
+
     async def publish(self, topic: Any, records: Sequence[Record]) -> Published:
         """Produce `records` to `topic` in record batches and return once the broker has
         acknowledged every one of them, or refused it for good (`streams.kafka.batches`:
@@ -280,16 +307,65 @@ class Runtime:
         """A checkpoint's write too large for its changelog: logged, counted and sent to
         the dead letters with the position of the message that made it."""
         self._refused(refused)
-        await send_dead_letter(
-            self.dead_letters,
-            refused.topic or self.messages.get_topic_name(),
+        await self.dead_letter(
             refused.reason,
             "table-write",
             refused.key.encode(),
             None,
             -1 if refused.partition is None else refused.partition,
             -1 if refused.offset is None else refused.offset,
+            topic=refused.topic,
         )
+
+    async def dead_letter(
+        self,
+        reason: str,
+        stage: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        offset: int,
+        *,
+        topic: str | None = None,
+        level: int = logging.WARNING,
+    ) -> None:
+        """Log `reason` and dead-letter the record at `partition`@`offset` of `topic`
+        (chorus.messages unless named; a partition of -1, unknown, leaves the dead letter's
+        partition to the key): `streams.dead_letters.send_dead_letter`, which never raises."""
+        await send_dead_letter(
+            self.dead_letters,
+            topic or self.messages.get_topic_name(),
+            reason,
+            stage,
+            key,
+            value,
+            partition,
+            offset,
+            level,
+        )
+
+    def next_offset(self, partition: int) -> int | None:
+        """The next offset of `partition` of chorus.messages to apply (None: none applied)."""
+        found = self.positions.get(str(partition))
+        return int(found) if found is not None else None
+
+    async def in_order(self, partition: int, offset: int) -> bool:
+        """Whether a stage may apply the record at `partition`@`offset` of chorus.messages:
+        the next one (the partition's position moves past it, whatever the stage makes of
+        it) or one applied before (redelivered; the stages are idempotent by offset). A
+        record past the next one means the consumer skipped records (chorus.messages is never
+        compacted nor transactional, so its offsets are contiguous; seen after restarts):
+        applying it would make the offset guards drop the skipped ones for good, so the
+        consumer is sought back to the next one instead."""
+        expected = self.next_offset(partition)
+        if expected is not None and offset > expected:
+            log.error("partition %s jumped from %s to %s; seek back", partition, expected, offset)
+            topic = self.messages.get_topic_name()
+            await self.app.consumer.seek(TopicPartition(topic, partition), expected)
+            return False
+        if expected is None or offset == expected:
+            self.positions.set(str(partition), offset + 1, partition, offset)
+        return True
 
     def forget_cached(self) -> None:
         """Partitions moved: recovery and standbys write the tables behind the caches."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.dead_letters import dead_letter_for
 from streams.worker.configs import parse_config
 from streams.worker.runtime import Runtime
 
@@ -26,15 +25,14 @@ def install(chorus: Runtime, dead_letters: bool = True) -> None:
             except ValueError as error:
                 if not dead_letters:
                     continue
-                letter = dead_letter_for(
+                await chorus.dead_letter(
                     f"invalid channel config: {error}",
                     "config",
+                    event.key,
+                    event.value,
+                    event.message.partition,
+                    event.message.offset,
                     topic=chorus.channel_config_topic.get_topic_name(),
-                    partition=event.message.partition,
-                    offset=event.message.offset,
-                    key=event.key,
-                    value=event.value,
                 )
-                await chorus.dead_letters.send(key=event.key, value=letter.to_bytes())
                 continue
             chorus.configs.put(config)

@@ -19,13 +19,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from faust.types import TP as TopicPartition
 from faust.types import EventT
 
-from projections.model import LogPosition, Message, MessageError
-from streams.dead_letters import send_dead_letter
-from streams.records import validate_record
-from streams.worker.checkpoint import CACHED_KEYS, processing
+from projections.model import Message, MessageError
 from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -40,7 +36,6 @@ class Feed:
     def __init__(self, chorus: Runtime, followers: Sequence[Follower]) -> None:
         self.chorus = chorus
         self.followers = followers
-        self.positions = chorus.checkpoint.table(chorus.positions, cache=CACHED_KEYS)
 
     async def on_record(
         self,
@@ -50,23 +45,10 @@ class Feed:
         offset: int,
         timestamp_ms: int = 0,
     ) -> None:
-        expected = self.positions.get(str(partition))
-        if expected is not None and offset > expected:
-            log.error("partition %s jumped from %s to %s; seek back", partition, expected, offset)
-            topic = self.chorus.messages.get_topic_name()
-            await self.chorus.app.consumer.seek(TopicPartition(topic, partition), expected)
+        if not await self.chorus.in_order(partition, offset):
             return
-        if expected is None or offset == expected:
-            self.positions.set(str(partition), offset + 1, partition, offset)
         try:
-            message = validate_record(
-                key,
-                value,
-                self.chorus.settings.max_message_bytes,
-                LogPosition(partition, offset, timestamp_ms),
-                partition=partition,
-                partitions=self.chorus.messages_partitions(),
-            )
+            message = self.chorus.validate(key, value, partition, offset, timestamp_ms)
         except MessageError:  # the fold role dead-letters it
             return
         for follower in self.followers:
@@ -76,7 +58,7 @@ class Feed:
                 stage = getattr(follower, "__qualname__", "follower")
                 log.exception("%s failed for %s@%s", stage, partition, offset)
                 reason = f"{stage} failed: {type(error).__name__}: {error}"
-                await self.dead_letter(reason, stage, key, value, partition, offset)
+                await self.chorus.dead_letter(reason, stage, key, value, partition, offset)
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
         """Follow a batch; its records stay held until a checkpoint holds what the followers
@@ -85,38 +67,16 @@ class Feed:
         async with checkpoint.between_batches():
             for event in batch:
                 checkpoint.hold(event)
-                with processing(event):
-                    record = event.message
-                    await self.on_record(
-                        event.key,
-                        event.value,
-                        record.partition,
-                        record.offset,
-                        int(record.timestamp * 1000),  # as the fold reads it: the same defaults
-                    )
+                record = event.message
+                await self.on_record(
+                    event.key,
+                    event.value,
+                    record.partition,
+                    record.offset,
+                    int(record.timestamp * 1000),  # as the fold reads it: the same defaults
+                )
         if checkpoint.over_bound():
             await checkpoint.checkpoint()
-
-    async def dead_letter(
-        self,
-        reason: str,
-        stage: str,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int,
-        offset: int,
-        topic: str | None = None,
-    ) -> None:
-        await send_dead_letter(
-            self.chorus.dead_letters,
-            topic or self.chorus.messages.get_topic_name(),
-            reason,
-            stage,
-            key,
-            value,
-            partition,
-            offset,
-        )
 
 
 def install(chorus: Runtime, followers: Sequence[Follower]) -> Feed:

@@ -27,23 +27,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from faust.types import TP as TopicPartition
 from faust.types import EventT
 from pydantic import BaseModel
 
 from projections.channel import ProjectionStep, decide, step
-from projections.model import LogPosition, Message, MessageError
+from projections.model import Message, MessageError
 from projections.projection import Folded, bound_counters_of
 from projections.termination import decision_to_json
-from streams.dead_letters import send_dead_letter
 from streams.kafka.batches import PublishFailed
 from streams.records import (
     DriverEvent,
     MisplacedRecord,
     driver_event,
-    validate_record,
 )
-from streams.worker.checkpoint import CACHED_KEYS
 from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -91,13 +87,7 @@ class Folder:
         # than folding a message into it. (version, offset, loaded state, dumped state)
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any, Any]] = OrderedDict()
         self.folds = chorus.folds
-        self.positions = chorus.checkpoint.table(chorus.positions, cache=CACHED_KEYS)
         self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
-
-    def next_offset(self, partition: int) -> int | None:
-        """The next offset of `partition` of chorus.messages to fold (None: none folded)."""
-        found = self.positions.get(str(partition))
-        return int(found) if found is not None else None
 
     def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
         """States in memory that still match the table (same version and offset)."""
@@ -135,41 +125,24 @@ class Folder:
         offset: int,
         timestamp_ms: int = 0,
     ) -> list[DriverEvent]:
-        expected = self.next_offset(partition)
-        if expected is not None and offset > expected:
-            # chorus.messages is never compacted and never transactional, so its offsets are
-            # contiguous: a jump means the consumer skipped records (seen after restarts).
-            # Folding this one would make the offset guard drop the skipped ones for good.
-            log.error("partition %s jumped from %s to %s; seek back", partition, expected, offset)
-            topic = self.chorus.messages.get_topic_name()
-            await self.chorus.app.consumer.seek(TopicPartition(topic, partition), expected)
+        if not await self.chorus.in_order(partition, offset):
             return []
-        if expected is None or offset == expected:
-            self.positions.set(str(partition), offset + 1, partition, offset)
         # The partition's next offset is past this record now, whatever follows: a rejected
         # record changes no other state, and the record after it folds.
-        position = LogPosition(partition, offset, timestamp_ms)
         try:
-            message = validate_record(
-                key,
-                value,
-                self.settings.max_message_bytes,
-                position,
-                partition=partition,
-                partitions=self.chorus.messages_partitions(),
-            )
+            message = self.chorus.validate(key, value, partition, offset, timestamp_ms)
         except MisplacedRecord as error:
             await self.send_misplaced(error, key, value, partition, offset)
             return []
         except MessageError as error:
-            await self.send_dead_letter(error.reason, "validate", key, value, partition, offset)
+            await self.chorus.dead_letter(error.reason, "validate", key, value, partition, offset)
             return []
         try:
             return await self.fold(message, key, value, partition, offset)
         except Exception as error:  # never crash the worker on one record
             log.exception("fold failed for %s@%s", partition, offset)
             reason = f"fold failed: {type(error).__name__}: {error}"
-            await self.send_dead_letter(reason, "fold", key, value, partition, offset)
+            await self.chorus.dead_letter(reason, "fold", key, value, partition, offset)
             return []
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
@@ -235,7 +208,7 @@ class Folder:
         for one in refused:
             signal = signals[one.index]
             self.chorus.meter.refused_records.labels(topic).inc()
-            await self.send_dead_letter(
+            await self.chorus.dead_letter(
                 f"the broker refused its driver event for good ({type(one.error).__name__}: "
                 f"{one.error}); the message is folded, its state is in the tables",
                 "driver-event",
@@ -283,7 +256,7 @@ class Folder:
         event = driver_event(message, partition, offset, steps, decision)
         if event.errors:
             reasons = "; ".join(f"{name}: {error}" for name, error in event.errors.items())
-            await self.send_dead_letter(
+            await self.chorus.dead_letter(
                 "projection raised or outgrew its state limit: " + reasons,
                 "project",
                 key,
@@ -310,31 +283,8 @@ class Folder:
         while len(self._misplaced_logged) > MISPLACED_LOGGED_LIMIT:
             self._misplaced_logged.popitem(last=False)
         level = logging.WARNING if first else logging.DEBUG
-        await self.send_dead_letter(error.reason, "validate", key, value, partition, offset, level)
-
-    async def send_dead_letter(
-        self,
-        reason: str,
-        stage: str,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int,
-        offset: int,
-        level: int = logging.WARNING,
-        topic: str | None = None,
-    ) -> None:
-        """`topic`: where the record came from, when not chorus.messages; a partition of -1
-        (unknown) leaves the choice of the dead letter's partition to the key."""
-        await send_dead_letter(
-            self.chorus.dead_letters,
-            topic or self.chorus.messages.get_topic_name(),
-            reason,
-            stage,
-            key,
-            value,
-            partition,
-            offset,
-            level,
+        await self.chorus.dead_letter(
+            error.reason, "validate", key, value, partition, offset, level=level
         )
 
 

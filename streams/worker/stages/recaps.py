@@ -75,30 +75,22 @@ WINDOW_KEPT_CHARS = 16 * 1024 * 1024
 
 class ChannelRecap(BaseModel):
     """What the channel state's recap column holds per channel: the phase machine, the
-    recent window and the latest recap record. (A record of an older format also holds
-    `title`, `keyphrases`, `tools` and `last_message_at`, for views this role no longer
-    serves: ignored.)"""
+    recent window's positions (its messages are the stage's `bodies`: memory, else the log)
+    and the latest recap record."""
 
     status: RecapStatus = RecapStatus()
-    # The stage stores the window's positions; `window` is the pure fold's own copy (and
-    # what a record of an older format held inline).
-    window: list[dict[str, Any]] = []
     window_offsets: list[int] = []
     message_count: int = 0
     # The title of the channel's first message that says something (`title` of it, at most
-    # 60 characters): the title until a phrase repeats. A record of an older format holds
-    # up to 300 characters of the message; reading it as a title cuts it.
+    # 60 characters): the title until a phrase repeats.
     opening: str | None = None
     latest: RecapRecord | None = None
 
-    def messages(self) -> list[Message]:
-        return [Message.model_validate(raw) for raw in self.window]
 
-
-# The recap column holds JSON without the window's messages (the log has them); the stage
-# reads and writes ChannelRecap models, each decoded once (see streams.worker.checkpoint).
+# The stage reads and writes ChannelRecap models, each decoded once and encoded once per
+# checkpoint (see streams.worker.checkpoint).
 RECAP_CODEC = Codec(
-    encode=lambda recap: recap.model_dump(mode="json", exclude={"window"}),
+    encode=lambda recap: recap.model_dump(mode="json"),
     decode=ChannelRecap.model_validate,
 )
 
@@ -106,8 +98,8 @@ RECAP_CODEC = Codec(
 def with_message(
     recap: ChannelRecap, message: Message, offset: int, debounce: float, now: datetime
 ) -> ChannelRecap:
-    """The recap after one more message: the phase, the window and the counts, no text
-    work (titles and keyphrases are read when a recap or a view asks)."""
+    """The recap after one more message: the phase, the window's positions and the counts,
+    no text work (titles and keyphrases are read when a recap or a view asks)."""
     status = on_message(
         recap.status,
         offset=offset,
@@ -119,7 +111,6 @@ def with_message(
         return recap
     if not is_conversation_change(message):
         return recap.model_copy(update={"status": status})
-    window = [*recap.window, windowed(message)][-RECAP_WINDOW:]
     window_offsets = [*recap.window_offsets, offset][-RECAP_WINDOW:]
     # No text work here beyond the opening (once): titles and keyphrases are read from the
     # window when a recap or a title is asked for (`channel_title`).
@@ -130,17 +121,11 @@ def with_message(
     return recap.model_copy(
         update={
             "status": status,
-            "window": window,
             "window_offsets": window_offsets,
             "message_count": recap.message_count + 1,
             "opening": opening,
         }
     )
-
-
-def windowed(message: Message) -> dict[str, Any]:
-    """`windowed_message` as JSON."""
-    return windowed_message(message).model_dump(mode="json")
 
 
 def windowed_message(message: Message) -> Message:
@@ -202,14 +187,21 @@ class Recapper:
         self.statuses: dict[str, RecapStatus] = {}
         self.rescan = chorus.checkpoint.rescan()
 
-    def store(self, channel: str, recap: ChannelRecap) -> None:
-        self.table[channel] = recap
+    def store(
+        self,
+        channel: str,
+        recap: ChannelRecap,
+        partition: int,
+        offset: int,
+        topic: str | None = None,
+    ) -> None:
+        """Write the channel's recap (made by the record at `partition`@`offset` of `topic`,
+        chorus.messages unless named)."""
+        self.table.set(channel, recap, partition, offset, topic)
         self.statuses[channel] = recap.status
 
     async def window_of(self, channel: str, recap: ChannelRecap) -> list[Message]:
         """The window's messages, oldest first: from memory, else read back from the log."""
-        if recap.window:  # the pure fold's copy (in memory), or a record of an older format
-            return recap.messages()
         batch = PendingBatch(items=[PendingItem(offset=o) for o in recap.window_offsets])
         partition = self.chorus.messages_partition(channel)
         if partition is None:  # not this worker's channel (any more): what memory has
@@ -222,24 +214,21 @@ class Recapper:
         recap: ChannelRecap | None = self.table.get(channel)
         return recap if recap is not None else ChannelRecap()
 
-    def debounce(self, channel: str) -> float:
-        config = self.chorus.configs.get(channel)
-        configured = config.recap_debounce_seconds if config else None
-        return configured or self.settings.recap_debounce_seconds
-
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
         channel = message.channel
         before = self.recap_of(channel)
-        after = with_message(before, message, offset, self.debounce(channel), utc_now())
+        debounce = self.chorus.configs.setting(channel, "recap_debounce_seconds")
+        after = with_message(before, message, offset, debounce, utc_now())
         if after is before:
             return
         if after.message_count > before.message_count:
             memory = self.bodies.memory
             memory.keep(channel, offset, windowed_message(message))
             memory.drop_through(channel, after.window_offsets[0] - 1)
-        self.store(channel, after)
+        self.store(channel, after, partition, offset)
 
-    async def on_recap(self, value: bytes | None) -> None:
+    async def on_recap(self, value: bytes | None, partition: int, offset: int) -> None:
+        """A record read back from chorus.recaps, at `partition`@`offset`."""
         try:
             record = RecapRecord.model_validate_json(value or b"")
         except ValidationError as error:
@@ -265,7 +254,8 @@ class Recapper:
             )
             self.generating.pop(channel, None)
         latest = recap.latest if record.phase == RecapPhase.GENERATING else record
-        self.store(channel, recap.model_copy(update={"status": status, "latest": latest}))
+        updated = recap.model_copy(update={"status": status, "latest": latest})
+        self.store(channel, updated, partition, offset, self.chorus.recaps.get_topic_name())
 
     async def check_deadlines(self) -> None:
         now = utc_now()
@@ -354,7 +344,8 @@ def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
         async for event in stream.events():
             async with chorus.checkpoint.between_batches():
                 chorus.checkpoint.hold(event)
-                await recapper.on_recap(event.value)
+                record = event.message
+                await recapper.on_recap(event.value, record.partition, record.offset)
 
     @chorus.app.timer(chorus.settings.recap_check_seconds, name="recap-deadlines")
     async def deadlines() -> None:

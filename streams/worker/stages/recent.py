@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import ConsumerRecord
 
-from projections.model import LogPosition, Message, MessageError
+from projections.model import Message, MessageError
 from projections.recap import is_conversation_change
 from streams.kafka.consume import RangeReader
-from streams.records import key_partition, validate_record
+from streams.records import key_partition
 from streams.worker.stages.recaps import RECAP_WINDOW, windowed_message
 
 if TYPE_CHECKING:
@@ -168,14 +168,7 @@ class RecentMessages:
         if not isinstance(body, bytes):
             return body
         try:
-            message = validate_record(
-                channel.encode(),
-                body,
-                self.chorus.settings.max_message_bytes,
-                LogPosition(partition, offset, 0),
-                partition=partition,
-                partitions=self.chorus.messages_partitions(),
-            )
+            message = self.chorus.validate(channel.encode(), body, partition, offset)
         except MessageError:
             message = None
         shown = windowed_message(message) if message and is_conversation_change(message) else None
@@ -232,13 +225,6 @@ def _mine(channel: str) -> Any:
 
 
 def install(chorus: Runtime) -> RecentMessages:
-    """The windows, their read-back reader stopped with the app; the views' follower
-    (`streams.worker.latest`) feeds them."""
-    reader = RangeReader(chorus.settings, chorus.messages.get_topic_name(), chorus.servers)
-    recent = RecentMessages(chorus, reader)
-
-    async def stop_reader(*_: Any, **__: Any) -> None:
-        await reader.stop()
-
-    chorus.app.on_before_shutdown.connect(stop_reader)
-    return recent
+    """The windows and their read-back reader; the views' follower (`streams.worker.latest`)
+    feeds them."""
+    return RecentMessages(chorus, chorus.reader(chorus.messages.get_topic_name()))

@@ -134,7 +134,7 @@ class StallGuard:
 
 def install(chorus: Runtime, next_offset: Callable[[int], int | None]) -> StallGuard:
     """The stall watch (the fold role), over the fold stage's next offsets
-    (`Folder.next_offset`, wired by `streams.worker.compose`)."""
+    (`Runtime.next_offset`, wired by `streams.worker.compose`)."""
     guard = StallGuard(chorus, next_offset)
 
     @chorus.app.timer(STALL_CHECK_SECONDS, name="watch-stalls")

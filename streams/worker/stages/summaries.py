@@ -51,7 +51,6 @@ from projections.summarise.pending import (
     trim,
 )
 from projections.summarise.state import narrative_of
-from streams.kafka.consume import RangeReader
 from streams.kafka.follow import Follower, LatestBook
 from streams.records import SummaryRecord
 from streams.settings import Settings
@@ -74,12 +73,9 @@ UNREAD_ITEMS = "unreadItems"
 
 
 def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
-    """A stored header as a PendingBatch; a batch in an older format (messages inline) is
-    read for its positions, and its messages come from the log like any others."""
+    """A stored header (`header_of`) as a PendingBatch."""
     if not raw:
         return PendingBatch()
-    if "items" in raw:
-        return PendingBatch.model_validate(raw)
     since = raw.get("pending_since")
     spans: dict[str, list[int]] = raw.get("spans") or {}
     # Read on every message: built without validation from what `store` wrote.
@@ -123,7 +119,7 @@ class Summariser:
         self.latest: LatestBook[SummaryRecord] = LatestBook(
             topic,
             SummaryRecord.model_validate_json,
-            RangeReader(chorus.settings, topic, chorus.servers),
+            chorus.reader(topic),
             goes_back=summary_goes_back,
             on_dropped=chorus.meter.latest_dropped.labels(topic).inc,
         )
@@ -156,10 +152,10 @@ class Summariser:
         return found[1] if found is not None else -1
 
     def thresholds(self, channel: str) -> tuple[int, float]:
-        config = self.chorus.configs.get(channel)
+        configs = self.chorus.configs
         return (
-            (config and config.summary_after_messages) or self.settings.summary_after_messages,
-            (config and config.summary_after_seconds) or self.settings.summary_after_seconds,
+            configs.setting(channel, "summary_after_messages"),
+            configs.setting(channel, "summary_after_seconds"),
         )
 
     def in_flight_through(self, channel: str) -> int:
@@ -390,12 +386,6 @@ def install(chorus: Runtime) -> Summariser:
     @chorus.app.task
     async def read_the_latest_summaries() -> None:
         await follower.run()
-
-    async def stop_reader(*_: Any, **__: Any) -> None:
-        if summariser.latest.reader is not None:
-            await summariser.latest.reader.stop()
-
-    chorus.app.on_before_shutdown.connect(stop_reader)
 
     @chorus.app.timer(1.0, name="summary-time-thresholds")
     async def time_thresholds() -> None:

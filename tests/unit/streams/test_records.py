@@ -29,6 +29,7 @@ from streams.records import (
     validate_record,
 )
 from streams.registry import ProjectionImportError, load_projection, registered_projections
+from streams.settings import Settings
 from streams.worker.configs import ChannelConfigs
 
 
@@ -139,7 +140,7 @@ class CountingTable(dict[str, object]):
 
 def test_channel_configs_parse_once_until_written_or_forgotten() -> None:
     table = CountingTable({"c": {"channel": "c", "termination": ["max-messages:2"]}})
-    configs = ChannelConfigs(table)
+    configs = ChannelConfigs(table, Settings())
 
     assert isinstance(
         configs.conditions("c").evaluate(TerminationContext(message_count=2)), Complete

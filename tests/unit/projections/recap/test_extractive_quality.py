@@ -17,7 +17,7 @@ from projections.recap.title import channel_keyphrases, channel_title
 from projections.text.words import is_backchannel
 from streams.conversations import as_messages, qmsum_meetings, shared_data_dir
 from streams.interfaces.demo import scenario_messages
-from streams.worker.stages.recaps import ChannelRecap, with_message
+from streams.worker.stages.recaps import ChannelRecap, windowed_message, with_message
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 IDS = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")
@@ -37,7 +37,7 @@ def recap_of(
     recap is due (from the summary and the window), and as a view shows it (with the state
     part rendered from the fold after every message)."""
     recap = stage(messages)
-    window = recap.messages()
+    window = [windowed_message(messages[offset]) for offset in recap.window_offsets]
     text = extractive_recap(window, channel_keyphrases(window, summary), summary)
     state = fold(CommitmentProjection(), messages).model_dump(mode="json")
     shown = with_recap_state(text, commitment_views(state))

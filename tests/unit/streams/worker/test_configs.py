@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from streams.records import ChannelConfig
+from streams.settings import Settings
 from streams.worker.configs import ChannelConfigs, parse_config
 
 
@@ -38,7 +39,7 @@ class CountingTable(dict[str, Any]):
 
 def test_a_channel_is_read_once_until_it_changes_or_is_forgotten() -> None:
     table = CountingTable()
-    configs = ChannelConfigs(table)
+    configs = ChannelConfigs(table, Settings())
     assert configs.get("team/a") is None
     configs.conditions("team/a")
     assert table.reads == 1
@@ -51,3 +52,15 @@ def test_a_channel_is_read_once_until_it_changes_or_is_forgotten() -> None:
     configs.forget()
     configs.get("team/a")
     assert table.reads == 3
+
+
+def test_a_channel_setting_is_its_own_else_the_workers() -> None:
+    own = ChannelConfig(channel="team/a", recap_debounce_seconds=5, summary_after_messages=3)
+    configs = ChannelConfigs(
+        {"team/a": own.model_dump(mode="json")},
+        Settings(recap_debounce_seconds=40, summary_after_messages=20, summary_after_seconds=9),
+    )
+    assert configs.setting("team/a", "recap_debounce_seconds") == 5
+    assert configs.setting("team/a", "summary_after_messages") == 3
+    assert configs.setting("team/a", "summary_after_seconds") == 9  # not set for the channel
+    assert configs.setting("team/b", "recap_debounce_seconds") == 40  # no config at all

@@ -41,7 +41,7 @@ async def fold_all(worker: Worker, values: list[bytes]) -> None:
     """Fold `values`, the next records of the channel's partition (no driver event sent)."""
     assert worker.folder is not None
     for value in values:
-        offset = worker.folder.next_offset(HOME) or 0
+        offset = worker.runtime.next_offset(HOME) or 0
         await worker.folder.on_record(CHANNEL.encode(), value, HOME, offset)
 
 

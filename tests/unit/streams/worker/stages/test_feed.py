@@ -9,6 +9,7 @@ from typing import Any
 from projections.model import Message, MessageType, encode_message
 from streams.settings import Settings
 from streams.worker.checkpoint import Checkpoint
+from streams.worker.runtime import Runtime
 from streams.worker.stages.feed import Feed
 
 
@@ -38,11 +39,20 @@ def feed_with(followed: list[tuple[str, int]]) -> tuple[Feed, Any]:
     async def follower(message: Message, partition: int, offset: int) -> None:
         followed.append((message.content or "", offset))
 
+    class Chorus(SimpleNamespace):
+        """The part of `Runtime` the feed uses: its gap guard, gate and dead letters."""
+
+        in_order = Runtime.in_order
+        next_offset = Runtime.next_offset
+        validate = Runtime.validate
+        dead_letter = Runtime.dead_letter
+
     app = SimpleNamespace(consumer=SimpleNamespace(seek=seek))
-    chorus = SimpleNamespace(
+    checkpoint = Checkpoint(app, "t.messages", interval=5.0, max_keys=10, max_held=10)
+    chorus = Chorus(
         settings=Settings(),
-        positions=Positions(),
-        checkpoint=Checkpoint(app, "t.messages", interval=5.0, max_keys=10, max_held=10),
+        positions=checkpoint.table(Positions()),
+        checkpoint=checkpoint,
         messages=Topic(),
         dead_letters=Topic(),
         app=app,
@@ -65,7 +75,7 @@ async def test_a_jump_is_sought_back_and_redeliveries_reach_the_followers_again(
         await feed.on_record(b"feed/room", said(offset), 0, offset)
     assert followed == [("m0", 0), ("m1", 1), ("m2", 2), ("m3", 3), ("m3", 3)]
     assert [offset for _, offset in chorus.seeks] == [2]
-    assert feed.positions.get("0") == 4
+    assert chorus.next_offset(0) == 4
 
 
 async def test_a_record_the_gate_refuses_is_skipped_without_a_dead_letter() -> None:
@@ -86,4 +96,4 @@ async def test_a_follower_that_raises_is_dead_lettered_and_the_next_record_goes_
     feed.followers = [broken]
     await feed.on_record(b"feed/room", said(0), 0, 0)
     assert len(chorus.dead_letters.sent) == 1
-    assert feed.positions.get("0") == 1
+    assert chorus.next_offset(0) == 1

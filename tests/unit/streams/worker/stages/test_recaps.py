@@ -13,6 +13,7 @@ from streams.interfaces.watch import render, status_line
 from streams.worker.stages.recaps import (
     RECAP_CODEC,
     ChannelRecap,
+    windowed_message,
     with_message,
     write_recap,
 )
@@ -27,27 +28,32 @@ def msg(content: str | None, kind: MessageType = MessageType.STATUS, **extra: ob
     )
 
 
+def folded(messages: list[Message]) -> tuple[ChannelRecap, list[Message]]:
+    """The recap after `messages` (offsets 0, 1, ...) and its window's messages as the stage
+    keeps them (cut, at the window's offsets)."""
+    recap = ChannelRecap()
+    for offset, message in enumerate(messages):
+        recap = with_message(recap, message, offset, 30, NOW)
+    return recap, [windowed_message(messages[offset]) for offset in recap.window_offsets]
+
+
 def test_messages_arm_the_countdown_and_fill_the_window() -> None:
-    recap = with_message(ChannelRecap(), msg("Plan the release train"), 0, 30, NOW)
+    recap, window = folded([msg("Plan the release train")])
     assert recap.status.phase is RecapPhase.PENDING
     assert recap.status.due_at == NOW + timedelta(seconds=30)
-    assert channel_title(recap.messages(), recap.opening) == "Plan the release train"
-    assert recap.message_count == 1 and len(recap.window) == 1
+    assert channel_title(window, recap.opening) == "Plan the release train"
+    assert recap.message_count == 1 and recap.window_offsets == [0]
     typing = msg(None, MessageType.EVENT, payload={"kind": "typing"})
     later = with_message(recap, typing, 1, 30, NOW + timedelta(seconds=10))
     assert later.status.due_at == NOW + timedelta(seconds=40)  # activity restarts it
-    assert later.message_count == 1 and len(later.window) == 1  # but is not conversation
+    assert later.message_count == 1 and later.window_offsets == [0]  # but is not conversation
 
 
 def test_window_is_bounded_and_cut() -> None:
-    recap = ChannelRecap()
-    for i in range(50):
-        recap = with_message(recap, msg(f"m{i}"), i, 30, NOW)
     tool = msg("x" * 500, actor_type=ActorType.TOOL, sender="grep")
-    recap = with_message(recap, tool, 50, 30, NOW)
-    assert len(recap.window) == 20
+    recap, window = folded([*(msg(f"m{i}") for i in range(50)), tool])
     assert recap.window_offsets == list(range(31, 51))  # what the stage stores
-    last = recap.messages()[-1]
+    last = window[-1]
     assert last.sender == "grep" and last.content == "x" * 299 + "…"  # cut, and says so
     assert with_message(recap, msg("dup"), 50, 30, NOW) is recap  # replayed offset
 
@@ -61,12 +67,10 @@ def test_the_title_follows_what_the_channel_is_about_not_its_first_message() -> 
         "Okay.",
         "A rubber case and fewer buttons, then, for the remote control.",
     ]
-    recap = ChannelRecap()
-    for offset, line in enumerate(lines):
-        recap = with_message(recap, msg(line), offset, 30, NOW)
-        found = channel_title(recap.messages(), recap.opening)
+    for count in range(1, len(lines) + 1):
+        recap, window = folded([msg(line) for line in lines[:count]])
+        found = channel_title(window, recap.opening)
         assert found is None or len(found) <= 60
-    found = channel_title(recap.messages(), recap.opening)
     assert found is not None and found.startswith("Remote control")
     assert "rubber case" in found and "button" in found
     assert recap.opening == "So the remote control needs fewer buttons."
@@ -88,10 +92,9 @@ def test_the_opening_is_stored_as_the_title_it_stands_in_for() -> None:
 
 
 def test_a_channel_of_backchannel_has_no_title() -> None:
-    recap = ChannelRecap()
-    for offset, line in enumerate(["Hmm hmm hmm .", "yeah", "okay", "I think so, yeah."]):
-        recap = with_message(recap, msg(line), offset, 30, NOW)
-    assert channel_title(recap.messages(), recap.opening) is None
+    lines = ["Hmm hmm hmm .", "yeah", "okay", "I think so, yeah."]
+    recap, window = folded([msg(line) for line in lines])
+    assert channel_title(window, recap.opening) is None
 
 
 def test_a_message_costs_no_keyphrase_counts_and_old_records_still_read() -> None:

@@ -12,6 +12,7 @@ import orjson
 
 from streams.records import key_partition
 from streams.settings import Settings
+from streams.worker.runtime import Runtime
 from streams.worker.stages import recent as recent_module
 from streams.worker.stages.recaps import RECAP_WINDOW
 from streams.worker.stages.recent import RECENT_RECORDS, RecentMessages
@@ -36,6 +37,8 @@ class Owner:
 
     def messages_partitions(self) -> int:
         return PARTITIONS
+
+    validate = Runtime.validate
 
 
 class Log:

@@ -19,7 +19,7 @@ from streams.settings import Settings
 from streams.worker.compose import build_worker
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recaps import RECAP_WINDOW
-from streams.worker.stages.summaries import SummariesRead, Summariser, header_batch
+from streams.worker.stages.summaries import SummariesRead, Summariser, header_batch, header_of
 
 CHANNEL = "store/age"
 
@@ -107,20 +107,11 @@ async def test_a_summary_trims_the_header_and_forgets_the_bodies_it_covers() -> 
     assert summariser.covered_offset(CHANNEL) == 2
 
 
-def test_an_old_format_batch_with_inline_messages_is_read_for_its_positions() -> None:
-    message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS", "content": "old"}
-    old = {
-        "items": [
-            {"offset": 3, "message": message},
-            {"offset": 9, "message": message, "first_offset": 4, "covers": 6},
-        ],
-        "pending_since": None,
-        "dropped": 2,
-    }
-
-    batch = header_batch(old)
-
+def test_a_stored_header_reads_back_as_its_batch() -> None:
+    stored_header = {"offsets": [3, 9], "pending_since": None, "spans": {"9": [4, 6]}}
+    batch = header_batch(stored_header)
     assert [(i.start, i.offset, i.covers) for i in batch.items] == [(3, 3, 1), (4, 9, 6)]
+    assert header_of(batch) == stored_header
     header = header_batch({"offsets": [4, 5], "pending_since": "2026-03-01T12:00:00+00:00"})
     assert header.last_offset == 5 and header.pending_since == datetime(2026, 3, 1, 12, tzinfo=UTC)
     assert header_batch(None).items == []
