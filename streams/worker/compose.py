@@ -8,14 +8,14 @@ through Kafka topics: neither role calls the other.
   fold role (app id CHORUS_APP_ID, the public HTTP API on CHORUS_WEB_PORT)
   chorus.channel-config ─► config: the config table (read by every stage)
   chorus.messages ─► fold: validate once, fold ─► fold tables ─► chorus.driver-events
-                                        └────────────────────► chorus.dead-letters
+                      │                 └────────────────────► chorus.dead-letters
+                      └─► recent: each channel's last records (offsets; bodies in memory
+                          or read back), for the views
   the fold's timers, each over what the fold holds:
     expiry: overdue commitments ─► expiry EVENTs ─► chorus.messages (the fold tells it the
             deadlines as it folds)
     stalls: a partition whose consumer stopped delivering ─► seek back to the next offset
   the views' follower (a consumer of its own; the partitions this worker owns):
-    chorus.messages ─► recent: each channel's last records (offsets; bodies in memory or
-                       read back), for the views
     chorus.summaries, chorus.recaps ─► latest: the latest of each channel, in memory
   shadow: re-folds a sample of channels from the log now and then (off by default)
   http: the views over the read model (`streams.worker.read_model`), from this process
@@ -30,8 +30,8 @@ through Kafka topics: neither role calls the other.
   chorus.recaps ─► recaps: the phase and the latest recap, in the channel state
 
 Stages share the `Runtime` and reach each other only through what `build_worker` hands
-them here (the fold's watchers and next offsets, the followers of the feed, the summaries'
-narrative the recaps read).
+them here (the fold's watchers, readers and next offsets, the followers of the feed, the
+summaries' narrative the recaps read).
 """
 
 from __future__ import annotations
@@ -119,18 +119,22 @@ def build_worker(
     _checkpointed(runtime)
     if role == "context":
         return _context_role(runtime, stages)
+    if "http" in stages and "fold" not in stages:
+        raise ValueError("the http stage's views read what the fold stage takes: include it")
+    # The views' recent messages, handed over by the fold as it takes them.
+    window = recent.install(runtime) if "http" in stages else None
     folder = expiring = None
     if "fold" in stages:
         # The fold's timers, each a stage of its own over what the fold holds.
         expiring = expiry.install(runtime)
-        folder = fold.install(runtime, watchers=[expiring.on_folded])
+        readers = [window.on_record] if window is not None else []
+        folder = fold.install(runtime, watchers=[expiring.on_folded], readers=readers)
         stalls.install(runtime, runtime.next_offset)
     if "shadow" in stages:
         shadow.install(runtime)
-    if "http" not in stages:
+    if window is None:
         return Worker(runtime, folder, None, None, expiry=expiring)
-    window = recent.install(runtime)
-    views = latest.install(runtime, also=[window])
+    views = latest.install(runtime)
     http.install(runtime, views, window)
     return Worker(runtime, folder, None, None, expiry=expiring, views=views, window=window)
 

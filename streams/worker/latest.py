@@ -4,8 +4,7 @@ compacted `chorus.summaries` and `chorus.recaps` topics, never from the context 
 Both topics are keyed and partitioned like `chorus.messages`, so the summaries and recaps of
 the channels a fold worker owns are on the partitions with the same numbers: the views'
 follower (`streams.kafka.follow`) reads exactly those, from their beginning when the worker
-takes one over (and the messages partitions from their end, for the recent messages,
-`stages/recent.py`). A view answers from memory, without asking another process, and says how far
+takes one over. A view answers from memory, without asking another process, and says how far
 each partition has been read (`Current`): a record published after that is not in it.
 
 Bounded: per channel, the position of its latest record; the records themselves up to
@@ -17,7 +16,6 @@ back from the topic by its position when a view asks for it.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from streams.kafka.follow import LATEST_KEPT_BYTES, Followed, Follower, LatestBook
@@ -41,9 +39,9 @@ def summary_goes_back(kept: SummaryRecord, new: SummaryRecord) -> bool:
 
 class LatestViews:
     """The books of `chorus.summaries` and `chorus.recaps` and the follower that fills them
-    (and `also`'s readers) for the messages partitions this worker actively owns."""
+    for the messages partitions this worker actively owns."""
 
-    def __init__(self, chorus: Runtime, also: Collection[Followed] = ()) -> None:
+    def __init__(self, chorus: Runtime) -> None:
         self.chorus = chorus
         settings = chorus.settings
         summaries = chorus.summaries.get_topic_name()
@@ -62,13 +60,13 @@ class LatestViews:
             chorus.reader(recaps),
             on_dropped=dropped.labels(recaps).inc,
         )
-        readers: list[Followed] = [self.summaries, self.recaps, *also]
+        readers: list[Followed] = [self.summaries, self.recaps]
         self.follower = Follower(settings, chorus.servers, readers, chorus.owned_partitions)
 
 
-def install(chorus: Runtime, also: Collection[Followed] = ()) -> LatestViews:
-    """The books and their follower (feeding `also` too), as a task of the fold role's app."""
-    views = LatestViews(chorus, also)
+def install(chorus: Runtime) -> LatestViews:
+    """The books and their follower, as a task of the fold role's app."""
+    views = LatestViews(chorus)
 
     @chorus.app.task
     async def follow_what_the_views_read() -> None:

@@ -60,6 +60,10 @@ SIGNALS_AT_ONCE = 64
 # A stage told of each message the fold applied, as it is applied: (channel, the steps of
 # each projection). It reads; the fold stays the one owner of the state.
 FoldWatcher = Callable[[str, Sequence[ProjectionStep]], None]
+# A stage handed each record the fold takes, in log order and before the fold's gate (key,
+# value, partition, offset, Kafka time in ms), so that no other consumer in the process
+# reads the log again. It reads; it changes no state of the fold.
+RecordReader = Callable[[bytes | None, bytes | None, int, int, int], None]
 
 
 class Signal(NamedTuple):
@@ -78,10 +82,16 @@ def signal_of(event: DriverEvent, limit: int) -> Signal:
 class Folder:
     """The fold agent's body, separate from Faust's decorators so tests can drive it."""
 
-    def __init__(self, chorus: Runtime, watchers: Sequence[FoldWatcher] = ()) -> None:
+    def __init__(
+        self,
+        chorus: Runtime,
+        watchers: Sequence[FoldWatcher] = (),
+        readers: Sequence[RecordReader] = (),
+    ) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.watchers = watchers
+        self.readers = readers
         # States of recently folded channels, loaded (the projection's own model) beside
         # their dumped form: loading a long channel's state from its table value costs more
         # than folding a message into it. (version, offset, loaded state, dumped state)
@@ -127,6 +137,8 @@ class Folder:
     ) -> list[DriverEvent]:
         if not await self.chorus.in_order(partition, offset):
             return []
+        for reader in self.readers:
+            reader(key, value, partition, offset, timestamp_ms)
         # The partition's next offset is past this record now, whatever follows: a rejected
         # record changes no other state, and the record after it folds.
         try:
@@ -288,11 +300,13 @@ class Folder:
         )
 
 
-def install(chorus: Runtime, watchers: Sequence[FoldWatcher] = ()) -> Folder:
-    """The fold role's one agent on `chorus.messages`: decode and validate once, fold, write
-    the fold tables, tell the `watchers`, then the driver events (the context role reads
-    the log on its own)."""
-    folder = Folder(chorus, watchers)
+def install(
+    chorus: Runtime, watchers: Sequence[FoldWatcher] = (), readers: Sequence[RecordReader] = ()
+) -> Folder:
+    """The fold role's one agent on `chorus.messages`: hand each record to the `readers`,
+    decode and validate once, fold, write the fold tables, tell the `watchers`, then the
+    driver events (the context role reads the log on its own)."""
+    folder = Folder(chorus, watchers, readers)
 
     @chorus.app.agent(chorus.messages, name="fold-messages")
     async def fold_messages(stream: Any) -> None:

@@ -1,25 +1,25 @@
 """Fold role: each channel's recent messages, for the agent context and the recap view, kept
 here so that no view asks another process for them.
 
-It reads `chorus.messages` beside the fold, through the views' own follower
-(`streams.kafka.follow`: the partitions this worker owns, from their end when it takes one
-over; no Faust agent, so nothing of the fold's consumption or commits changes), and does no
-parsing: per record it keeps the offset and Kafka timestamp in the channel's window (its
-last `RECENT_RECORDS` records) and the raw value in bounded memory. A view validates what it
-shows with the fold's gate (`validate_record`: a record the fold dead-lettered is never
-shown), keeps the conversation (not EVENTs, at most `RECAP_WINDOW`, cut as the recap window
-cuts them) and only what was folded (at or before the fold's offset), and reads back from
-the log what memory let go.
+The fold stage hands over each record of `chorus.messages` as it takes it (`on_record`: the
+log is read once per process, by Faust's consumer), and nothing is parsed then: per record
+the window of its channel keeps the offset and Kafka timestamp (its last `RECENT_RECORDS`
+records) and bounded memory the raw value. A view validates what it shows with the fold's
+gate (`Runtime.validate`: a record the fold dead-lettered is never shown), keeps the
+conversation (not EVENTs, at most `RECAP_WINDOW`, cut as the recap window cuts them) and
+only what was folded (at or before the fold's offset), and reads back from the log what
+memory let go.
 
-After a restart or a partition move the windows start empty: a view of a channel reads back
-at most `RECENT_READ_BACK` records of its partition before where the follower started, so a
-channel quiet for longer than that shows only what came after (its summary has the rest).
+After a restart or a partition move the windows of a partition taken over start empty: a
+view of a channel reads back at most `RECENT_READ_BACK` records of its partition before the
+first the fold handed over since, so a channel quiet for longer than that shows only what
+came after (its summary has the rest).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Collection
+from collections.abc import Collection, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,15 +61,11 @@ NOTHING_RECENT = Recent([])
 
 
 class RecentMessages:
-    """The windows (offsets and times) and the bodies (raw, or parsed once shown); a reader
-    of `chorus.messages` for the views' follower (`streams.kafka.follow.Followed`)."""
-
-    from_beginning = False
+    """The windows (offsets and times) and the bodies (raw, or parsed once shown), of the
+    records the fold stage hands over (`on_record`)."""
 
     def __init__(self, chorus: Runtime, reader: RangeReader | None = None) -> None:
         self.chorus = chorus
-        self.restoring: dict[int, int] = {}  # a log's tail: nothing to restore
-        self.topic = chorus.messages.get_topic_name()
         self.reader = reader
         # channel -> its last RECENT_RECORDS (offset, timestamp ms), the least recently
         # active channel first.
@@ -80,36 +76,34 @@ class RecentMessages:
             OrderedDict()
         )
         self.size = 0
-        # partition -> where the follower started reading it when this worker took it over
-        # (what comes before is read back when a view asks); channels read back since then.
+        # partition -> the first offset the fold handed over since this worker took the
+        # partition (what comes before is read back when a view asks); the partitions owned;
+        # the channels read back since they were taken.
         self.live_from: dict[int, int] = {}
+        self.owned: Set[int] = frozenset()
         self.filled: set[str] = set()
 
-    def took(self, partition: int, end: int) -> None:
-        """Taken over at `end`: a window kept from an earlier time here may lack what
-        another worker read meanwhile (bodies stay valid: a record never changes)."""
-        self._forget(lambda p: p == partition)
-        self.live_from[partition] = end
-
-    def keep_only(self, partitions: Collection[int]) -> None:
-        self._forget(lambda p: p not in partitions)
-        for gone in set(self.live_from) - set(partitions):
-            del self.live_from[gone]
-
-    def _forget(self, moved: Any) -> None:
+    def moved(self, owned: Collection[int]) -> None:
+        """This worker owns the messages partitions `owned` now: the windows of the others
+        are forgotten, and so are those of a partition taken over (another worker may have
+        folded records of it meanwhile; bodies stay valid: a record never changes)."""
+        kept = self.owned & set(owned)
         partitions = self.chorus.messages_partitions()
-        for channel in [c for c in self.windows if moved(key_partition(c.encode(), partitions))]:
-            del self.windows[channel]
-            self.filled.discard(channel)
-
-    def on_consumed(self, record: ConsumerRecord) -> None:
-        self.on_record(record.key, record.value, record.partition, record.offset, record.timestamp)
+        for channel in list(self.windows):
+            if key_partition(channel.encode(), partitions) not in kept:
+                del self.windows[channel]
+                self.filled.discard(channel)
+        for partition in set(self.live_from) - kept:
+            del self.live_from[partition]
+        self.owned = frozenset(owned)
 
     def on_record(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int, at_ms: int
     ) -> None:
+        """A record the fold takes, in log order (redelivered ones again: ignored)."""
         if not key or value is None:
             return
+        self.live_from.setdefault(partition, offset)
         channel = key.decode(errors="replace")
         window = self.windows.get(channel)
         if window is None:
@@ -176,12 +170,12 @@ class RecentMessages:
         return shown
 
     async def _fill(self, channel: str, partition: int, through: int) -> None:
-        """Read back the channel's records before where the follower started the partition
-        (at most RECENT_READ_BACK records), once per channel until partitions move; before
-        the follower has started it, up to `through`, and again at the next view."""
+        """Read back the channel's records before the first the fold handed over since this
+        worker took the partition (up to `through` when it has handed over none yet: every
+        record of the channel after it is handed over), at most RECENT_READ_BACK records,
+        once per channel until partitions move."""
+        self.filled.add(channel)
         first_live = self.live_from.get(partition)
-        if first_live is not None:
-            self.filled.add(channel)
         last = (through + 1 if first_live is None else first_live) - 1
         if last < 0 or self.reader is None:
             return
@@ -225,6 +219,13 @@ def _mine(channel: str) -> Any:
 
 
 def install(chorus: Runtime) -> RecentMessages:
-    """The windows and their read-back reader; the views' follower (`streams.worker.latest`)
-    feeds them."""
-    return RecentMessages(chorus, chorus.reader(chorus.messages.get_topic_name()))
+    """The windows, with their read-back reader, following the partitions this worker owns;
+    the fold stage hands them its records (`streams.worker.compose`)."""
+    recent = RecentMessages(chorus, chorus.reader(chorus.messages.get_topic_name()))
+    topic = chorus.messages.get_topic_name()
+
+    async def on_assigned(_: Any, assigned: Set[Any], **__: Any) -> None:
+        recent.moved({tp.partition for tp in assigned if tp.topic == topic})
+
+    chorus.app.on_partitions_assigned.connect(on_assigned)
+    return recent

@@ -27,13 +27,14 @@ def test_the_fold_role_writes_only_the_fold_and_reads_the_rest_from_the_topics()
     assert app.conf.id == "chorus" and app.conf.web_port == 6066
     assert worker.folder is not None and worker.expiry is not None
     # Summaries and recaps are the context role's: the views read them from their topics
-    # (into memory, no table) and keep the recent messages beside the fold, through a
-    # consumer of their own (no agent beside the fold's on chorus.messages).
+    # (into memory, no table) through a consumer of their own, and keep the recent messages
+    # the fold hands them (the log is read once: no other reader of chorus.messages).
     assert worker.views is not None and worker.window is not None
     assert worker.summariser is None and worker.recapper is None
     assert set(app.agents) == {"channel-config", "fold-messages"}
     followed = set(worker.views.follower.readers)
-    assert followed == {"offline.messages", "offline.summaries", "offline.recaps"}
+    assert followed == {"offline.summaries", "offline.recaps"}
+    assert worker.folder.readers == [worker.window.on_record]
     assert "fold-positions" in app.tables
     assert not any(name.startswith(("summary-", "recap-")) for name in app.tables)
 
@@ -50,6 +51,7 @@ def test_the_fold_only_worker_has_no_views() -> None:
         (("fold", "replicate"), "fold", r"unknown stages \['replicate'\]"),
         (("fold", "summaries"), "fold", r"unknown stages \['summaries'\] for the fold role"),
         (("config", "recaps"), "context", "the recaps stage reads the summaries stage"),
+        (("config", "http"), "fold", "the http stage's views read what the fold stage takes"),
     ],
 )
 def test_impossible_combinations_are_refused(

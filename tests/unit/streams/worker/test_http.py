@@ -65,7 +65,6 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
         covered_offset=1,
     )
     built.views.recaps.on_record(CHANNEL, 0, 2, recap.to_bytes())
-    built.window.took(0, 0)  # followed from the partition's start: nothing to read back
     for offset, message in enumerate(conversation()):
         built.window.on_record(CHANNEL.encode(), encode_message(message), 0, offset, 0)
     return built

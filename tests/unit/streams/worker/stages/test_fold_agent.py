@@ -94,6 +94,21 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
     assert overview.offset == 0 and overview.state["participants"] == {"ann": 1}
 
 
+async def test_each_record_the_fold_takes_reaches_its_readers_once_in_log_order() -> None:
+    """The views' recent messages come from the fold's own records (the log is read once):
+    every record in order, refused ones too (a view hides them)."""
+    worker = offline_worker()
+    assert worker.window is not None
+    message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
+    with captured():
+        async with worker.runtime.app.agents["fold-messages"].test_context() as agent:
+            await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
+            await agent.put(b"\x00not json", key=b"off/line", partition=HOME)
+            await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
+    assert [offset for offset, _ in worker.window.windows["off/line"]] == [0, 1, 2]
+    assert worker.window.live_from == {HOME: 0}
+
+
 async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_partition_folds_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -69,10 +69,10 @@ def said(content: str, kind: str = "STATUS", channel: str = CHANNEL, **extra: An
     )
 
 
-def windows(log: Log | None = None, took_at: int = 0) -> RecentMessages:
-    """Windows whose follower took the channel's partition over at offset `took_at`."""
+def windows(log: Log | None = None) -> RecentMessages:
+    """Windows of a worker that owns the channel's partition."""
     recent = RecentMessages(Owner(), log)  # type: ignore[arg-type]
-    recent.took(PARTITION, took_at)
+    recent.moved({PARTITION})
     return recent
 
 
@@ -125,16 +125,16 @@ async def test_after_a_move_a_window_is_read_back_from_before_the_agent_took_ove
     for offset in range(30):
         channel = CHANNEL if offset % 3 == 0 else "other/c"
         log.records[offset] = (channel.encode(), said(f"m{offset}", channel=channel))
-    recent = windows(log, took_at=30)
+    recent = windows(log)
     recent.on_record(CHANNEL.encode(), said("live"), PARTITION, 30, 30)
     with patch.object(recent_module, "RECENT_READ_BACK", 10):
         found = await recent.recent(CHANNEL, through=30)
-    # At most RECENT_READ_BACK records before where the follower started (offset 30).
+    # At most RECENT_READ_BACK records before the first the fold handed over (offset 30).
     assert log.reads[0] == (20, 29)
     assert [offset for offset, _ in found.messages] == [21, 24, 27, 30]
     await recent.recent(CHANNEL, through=30)
     assert len(log.reads) == 1  # once per channel until partitions move
-    recent.keep_only({PARTITION + 1})  # the partition moved away: its windows forgotten
+    recent.moved({PARTITION + 1})  # the partition moved away: its windows forgotten
     assert not recent.windows and not recent.filled and PARTITION not in recent.live_from
 
 
@@ -147,30 +147,26 @@ async def test_a_channel_this_worker_does_not_own_or_has_not_folded_shows_nothin
 
 
 async def test_a_partition_taken_over_again_forgets_its_old_windows() -> None:
-    recent = windows()
-    recent.on_record(CHANNEL.encode(), said("before"), PARTITION, 0, 0)
     other = key_partition(OTHER.encode(), PARTITIONS)
+    recent = windows()
+    recent.moved({PARTITION, other})
+    recent.on_record(CHANNEL.encode(), said("before"), PARTITION, 0, 0)
     recent.on_record(OTHER.encode(), said("elsewhere", channel=OTHER), other, 0, 0)
-    recent.took(PARTITION, 7)  # away and back: what came between is not in this window
-    assert CHANNEL not in recent.windows and recent.live_from[PARTITION] == 7
-    assert OTHER in recent.windows  # another partition's windows stay
+    recent.moved({other})
+    recent.moved({PARTITION, other})  # away and back: what came between is not in its window
+    assert CHANNEL not in recent.windows and PARTITION not in recent.live_from
+    assert OTHER in recent.windows and recent.live_from[other] == 0  # another partition's stay
 
 
-async def test_a_window_is_filled_up_to_where_the_follower_started_whatever_the_fold_did() -> None:
-    """The follower starts a partition at its end while the fold may still be behind: the
-    messages in between show once folded, not never."""
+async def test_before_the_fold_hands_over_a_record_a_view_reads_back_to_the_fold_s_offset() -> None:
+    """Taken over with nothing handed over yet: what the fold folded is read back once, and
+    every record of the channel after it comes from the fold."""
     log = Log()
     for offset in range(6):
         log.records[offset] = (CHANNEL.encode(), said(f"m{offset}"))
-    recent = windows(log, took_at=6)
+    recent = windows(log)
     assert [o for o, _ in (await recent.recent(CHANNEL, through=2)).messages] == [0, 1, 2]
+    for offset in range(3, 6):
+        recent.on_record(CHANNEL.encode(), said(f"m{offset}"), PARTITION, offset, offset)
     assert [o for o, _ in (await recent.recent(CHANNEL, through=5)).messages] == [0, 1, 2, 3, 4, 5]
-    assert log.reads == [(0, 5)]
-
-
-async def test_before_the_follower_started_a_partition_a_view_reads_back_and_asks_again() -> None:
-    log = Log()
-    log.records[0] = (CHANNEL.encode(), said("m0"))
-    recent = RecentMessages(Owner(), log)  # type: ignore[arg-type]
-    assert [o for o, _ in (await recent.recent(CHANNEL, through=0)).messages] == [0]
-    assert CHANNEL not in recent.filled  # filled for good once the follower has started
+    assert log.reads == [(0, 2)] and CHANNEL in recent.filled
