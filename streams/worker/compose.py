@@ -129,7 +129,7 @@ def build_worker(
         expiring = expiry.install(runtime)
         readers = [window.on_record] if window is not None else []
         folder = fold.install(runtime, watchers=[expiring.on_folded], readers=readers)
-        stalls.install(runtime, runtime.next_offset)
+        stalls.install(runtime)
     if "shadow" in stages:
         shadow.install(runtime)
     if window is None:

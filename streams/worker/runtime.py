@@ -10,11 +10,12 @@ import functools
 import logging
 import ssl
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import faust
 from faust.types import TP as TopicPartition
+from faust.types import EventT
 
 from projections.channel import ChannelStanding, standing
 from projections.model import LogPosition, Message
@@ -246,6 +247,10 @@ class Runtime:
         channel per checkpoint. Made when the first stage asks (before the app starts)."""
         return Columns(self.checkpoint, self.table("channel-state"))
 
+    def folds_of(self, channel: str) -> dict[str, Folded | None]:
+        """Every projection's fold of `channel` as this process holds it, checkpointed or not."""
+        return {name: table.get(channel) for name, table in self.folds.items()}
+
     def folded(self, channel: str, name: str) -> Folded | None:
         """The fold of `channel` by projection `name` as this process holds it, checkpointed
         or not (None when there is none): the one way the views, timers and checks read a
@@ -261,6 +266,19 @@ class Runtime:
             partitions=self.settings.partitions,
             extra_topic_configs=changelog_config(self.settings),
         )
+
+    def take_messages(
+        self, name: str, on_batch: Callable[[Sequence[EventT]], Awaitable[None]]
+    ) -> None:
+        """The role's agent `name` on chorus.messages: `on_batch` is handed what arrives, in
+        batches of at most CHORUS_FOLD_BATCH_MAX records or CHORUS_FOLD_BATCH_WAIT_MS."""
+
+        @self.app.agent(self.messages, name=name)
+        async def take(stream: Any) -> None:
+            settings = self.settings
+            wait = settings.fold_batch_wait_ms / 1000
+            async for batch in stream.take_events(settings.fold_batch_max, wait):
+                await on_batch(batch)
 
     def reader(self, topic: str) -> RangeReader:
         """A reader of offset ranges of `topic` (`streams.kafka.consume.RangeReader`: one
@@ -376,7 +394,7 @@ class Runtime:
         """Where the channel stands by its folds and its termination conditions (None: no
         fold of it here). Kept for the last STANDINGS_KEPT channels asked, while their fold
         offsets and conditions are the same: views that list every channel ask often."""
-        stored = {name: table.get(channel) for name, table in self.folds.items()}
+        stored = self.folds_of(channel)
         if all(folded is None for folded in stored.values()):
             return None
         conditions = self.configs.conditions(channel)

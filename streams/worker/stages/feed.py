@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from faust.types import EventT
 
@@ -82,11 +81,5 @@ class Feed:
 def install(chorus: Runtime, followers: Sequence[Follower]) -> Feed:
     feed = Feed(chorus, followers)
 
-    @chorus.app.agent(chorus.messages, name="feed-messages")
-    async def feed_messages(stream: Any) -> None:
-        settings = chorus.settings
-        batches = stream.take_events(settings.fold_batch_max, settings.fold_batch_wait_ms / 1000)
-        async for batch in batches:
-            await feed.on_batch(batch)
-
+    chorus.take_messages("feed-messages", feed.on_batch)
     return feed

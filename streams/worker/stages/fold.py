@@ -110,10 +110,6 @@ class Folder:
                     found[name] = state
         return found
 
-    def stored_folds(self, channel: str) -> dict[str, Folded | None]:
-        """The channel's folds as this process holds them, checkpointed or not."""
-        return {name: table.get(channel) for name, table in self.folds.items()}
-
     def remember(self, channel: str, steps: list[ProjectionStep]) -> None:
         for done in steps:
             # Only immutable pydantic states: a plain-data state must be folded from its
@@ -248,7 +244,7 @@ class Folder:
         self, message: Message, key: bytes | None, value: bytes | None, partition: int, offset: int
     ) -> list[DriverEvent]:
         channel = message.channel
-        stored = self.stored_folds(channel)
+        stored = self.chorus.folds_of(channel)
         steps = step(
             self.chorus.projections,
             stored,
@@ -308,11 +304,5 @@ def install(
     driver events (the context role reads the log on its own)."""
     folder = Folder(chorus, watchers, readers)
 
-    @chorus.app.agent(chorus.messages, name="fold-messages")
-    async def fold_messages(stream: Any) -> None:
-        settings = chorus.settings
-        batches = stream.take_events(settings.fold_batch_max, settings.fold_batch_wait_ms / 1000)
-        async for batch in batches:
-            await folder.on_batch(batch)
-
+    chorus.take_messages("fold-messages", folder.on_batch)
     return folder

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from faust.types import TP as TopicPartition
@@ -85,17 +85,11 @@ class StallWatch:
 
 class StallGuard:
     """The timer's body, apart from Faust's decorators so tests can drive it: it reads the
-    fold's next offsets (`next_offset`, by partition; the fold owns them) and the consumer's
-    high watermarks, and seeks back what `StallWatch` finds stalled."""
+    fold's next offsets (`Runtime.next_offset`) and the consumer's high watermarks, and
+    seeks back what `StallWatch` finds stalled."""
 
-    def __init__(
-        self,
-        chorus: Runtime,
-        next_offset: Callable[[int], int | None],
-        watch: StallWatch | None = None,
-    ) -> None:
+    def __init__(self, chorus: Runtime, watch: StallWatch | None = None) -> None:
         self.chorus = chorus
-        self.next_offset = next_offset
         self.watch = watch or StallWatch()
 
     async def unstall(self, now: float) -> list[Stall]:
@@ -112,7 +106,7 @@ class StallGuard:
         next_offsets = {
             tp.partition: found
             for tp in owned
-            for found in [self.next_offset(tp.partition)]
+            for found in [self.chorus.next_offset(tp.partition)]
             if found is not None
         }
         if not next_offsets:
@@ -132,10 +126,9 @@ class StallGuard:
         return stalls
 
 
-def install(chorus: Runtime, next_offset: Callable[[int], int | None]) -> StallGuard:
-    """The stall watch (the fold role), over the fold stage's next offsets
-    (`Runtime.next_offset`, wired by `streams.worker.compose`)."""
-    guard = StallGuard(chorus, next_offset)
+def install(chorus: Runtime) -> StallGuard:
+    """The stall watch (the fold role), over the fold's next offsets."""
+    guard = StallGuard(chorus)
 
     @chorus.app.timer(STALL_CHECK_SECONDS, name="watch-stalls")
     async def watch_stalls() -> None:

@@ -67,8 +67,10 @@ async def test_the_stage_seeks_a_stalled_partition_back_and_resumes_it() -> None
     app = SimpleNamespace(
         rebalancing=False, in_recovery=False, assignor=assignor, consumer=consumer
     )
-    runtime = SimpleNamespace(app=app, messages=chorus.messages, meter=chorus.meter)
-    guard = StallGuard(runtime, {0: 12, 1: 7}.get)  # type: ignore[arg-type]
+    runtime = SimpleNamespace(
+        app=app, messages=chorus.messages, meter=chorus.meter, next_offset={0: 12, 1: 7}.get
+    )
+    guard = StallGuard(runtime)  # type: ignore[arg-type]
     # 38 records wait on partition 0, none on partition 1
     assert await guard.unstall(0.0) == []
     assert await guard.unstall(10.0) == []
