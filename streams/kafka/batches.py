@@ -6,13 +6,17 @@ records are appended to closed `BatchBuilder`s (`create_batch`, `send_batch`) th
 at once, and the broker's acknowledgement of a batch gives every record's offset (the
 batch's base offset plus its place in the batch). A record batch is appended to a
 partition's log whole or not at all.
+
+`Outbox` gathers records that concurrent tasks send one at a time (summaries, recaps) into
+one `publish` per `linger`: a produce request per lot, not per record, and as few fetches
+woken in each reader of the topic.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,3 +155,50 @@ async def _alone(
         log.error("%s refused a record of %s bytes: %r", topic, len(value or b""), error)
         return None, error
     return int(metadata.offset), None
+
+
+class Outbox:
+    """Records sent one at a time by concurrent tasks, produced together: the first record
+    of a lot waits `linger` seconds for others, then the lot goes out in one `publish`, and
+    each `send` returns its record's offset once the lot is acknowledged, or raises what
+    publishing raised (`PublishFailed`), or the broker's error for a record it refused for
+    good. A lot holds what the tasks sent within `linger`: bounded by the tasks."""
+
+    def __init__(
+        self, publish: Callable[[Sequence[Record]], Awaitable[Published]], linger: float
+    ) -> None:
+        self._publish = publish
+        self.linger = linger
+        self._lot: list[tuple[Record, asyncio.Future[int | None]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def send(self, record: Record) -> int | None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int | None] = loop.create_future()
+        self._lot.append((record, future))
+        if len(self._lot) == 1:
+            loop.call_later(self.linger, self._start_lot)
+        return await future
+
+    def _start_lot(self) -> None:
+        task = asyncio.ensure_future(self._send_lot())
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send_lot(self) -> None:
+        lot, self._lot = self._lot, []
+        try:
+            published = await self._publish([record for record, _ in lot])
+        except Exception as error:
+            for _, future in lot:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        refused = {one.index: one.error for one in published.refused}
+        for index, (_, future) in enumerate(lot):
+            if future.done():  # its sender was cancelled
+                continue
+            if index in refused:
+                future.set_exception(refused[index])
+            else:
+                future.set_result(published.offsets[index])

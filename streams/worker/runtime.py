@@ -22,7 +22,7 @@ from projections.model import LogPosition, Message
 from projections.projection import ChannelProjection, Folded
 from streams.dead_letters import send_dead_letter
 from streams.fold_store import stored_folded
-from streams.kafka.batches import Published, Record, publish
+from streams.kafka.batches import Outbox, Published, Record, publish
 from streams.kafka.clients import bootstrap_servers
 from streams.kafka.consume import RangeReader
 from streams.kafka.groups import group_instance_id
@@ -53,6 +53,11 @@ FOLDED = Codec(encode=Folded.as_record, decode=stored_folded)
 # While Faust waits for every delivered message to be acknowledged, how often what is held
 # is checkpointed.
 WAIT_EMPTY_CHECKPOINT_SECONDS = 0.05
+
+# How long a summary or recap waits for others before they are produced together
+# (`streams.kafka.batches.Outbox`): each lot is one produce request and wakes each reader
+# of the topic once, instead of once per record; nothing waits on a summary this long.
+OUTBOX_LINGER_SECONDS = 0.2
 
 # Channels whose standing (`Runtime.standing`) is kept between views.
 STANDINGS_KEPT = 10_000
@@ -312,6 +317,11 @@ class Runtime:
         the guarantee and what `PublishFailed` means)."""
         producer = await self.app.maybe_start_producer()
         return await publish(producer._ensure_producer(), topic.get_topic_name(), records)
+
+    def outbox(self, topic: Any) -> Outbox:
+        """Records that concurrent tasks produce to `topic` one at a time, sent in lots
+        (`streams.kafka.batches.Outbox`, OUTBOX_LINGER_SECONDS)."""
+        return Outbox(lambda records: self.publish(topic, records), OUTBOX_LINGER_SECONDS)
 
     def changelog_topics(self) -> list[str]:
         """Every table's changelog topic (to create them before Faust's clients start)."""

@@ -182,6 +182,7 @@ class Recapper:
         )
         self.generating: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.outbox = chorus.outbox(chorus.recaps)
         # channel -> its recap status, for the deadline timer: kept by every write, rebuilt
         # from the table by `rescan`.
         self.statuses: dict[str, RecapStatus] = {}
@@ -321,9 +322,7 @@ class Recapper:
             self.generating.pop(channel, None)
 
     async def publish(self, record: RecapRecord, partition: int) -> None:
-        await self.chorus.recaps.send(
-            key=record.channel.encode(), value=record.to_bytes(), partition=partition
-        )
+        await self.outbox.send((record.channel.encode(), record.to_bytes(), partition))
 
 
 def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:

@@ -134,6 +134,7 @@ class Summariser:
         # the next batch waits for it, so it builds on the summary it follows.
         self.launched: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.outbox = chorus.outbox(chorus.summaries)
         # channel -> when its pending batch falls due (count threshold reached: at once).
         self.due_at: dict[str, datetime] = {}
         self.rescan = chorus.checkpoint.rescan()
@@ -250,9 +251,7 @@ class Summariser:
             messages = await self.messages_of(channel, batch, partition)
             previous = (await self.latest.latest(channel, partition)).record
             record = await summarise_batch(self.summariser, channel, batch, messages, previous)
-            await self.chorus.summaries.send(
-                key=channel.encode(), value=record.to_bytes(), partition=partition
-            )
+            await self.outbox.send((channel.encode(), record.to_bytes(), partition))
         except Exception:  # the default wiring falls back itself; this guards user wiring
             log.exception("summary of %s failed; the batch stays pending", channel)
             self.launched.pop(channel, None)

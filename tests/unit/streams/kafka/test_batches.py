@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from aiokafka.errors import (
     NotLeaderForPartitionError,
 )
 
-from streams.kafka.batches import PublishFailed, Record, publish
+from streams.kafka.batches import Outbox, Published, PublishFailed, Record, Refused, publish
 
 RECORDS: list[Record] = [(b"a", b"1", 0), (b"b", b"2", 1), (b"c", b"3", 0)]
 
@@ -179,3 +180,31 @@ async def test_a_retriable_failure_when_sent_alone_still_raises() -> None:
     await settle_next(producer, 2, NotLeaderForPartitionError())
     with pytest.raises(PublishFailed, match="not acknowledged"):
         await asyncio.wait_for(task, 1)
+
+
+async def test_an_outbox_sends_what_tasks_send_within_its_linger_in_one_publish() -> None:
+    lots: list[list[Record]] = []
+
+    async def publish_lot(records: Sequence[Record]) -> Published:
+        lots.append(list(records))
+        too_large = [i for i, (_, value, _) in enumerate(records) if value == b"v1"]
+        offsets = [None if i in too_large else 10 + i for i in range(len(records))]
+        return Published(offsets, [Refused(i, MessageSizeTooLargeError()) for i in too_large])
+
+    outbox = Outbox(publish_lot, linger=0.01)
+    sent = [asyncio.ensure_future(outbox.send((b"k", f"v{i}".encode(), 0))) for i in range(3)]
+    done = await asyncio.gather(*sent, return_exceptions=True)
+    assert lots == [[(b"k", b"v0", 0), (b"k", b"v1", 0), (b"k", b"v2", 0)]]  # one publish
+    assert done[0] == 10 and done[2] == 12
+    assert isinstance(done[1], MessageSizeTooLargeError)  # refused for good: its sender only
+    assert await outbox.send((b"k", b"later", 1)) == 10 and len(lots) == 2  # a new lot
+
+
+async def test_an_outbox_lot_that_fails_fails_every_sender_in_it() -> None:
+    async def publish_lot(records: Sequence[Record]) -> Published:
+        raise PublishFailed("no leader")
+
+    outbox = Outbox(publish_lot, linger=0.0)
+    sent = [asyncio.ensure_future(outbox.send((b"k", b"v", 0))) for _ in range(2)]
+    done = await asyncio.gather(*sent, return_exceptions=True)
+    assert [type(outcome) for outcome in done] == [PublishFailed, PublishFailed]

@@ -14,6 +14,7 @@ from unittest.mock import patch
 import orjson
 
 from projections.summarise.pending import MAX_COMPACTED_PARTS, spoken
+from streams.kafka.batches import Published, Record
 from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.compose import build_worker
@@ -154,11 +155,12 @@ async def test_bodies_memory_let_go_are_read_back_and_what_the_log_lacks_is_coun
 
     sent: list[bytes] = []
 
-    async def capture(*_: Any, value: bytes = b"", **__: Any) -> None:
-        sent.append(value)
+    async def capture(_: Runtime, topic: Any, records: Sequence[Record]) -> Published:
+        sent.extend(value for _, value, _ in records if value is not None)
+        return Published(list(range(len(records))), [])
 
     summariser.bodies.reader.read = log_without_them  # type: ignore[method-assign]
-    with patch("faust.topics.Topic.send", capture):
+    with patch.object(Runtime, "publish", capture):
         await summariser.summarise(CHANNEL, summariser.batch_of(CHANNEL), partition=3)
 
     assert asked == [(3, 0, 1, None)]
