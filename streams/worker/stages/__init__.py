@@ -10,8 +10,9 @@ summaries   pending batch ─► summariser task ─► chorus.summaries, read b
             follower (the latest of each channel, in memory: what the next batch builds on)
 recaps      phase + deadline ─► timer ─► recap task ─► chorus.recaps, read back by its own
             agent into the channel state (the phase and the latest recap)
-recent    (fold role) chorus.messages ─► each channel's last records, for the views (which
-          read the latest summaries and recaps from their topics: `streams.worker.latest`)
+recent    (fold role) each record the fold takes ─► its channel's last records, for the
+          views (which read the latest summaries and recaps from their topics:
+          `streams.worker.latest`)
 shadow    (fold role) now and then, a sample of channels re-folded from the log and compared
 
 Each has an `install(runtime, ...)`; `streams.worker.compose.build_worker` calls them.
