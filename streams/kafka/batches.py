@@ -157,18 +157,26 @@ async def _alone(
     return int(metadata.offset), None
 
 
+# The most records an `Outbox` lot holds: one at that size goes out at once.
+OUTBOX_MAX_RECORDS = 500
+
+
 class Outbox:
     """Records sent one at a time by concurrent tasks, produced together: the first record
     of a lot waits `linger` seconds for others, then the lot goes out in one `publish`, and
     each `send` returns its record's offset once the lot is acknowledged, or raises what
     publishing raised (`PublishFailed`), or the broker's error for a record it refused for
-    good. A lot holds what the tasks sent within `linger`: bounded by the tasks."""
+    good. Bounded: a lot that reaches `max_records` goes out at once, without waiting."""
 
     def __init__(
-        self, publish: Callable[[Sequence[Record]], Awaitable[Published]], linger: float
+        self,
+        publish: Callable[[Sequence[Record]], Awaitable[Published]],
+        linger: float,
+        max_records: int = OUTBOX_MAX_RECORDS,
     ) -> None:
         self._publish = publish
         self.linger = linger
+        self.max_records = max_records
         self._lot: list[tuple[Record, asyncio.Future[int | None]]] = []
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -176,17 +184,22 @@ class Outbox:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int | None] = loop.create_future()
         self._lot.append((record, future))
-        if len(self._lot) == 1:
+        if len(self._lot) >= self.max_records:
+            self._start_lot()
+        elif len(self._lot) == 1:
             loop.call_later(self.linger, self._start_lot)
         return await future
 
     def _start_lot(self) -> None:
-        task = asyncio.ensure_future(self._send_lot())
+        """Send the lot gathered so far (the linger's timer may then find an empty one)."""
+        if not self._lot:
+            return
+        task = asyncio.ensure_future(self._send_lot(self._lot))
+        self._lot = []
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send_lot(self) -> None:
-        lot, self._lot = self._lot, []
+    async def _send_lot(self, lot: list[tuple[Record, asyncio.Future[int | None]]]) -> None:
         try:
             published = await self._publish([record for record, _ in lot])
         except Exception as error:

@@ -208,3 +208,18 @@ async def test_an_outbox_lot_that_fails_fails_every_sender_in_it() -> None:
     sent = [asyncio.ensure_future(outbox.send((b"k", b"v", 0))) for _ in range(2)]
     done = await asyncio.gather(*sent, return_exceptions=True)
     assert [type(outcome) for outcome in done] == [PublishFailed, PublishFailed]
+
+
+async def test_an_outbox_lot_at_its_bound_goes_out_at_once() -> None:
+    lots: list[int] = []
+
+    async def publish_lot(records: Sequence[Record]) -> Published:
+        lots.append(len(records))
+        return Published(list(range(len(records))), [])
+
+    outbox = Outbox(publish_lot, linger=60.0, max_records=3)  # the linger never ends here
+    sent = [asyncio.ensure_future(outbox.send((b"k", b"v", 0))) for _ in range(7)]
+    done = await asyncio.wait_for(asyncio.gather(*sent[:6]), 5)
+    assert lots == [3, 3] and done == [0, 1, 2, 0, 1, 2]  # two full lots, not one of 7
+    assert not sent[6].done()  # the seventh waits for its linger
+    sent[6].cancel()
