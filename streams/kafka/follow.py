@@ -102,13 +102,17 @@ class LatestBook(Generic[R]):
         goes_back: Callable[[R, R], bool] | None = None,
         kept_bytes: int = LATEST_KEPT_BYTES,
         on_dropped: Callable[[], None] | None = None,
+        on_latest: Callable[[R, int], None] | None = None,
     ) -> None:
+        """`on_latest(record, partition)`: told of each record read that becomes its
+        channel's latest."""
         self.topic = topic
         self.parse = parse
         self.reader = reader
         self.goes_back = goes_back
         self.kept_bytes = kept_bytes
         self.on_dropped = on_dropped
+        self.on_latest = on_latest
         # channel -> (partition, offset) of its latest record: every channel read.
         self.positions: dict[str, tuple[int, int]] = {}
         # channel -> (record, its size): the least recently read or written first.
@@ -142,6 +146,8 @@ class LatestBook(Generic[R]):
         self._forget(channel)
         self.positions[channel] = (partition, offset)
         self._keep(channel, record, len(value))
+        if self.on_latest is not None:
+            self.on_latest(record, partition)
 
     def _keep(self, channel: str, record: R, size: int) -> None:
         self.records[channel] = (record, size)

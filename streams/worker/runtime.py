@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import ssl
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
@@ -23,7 +22,7 @@ from projections.projection import ChannelProjection, Folded
 from streams.dead_letters import send_dead_letter
 from streams.fold_store import stored_folded
 from streams.kafka.batches import Outbox, Published, Record, publish
-from streams.kafka.clients import bootstrap_servers
+from streams.kafka.clients import bootstrap_servers, client_options
 from streams.kafka.consume import RangeReader
 from streams.kafka.groups import group_instance_id
 from streams.llm.metering import CostMeter
@@ -98,15 +97,13 @@ def role_data_dir(settings: Settings, role: Role) -> str:
 
 
 def _credentials(settings: Settings) -> Any:
-    context = None
-    if settings.security_protocol in ("SSL", "SASL_SSL"):
-        context = ssl.create_default_context(
-            cafile=str(settings.ssl_cafile) if settings.ssl_cafile else None
-        )
+    """Faust's form of the TLS and SASL options every chorus client uses."""
+    options = client_options(settings)
+    context = options.get("ssl_context")
     if settings.sasl_mechanism:
         return faust.SASLCredentials(
-            username=settings.sasl_username,
-            password=settings.sasl_password.get_secret_value() if settings.sasl_password else None,
+            username=options["sasl_plain_username"],
+            password=options["sasl_plain_password"],
             mechanism=settings.sasl_mechanism,
             ssl_context=context,
         )
@@ -276,14 +273,22 @@ class Runtime:
         self, name: str, on_batch: Callable[[Sequence[EventT]], Awaitable[None]]
     ) -> None:
         """The role's agent `name` on chorus.messages: `on_batch` is handed what arrives, in
-        batches of at most CHORUS_FOLD_BATCH_MAX records or CHORUS_FOLD_BATCH_WAIT_MS."""
+        batches of at most CHORUS_FOLD_BATCH_MAX records or CHORUS_FOLD_BATCH_WAIT_MS,
+        between two checkpoints (`Checkpoint.between_batches`). The batch's records stay
+        held until a checkpoint holds what they changed (at once when the memory bound is
+        met)."""
 
         @self.app.agent(self.messages, name=name)
         async def take(stream: Any) -> None:
-            settings = self.settings
+            settings, checkpoint = self.settings, self.checkpoint
             wait = settings.fold_batch_wait_ms / 1000
             async for batch in stream.take_events(settings.fold_batch_max, wait):
-                await on_batch(batch)
+                async with checkpoint.between_batches():
+                    for event in batch:
+                        checkpoint.hold(event)
+                    await on_batch(batch)
+                if checkpoint.over_bound():
+                    await checkpoint.checkpoint()
 
     def reader(self, topic: str) -> RangeReader:
         """A reader of offset ranges of `topic` (`streams.kafka.consume.RangeReader`: one
@@ -327,14 +332,11 @@ class Runtime:
         """Every table's changelog topic (to create them before Faust's clients start)."""
         return sorted(table.changelog_topic.get_topic_name() for table in self.app.tables.values())
 
-    def _refused(self, refused: RefusedWrite) -> None:
-        log.error("%s (source %s@%s)", refused.reason, refused.partition, refused.offset)
-        self.meter.refused_writes.labels(refused.table).inc()
-
     async def _refused_in_checkpoint(self, refused: RefusedWrite) -> None:
         """A checkpoint's write too large for its changelog: logged, counted and sent to
         the dead letters with the position of the message that made it."""
-        self._refused(refused)
+        log.error("%s (source %s@%s)", refused.reason, refused.partition, refused.offset)
+        self.meter.refused_writes.labels(refused.table).inc()
         await self.dead_letter(
             refused.reason,
             "table-write",

@@ -60,22 +60,15 @@ class Feed:
                 await self.chorus.dead_letter(reason, stage, key, value, partition, offset)
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
-        """Follow a batch; its records stay held until a checkpoint holds what the followers
-        changed (at once when the memory bound is met)."""
-        checkpoint = self.chorus.checkpoint
-        async with checkpoint.between_batches():
-            for event in batch:
-                checkpoint.hold(event)
-                record = event.message
-                await self.on_record(
-                    event.key,
-                    event.value,
-                    record.partition,
-                    record.offset,
-                    int(record.timestamp * 1000),  # as the fold reads it: the same defaults
-                )
-        if checkpoint.over_bound():
-            await checkpoint.checkpoint()
+        for event in batch:
+            record = event.message
+            await self.on_record(
+                event.key,
+                event.value,
+                record.partition,
+                record.offset,
+                int(record.timestamp * 1000),  # as the fold reads it: the same defaults
+            )
 
 
 def install(chorus: Runtime, followers: Sequence[Follower]) -> Feed:

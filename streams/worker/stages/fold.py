@@ -154,33 +154,27 @@ class Folder:
             return []
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
-        """Fold a batch taken from the stream, then wake drivers; the batch's records stay
-        held until a checkpoint holds what they changed (at once when the memory bound is
-        met)."""
-        checkpoint = self.chorus.checkpoint
-        async with checkpoint.between_batches():
-            signals: list[Signal] = []
-            sent: asyncio.Task[None] | None = None
-            limit = self.settings.max_message_bytes
-            for event in batch:
-                checkpoint.hold(event)
-                record = event.message
-                woken = await self.on_record(
-                    event.key,
-                    event.value,
-                    record.partition,
-                    record.offset,
-                    int(record.timestamp * 1000),  # Faust gives seconds
-                )
-                # Encoded now: the states they carry must not change before the batch ends.
-                signals += [signal_of(driver_event, limit) for driver_event in woken]
-                if len(signals) >= SIGNALS_AT_ONCE:  # on their way while the rest folds
-                    sent = asyncio.ensure_future(self.signal_after(sent, signals))
-                    signals = []
-                    await asyncio.sleep(0)  # let it queue its record batches now
-            await self.signal_after(sent, signals)
-        if checkpoint.over_bound():
-            await checkpoint.checkpoint()
+        """Fold a batch taken from the stream (`Runtime.take_messages` holds its records
+        until a checkpoint holds what they changed), then wake drivers."""
+        signals: list[Signal] = []
+        sent: asyncio.Task[None] | None = None
+        limit = self.settings.max_message_bytes
+        for event in batch:
+            record = event.message
+            woken = await self.on_record(
+                event.key,
+                event.value,
+                record.partition,
+                record.offset,
+                int(record.timestamp * 1000),  # Faust gives seconds
+            )
+            # Encoded now: the states they carry must not change before the batch ends.
+            signals += [signal_of(driver_event, limit) for driver_event in woken]
+            if len(signals) >= SIGNALS_AT_ONCE:  # on their way while the rest folds
+                sent = asyncio.ensure_future(self.signal_after(sent, signals))
+                signals = []
+                await asyncio.sleep(0)  # let it queue its record batches now
+        await self.signal_after(sent, signals)
 
     async def signal_after(
         self, earlier: asyncio.Task[None] | None, signals: Sequence[Signal]

@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Set
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-
-from aiokafka import ConsumerRecord
 
 from projections.model import Message, utc_now
 from projections.summarise import (
@@ -122,9 +120,10 @@ class Summariser:
             chorus.reader(topic),
             goes_back=summary_goes_back,
             on_dropped=chorus.meter.latest_dropped.labels(topic).inc,
+            on_latest=self.on_summary,
         )
         # Per channel, the last offset its latest summary covers (the book may drop the
-        # record itself from memory): forgotten with the channel's partition.
+        # record itself from memory): forgotten with the channel's partition (`moved`).
         self.covered: dict[str, tuple[int, int]] = {}
         # Per channel, the pending batch's header (offsets, pending_since, compacted spans),
         # written once per checkpoint (`streams.worker.checkpoint`).
@@ -138,6 +137,10 @@ class Summariser:
         # channel -> when its pending batch falls due (count threshold reached: at once).
         self.due_at: dict[str, datetime] = {}
         self.rescan = chorus.checkpoint.rescan()
+
+    def moved(self, owned: Collection[int]) -> None:
+        """This worker owns the messages partitions `owned` now."""
+        self.covered = {c: at for c, at in self.covered.items() if at[0] in owned}
 
     def narrative(self, channel: str) -> str | None:
         """What the channel's latest summary says was said (None before its first, or while
@@ -333,37 +336,6 @@ def summariser_from_settings(
     )
 
 
-class SummariesRead:
-    """What the follower reads of `chorus.summaries` for the summaries stage: the book's
-    latest summaries, each new one handed to `Summariser.on_summary`."""
-
-    from_beginning = True
-
-    def __init__(self, summariser: Summariser) -> None:
-        self.summariser = summariser
-        self.book = summariser.latest
-        self.topic = self.book.topic
-        self.restoring = self.book.restoring
-
-    def took(self, partition: int, end: int) -> None:
-        self.book.took(partition, end)
-
-    def on_consumed(self, record: ConsumerRecord) -> None:
-        self.book.on_consumed(record)
-        channel = record.key.decode(errors="replace") if record.key else ""
-        if self.book.positions.get(channel) == (record.partition, record.offset):
-            latest = self.book.records.get(channel)
-            if latest is not None:
-                self.summariser.on_summary(latest[0], record.partition)
-
-    def keep_only(self, partitions: Collection[int]) -> None:
-        self.book.keep_only(partitions)
-        covered = self.summariser.covered
-        for channel, (partition, _) in list(covered.items()):
-            if partition not in partitions:
-                del covered[channel]
-
-
 def install(chorus: Runtime) -> Summariser:
     """The summaries stage (the context role): the follower of `chorus.summaries` and the
     timer of the time thresholds; the feed hands it the messages (`Summariser.on_message`)."""
@@ -379,8 +351,14 @@ def install(chorus: Runtime) -> Summariser:
     )
 
     follower = Follower(
-        chorus.settings, chorus.servers, [SummariesRead(summariser)], chorus.owned_partitions
+        chorus.settings, chorus.servers, [summariser.latest], chorus.owned_partitions
     )
+    topic = chorus.messages.get_topic_name()
+
+    async def on_assigned(_: Any, assigned: Set[Any], **__: Any) -> None:
+        summariser.moved({tp.partition for tp in assigned if tp.topic == topic})
+
+    chorus.app.on_partitions_assigned.connect(on_assigned)
 
     @chorus.app.task
     async def read_the_latest_summaries() -> None:

@@ -103,6 +103,23 @@ async def test_a_partition_moved_away_is_forgotten() -> None:
     assert latest.current(0).offset is None
 
 
+def test_on_latest_is_told_only_of_records_that_become_the_latest() -> None:
+    told: list[tuple[int | None, int]] = []
+    latest: LatestBook[Any] = LatestBook(
+        TOPIC,
+        SummaryRecord.model_validate_json,
+        None,
+        goes_back=summary_goes_back,
+        on_latest=lambda record, partition: told.append((record.last_offset, partition)),
+    )
+    latest.on_record("a/1", 2, 10, summary("a/1", 3))
+    latest.on_record("a/1", 2, 11, b"not json")
+    latest.on_record("a/1", 2, 12, summary("a/1", 1))  # goes back: not the latest
+    latest.on_record("a/1", 2, 13, None)
+    latest.on_record("a/1", 2, 14, summary("a/1", 8))
+    assert told == [(3, 2), (8, 2)]
+
+
 class FakeKafka:
     """The part of AIOKafkaConsumer the follower uses, over in-memory partitions; `assign`
     forgets every position, as aiokafka's does (a partition with none starts at its end)."""

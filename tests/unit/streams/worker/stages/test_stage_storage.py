@@ -20,7 +20,7 @@ from streams.settings import Settings
 from streams.worker.compose import build_worker
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recaps import RECAP_WINDOW
-from streams.worker.stages.summaries import SummariesRead, Summariser, header_batch, header_of
+from streams.worker.stages.summaries import Summariser, header_batch, header_of
 
 CHANNEL = "store/age"
 
@@ -50,9 +50,8 @@ async def fold_messages(
                 message["content"] = f"m{n}"
                 await agent.put(orjson.dumps(message), key=CHANNEL.encode())
         # What the follower reads of the summaries topic, in order, after the messages.
-        read = SummariesRead(summariser)
         for offset, record in enumerate(published):
-            read.on_consumed(
+            summariser.latest.on_consumed(
                 SimpleNamespace(  # type: ignore[arg-type]
                     key=CHANNEL.encode(), value=record.to_bytes(), partition=0, offset=offset
                 )
@@ -105,6 +104,10 @@ async def test_a_summary_trims_the_header_and_forgets_the_bodies_it_covers() -> 
     assert stored(chorus)["pending"]["offsets"] == [3, 4]
     kept = summariser.bodies.memory.of(CHANNEL)
     assert {offset: m.content for offset, m in kept.items()} == {3: "m3", 4: "m4"}
+    assert summariser.covered_offset(CHANNEL) == 2
+    summariser.moved({1})  # its partition (0) went to another worker
+    assert summariser.covered_offset(CHANNEL) == -1
+    summariser.on_summary(covered, 0)  # read again once the partition is back
     assert summariser.covered_offset(CHANNEL) == 2
 
 
