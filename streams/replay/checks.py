@@ -153,7 +153,7 @@ async def shadow_check(
     """Re-fold the snapshot's channels from the log, up to their snapshot offsets, and
     return where they differ (empty: all agree).
 
-    Take the snapshot with `snapshot_folds(chorus.folded, ...)`. Only the
+    Take the snapshot with `snapshot_folds(chorus.folds_of, ...)`. Only the
     sampled channels' partitions are read, up to the furthest snapshot offset in each, so
     the cost is the length of those partition prefixes, at raw read speed except for the
     sampled channels' own records, which are folded.
@@ -195,7 +195,7 @@ class ShadowHost(Protocol):
     projections: list[ChannelProjection[Any]]
     folds: dict[str, Any]
 
-    def folded(self, channel: str, name: str) -> Folded | None: ...
+    def folds_of(self, channel: str) -> dict[str, Folded | None]: ...
 
     def messages_partition(self, channel: str) -> int | None: ...
 
@@ -213,7 +213,7 @@ async def run_shadow_check(
     if first is None:
         return []
     owned = [str(c) for c in list(first) if host.messages_partition(str(c)) is not None]
-    snapshot = snapshot_folds(host.folded, list(tables), sample_channels(owned, sample, rng))
+    snapshot = snapshot_folds(host.folds_of, sample_channels(owned, sample, rng))
     differences = await shadow_check(host.settings, host.projections, snapshot)
     for difference in differences:
         await report(difference)

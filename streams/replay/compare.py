@@ -146,19 +146,14 @@ def sample_channels(channels: Sequence[str], size: int, rng: random.Random) -> l
 
 
 def snapshot_folds(
-    read: Callable[[str, str], Folded | None], names: Iterable[str], channels: Iterable[str]
+    read: Callable[[str], Mapping[str, Folded | None]], channels: Iterable[str]
 ) -> dict[str, dict[str, Folded]]:
-    """Copy the live folds of `channels` by the projections `names` out of the worker's
-    tables, through `read(channel, name)` (the worker's `Runtime.folded`: whole folds).
+    """Copy the live folds of `channels` out of the worker's tables, through `read(channel)`
+    (the worker's `Runtime.folds_of`: whole folds).
 
     Synchronous, with no await, so the copy is consistent across projections.
     """
-    snapshot: dict[str, dict[str, Folded]] = {}
-    for channel in channels:
-        folds = {}
-        for name in names:
-            folded = read(channel, name)
-            if folded is not None:
-                folds[name] = folded
-        snapshot[channel] = folds
-    return snapshot
+    return {
+        channel: {name: folded for name, folded in read(channel).items() if folded is not None}
+        for channel in channels
+    }

@@ -88,7 +88,8 @@ Answer = Callable[[View, Request], Response | Awaitable[Response]]
 
 
 def _pages(chorus: Runtime) -> tuple[Callable[[View, Request], Response | None], Any]:
-    """`denied` (the bearer-token check) and `page(path, answer)` for the app's views."""
+    """`denied` (the bearer-token check) and `page(path, answer)` for the app's views, with
+    the pages every role serves: /ready, this process's LLM /costs and /metrics."""
     expected = bearer_header(chorus.settings.api_token)
 
     def denied(view: View, request: Request) -> Response | None:
@@ -112,10 +113,6 @@ def _pages(chorus: Runtime) -> tuple[Callable[[View, Request], Response | None],
                 except Exception as error:
                     return failed(self, f"the {path} view", error)
 
-    return denied, page
-
-
-def _ready(chorus: Runtime) -> Callable[[View, Request], Response]:
     def ready(view: View, _: Request) -> Response:
         """200 once the per-channel views answer (the group assigned the partitions and no
         rebalance is under way); 503 with Retry-After before."""
@@ -123,16 +120,15 @@ def _ready(chorus: Runtime) -> Callable[[View, Request], Response]:
             return not_yet(view, "the worker is still learning its partitions")
         return view.json({"ready": True})
 
-    return ready
-
-
-def _metrics(chorus: Runtime) -> Callable[[View, Request], Response]:
     def metrics(view: View, _: Request) -> Response:
         body = generate_latest(chorus.meter.registry)
         # aiohttp wants the charset out of content_type
         return view.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
 
-    return metrics
+    page("/ready", ready)
+    page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
+    page("/metrics", metrics)
+    return denied, page
 
 
 ChannelAnswer = Callable[[View, str, Request], Response | Awaitable[Response]]
@@ -190,10 +186,7 @@ def install_context(chorus: Runtime) -> None:
     """The context role's web server: readiness, and this process's LLM costs and metrics
     (the summaries and recaps call the models here). Operators and the CLI read it; no
     role does."""
-    _, page = _pages(chorus)
-    page("/ready", _ready(chorus))
-    page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
-    page("/metrics", _metrics(chorus))
+    _pages(chorus)
 
 
 def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> None:
@@ -224,7 +217,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
             return unknown(view, channel)
         partition = chorus.messages_partition(channel)
         found = await latest.summaries.latest(channel, partition)
-        commitments = chorus.folded(channel, CommitmentProjection.name)
+        commitments = chorus.folds_of(channel).get(CommitmentProjection.name)
         return view.json(summary_answer(channel, commitments, found))
 
     async def recap_of(channel: str, read_back: bool) -> dict[str, Any] | None:
@@ -293,12 +286,9 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
         }
         return view.json({**answer.as_json(), "sources": sources})
 
-    page("/ready", _ready(chorus))
     page("/channels", channels)
     channel_page("state", state)
     channel_page("summary", summary)
     channel_page("recap", recap)
     channel_page("context", context)
     page("/recaps", recaps_view)
-    page("/costs", lambda view, _: view.json({"llm": chorus.meter.as_json()}))
-    page("/metrics", _metrics(chorus))

@@ -59,8 +59,7 @@ def channel_state(chorus: Runtime, channel: str) -> dict[str, Any] | None:
     if found is None:
         return None
     projections = {}
-    for name in chorus.folds:
-        folded = chorus.folded(channel, name)
+    for name, folded in chorus.folds_of(channel).items():
         if folded is None:
             continue
         projections[name] = {

@@ -250,15 +250,10 @@ class Runtime:
         return Columns(self.checkpoint, self.table("channel-state"))
 
     def folds_of(self, channel: str) -> dict[str, Folded | None]:
-        """Every projection's fold of `channel` as this process holds it, checkpointed or not."""
+        """Every projection's fold of `channel` as this process holds it, checkpointed or not
+        (None for a projection with none): the one way the views, timers and checks read
+        a fold."""
         return {name: table.get(channel) for name, table in self.folds.items()}
-
-    def folded(self, channel: str, name: str) -> Folded | None:
-        """The fold of `channel` by projection `name` as this process holds it, checkpointed
-        or not (None when there is none): the one way the views, timers and checks read a
-        fold."""
-        table = self.folds.get(name)
-        return table.get(channel) if table is not None else None
 
     def table(self, name: str) -> Any:
         """A changelog-backed table whose changelog accepts what the chorus topics accept
@@ -446,8 +441,7 @@ class Runtime:
         """
         topic = self.messages.get_topic_name()
         try:
-            actives = self.app.assignor.assigned_actives()
             partition = self.app.producer.key_partition(topic, channel.encode()).partition
-        except Exception:  # not started or not assigned yet
+        except Exception:  # not started yet
             return None
-        return int(partition) if TopicPartition(topic, partition) in actives else None
+        return int(partition) if partition in self.owned_partitions() else None

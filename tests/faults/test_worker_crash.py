@@ -136,7 +136,7 @@ async def test_a_fold_never_applies_past_a_gap_in_its_partition() -> None:
         message = messages[offset]
         woken = await folder.on_record(message.channel.encode(), encode_message(message), 0, offset)
         await folder.signal([signal_of(event, 1024 * 1024) for event in woken])
-    live = {name: chorus.folded("gap/room", name) for name in ("commitments", "overview")}
+    live = {name: chorus.folds_of("gap/room").get(name) for name in ("commitments", "overview")}
     assert {name: folded.state for name, folded in live.items() if folded} == expected_state(
         messages
     )

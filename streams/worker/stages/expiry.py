@@ -4,7 +4,7 @@ the channels this worker owns.
 
 The EVENT goes through the log, so the fold expires the commitment as it folds the EVENT,
 and a replay expires the same commitments at the same place in each channel's history.
-The fold owns the commitments' state; this stage reads it (`Runtime.folded`) and keeps
+The fold owns the commitments' state; this stage reads it (`Runtime.folds_of`) and keeps
 only what saves work: an index of each channel's earliest deadline, told by the fold as it
 applies messages (`on_folded`), so a tick visits only the channels that can be overdue,
 and the expiries sent and not yet folded, so a tick does not send them again.
@@ -92,7 +92,7 @@ class CommitmentExpiry:
             partition = self.chorus.messages_partition(channel)
             if partition is None:
                 continue
-            folded = self.chorus.folded(channel, COMMITMENTS)
+            folded = self.chorus.folds_of(channel).get(COMMITMENTS)
             if folded is None:
                 continue
             state = CommitmentsState.model_validate(folded.state)

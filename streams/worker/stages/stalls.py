@@ -99,14 +99,10 @@ class StallGuard:
         if app.rebalancing or getattr(app, "in_recovery", False):
             return []
         topic = self.chorus.messages.get_topic_name()
-        try:
-            owned = [tp for tp in app.assignor.assigned_actives() if tp.topic == topic]
-        except Exception:  # not started or not assigned yet
-            return []
         next_offsets = {
-            tp.partition: found
-            for tp in owned
-            for found in [self.chorus.next_offset(tp.partition)]
+            partition: found
+            for partition in self.chorus.owned_partitions()
+            for found in [self.chorus.next_offset(partition)]
             if found is not None
         }
         if not next_offsets:

@@ -194,11 +194,8 @@ class Summariser:
             self.due_at.pop(channel, None)
             return
         after_messages, after_seconds = self.thresholds(channel)
-        since = batch.pending_since or utc_now()
-        if len(batch.items) >= after_messages:
-            self.due_at[channel] = since
-        else:
-            self.due_at[channel] = since + timedelta(seconds=after_seconds)
+        wait = 0.0 if len(batch.items) >= after_messages else after_seconds  # count reached
+        self.due_at[channel] = (batch.pending_since or utc_now()) + timedelta(seconds=wait)
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
         channel = message.channel

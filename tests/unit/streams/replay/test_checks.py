@@ -32,9 +32,9 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
                 "commitments": {},
             }
 
-        def folded(self, channel: str, name: str) -> Folded | None:
-            raw = self.folds[name].get(channel)
-            return Folded.model_validate(raw) if raw is not None else None
+        def folds_of(self, channel: str) -> dict[str, Folded | None]:
+            raws = {name: table.get(channel) for name, table in self.folds.items()}
+            return {name: Folded.model_validate(raw) if raw else None for name, raw in raws.items()}
 
         def messages_partition(self, channel: str) -> int | None:
             return 0 if channel.startswith("mine/") else None

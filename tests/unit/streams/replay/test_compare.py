@@ -106,11 +106,11 @@ def test_sample_and_snapshot() -> None:
         "commitments": {},
     }
 
-    def read(channel: str, name: str) -> Folded | None:
-        raw = tables[name].get(channel)
-        return Folded.model_validate(raw) if raw is not None else None
+    def read(channel: str) -> dict[str, Folded | None]:
+        raws = {name: table.get(channel) for name, table in tables.items()}
+        return {name: Folded.model_validate(raw) if raw else None for name, raw in raws.items()}
 
-    assert snapshot_folds(read, tables, ["c1", "c2"]) == {
+    assert snapshot_folds(read, ["c1", "c2"]) == {
         "c1": {"overview": folded(3, {"n": 1})},
         "c2": {},
     }

@@ -49,7 +49,7 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
         raise SameNode()
 
     monkeypatch.setattr(chorus.app.router, "route_topic_req", here)
-    monkeypatch.setattr(chorus, "folded", fake.folded)
+    monkeypatch.setattr(chorus, "folds_of", fake.folds_of)
     monkeypatch.setattr(chorus, "messages_partition", lambda channel: 0)
     monkeypatch.setattr(chorus, "messages_partitions", lambda: 4)
     assert built.views is not None and built.window is not None
@@ -212,7 +212,8 @@ def test_with_a_token_every_page_wants_exactly_its_bearer_header() -> None:
             return status, body
 
     settings = Settings(store="memory://", bootstrap_servers="x:1", api_token="s3cret")
-    denied, _ = http._pages(SimpleNamespace(settings=settings))  # type: ignore[arg-type]
+    app = SimpleNamespace(page=lambda path: lambda view: view)  # registers nothing
+    denied, _ = http._pages(SimpleNamespace(settings=settings, app=app))  # type: ignore[arg-type]
     asked = Request()
     refused = (401, {"error": "missing or wrong bearer token"})
     assert denied(Answers(), asked) == refused  # type: ignore[arg-type]

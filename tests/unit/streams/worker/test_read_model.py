@@ -47,8 +47,8 @@ class FakeRuntime:
         self.folds = {p.name: {} for p in PROJECTIONS}
         self.channel_config: dict[str, Any] = {}
 
-    def folded(self, channel: str, name: str) -> Folded | None:
-        return self.stored.get(name) if channel == "team/plan" else None
+    def folds_of(self, channel: str) -> dict[str, Folded | None]:
+        return dict(self.stored) if channel == "team/plan" else {}
 
     def standing(self, channel: str) -> ChannelStanding | None:
         if channel != "team/plan":
@@ -237,7 +237,7 @@ def test_the_summary_view_renders_the_state_part_from_the_fold_now() -> None:
     runtime = FakeRuntime(conversation())
     found = summary_answer(
         "team/plan",
-        runtime.folded("team/plan", "commitments"),
+        runtime.folds_of("team/plan").get("commitments"),
         Latest(record, Current("t.summaries", 1, 9, False)),
     )
     assert found["content"].startswith("What was said.\n\nEnded (the last 1")

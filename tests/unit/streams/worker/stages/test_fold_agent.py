@@ -74,7 +74,7 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
         assert key == b"off/line" and partition == HOME
         assert set(event.projections) == {"commitments", "overview"}  # one event, all of them
         for projection, carried in event.projections.items():
-            stored = chorus.folded(event.channel, projection)
+            stored = chorus.folds_of(event.channel).get(projection)
             assert stored is not None and stored.offset == event.offset  # state first
             assert carried.changes is not None
 
@@ -89,7 +89,7 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
     assert sorted(name for name, _ in sent) == ["offline.dead-letters", "offline.driver-events"]
     letter = DeadLetter.model_validate_json(next(v for n, v in sent if n.endswith("letters")))
     assert "not valid UTF-8 JSON" in letter.reason and letter.offset == 1
-    overview = chorus.folded("off/line", "overview")
+    overview = chorus.folds_of("off/line").get("overview")
     assert overview is not None
     assert overview.offset == 0 and overview.state["participants"] == {"ann": 1}
 
@@ -142,7 +142,7 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
         events
     ) == 3  # one per folded message
     # The record after each misplaced one folds: the partition's next offset moved past it.
-    overview = chorus.folded("off/line", "overview")
+    overview = chorus.folds_of("off/line").get("overview")
     assert overview is not None
     assert overview.offset == 4 and overview.state["message_count"] == 3
     assert chorus.next_offset(HOME) == 5
@@ -207,7 +207,7 @@ async def test_driver_events_the_broker_refused_are_sent_again_until_it_takes_th
         for _key, value, _partition in records:  # state first, on every attempt
             assert value is not None
             event = DriverEvent.model_validate_json(value)
-            stored = chorus.folded(event.channel, "overview")
+            stored = chorus.folds_of(event.channel).get("overview")
             assert stored is not None and stored.offset == event.offset
         attempts.append(list(records))
         if len(attempts) <= 3:
@@ -263,7 +263,7 @@ async def test_a_driver_event_refused_for_good_is_dead_lettered_and_the_rest_are
     assert "MessageSizeTooLargeError" in letters[0].reason
     counted = chorus.meter.refused_records.labels("offline.driver-events")._value.get()
     assert counted == 1
-    overview = chorus.folded("off/line", "overview")
+    overview = chorus.folds_of("off/line").get("overview")
     assert overview is not None and overview.offset == 2  # the later message folded
 
 
@@ -294,7 +294,7 @@ async def test_folds_stay_in_memory_until_a_checkpoint_writes_each_changed_key_o
                 await agent.put(record(sender), key=b"off/line", partition=HOME)
             await asyncio.wait_for(until(lambda: len(sent) == 3), 5)  # every driver event out
             assert stored.get("off/line") is None  # nothing written yet
-            overview = chorus.folded("off/line", "overview")
+            overview = chorus.folds_of("off/line").get("overview")
             assert overview is not None and overview.state["participants"] == {"ann": 2, "bob": 1}
             assert len(held) == 3 and not any(message.acked for message in held)
 
@@ -307,7 +307,7 @@ async def test_folds_stay_in_memory_until_a_checkpoint_writes_each_changed_key_o
     assert chorus.positions.table.get(str(HOME)) == 3
     chorus.forget_cached()
     folder._loaded.clear()
-    assert chorus.folded("off/line", "overview") == overview  # read back from the store
+    assert chorus.folds_of("off/line").get("overview") == overview  # read back from the store
 
 
 async def test_commitments_fold_on_the_same_after_a_checkpoint_and_a_cache_miss() -> None:
@@ -350,7 +350,7 @@ async def test_commitments_fold_on_the_same_after_a_checkpoint_and_a_cache_miss(
                 await agent.put(
                     one.model_dump_json().encode(), key=channel.encode(), partition=HOME
                 )
-    whole = chorus.folded(channel, "commitments")
+    whole = chorus.folds_of(channel).get("commitments")
     assert whole is not None and whole.offset == 4
     assert canonical_hash(whole.state) == canonical_hash(fold(CommitmentProjection(), messages))
 
@@ -373,7 +373,7 @@ async def test_a_table_write_too_large_for_its_changelog_is_dead_lettered() -> N
     assert all("changelog record limit" in letter.reason for letter in letters)
     assert {(letter.partition, letter.offset) for letter in letters} == {(HOME, 0)}
     assert chorus.app.tables["fold-overview-v3"].get("off/line") is None
-    assert chorus.folded("off/line", "overview") is None  # the store's value: none
+    assert chorus.folds_of("off/line").get("overview") is None  # the store's value: none
 
 
 def status_batch(count: int) -> list[Any]:
@@ -405,7 +405,7 @@ async def test_a_large_batch_sends_its_first_driver_events_before_it_has_folded_
     folded_at_send: list[tuple[int, int]] = []
 
     def at_send(record: Record) -> None:
-        overview = chorus.folded("off/line", "overview")
+        overview = chorus.folds_of("off/line").get("overview")
         assert overview is not None
         offset = DriverEvent.model_validate_json(record[1] or b"").offset
         folded_at_send.append((offset, overview.state["message_count"]))

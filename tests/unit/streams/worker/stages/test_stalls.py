@@ -6,8 +6,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from faust.types import TP
-
 from streams.settings import Settings
 from streams.worker.runtime import Runtime
 from streams.worker.stages.stalls import Stall, StallGuard, StallWatch
@@ -61,14 +59,14 @@ class FakeConsumer:
 async def test_the_stage_seeks_a_stalled_partition_back_and_resumes_it() -> None:
     settings = Settings(store="memory://", topic_prefix="stall.", bootstrap_servers="x:1")
     chorus = Runtime(settings, broker="127.0.0.1:1")
-    topic = chorus.messages.get_topic_name()
     consumer = FakeConsumer({0: 50, 1: 7})
-    assignor = SimpleNamespace(assigned_actives=lambda: {TP(topic, 0), TP(topic, 1)})
-    app = SimpleNamespace(
-        rebalancing=False, in_recovery=False, assignor=assignor, consumer=consumer
-    )
+    app = SimpleNamespace(rebalancing=False, in_recovery=False, consumer=consumer)
     runtime = SimpleNamespace(
-        app=app, messages=chorus.messages, meter=chorus.meter, next_offset={0: 12, 1: 7}.get
+        app=app,
+        messages=chorus.messages,
+        meter=chorus.meter,
+        next_offset={0: 12, 1: 7}.get,
+        owned_partitions=lambda: frozenset({0, 1}),
     )
     guard = StallGuard(runtime)  # type: ignore[arg-type]
     # 38 records wait on partition 0, none on partition 1
