@@ -84,6 +84,7 @@ def report(runs: dict[str, list[dict[str, Any]]], base: Path) -> list[str]:
             run["msgs_per_s"],
             run["cpu_ms_per_msg"],
             run["broker_cpu_ms_per_msg"],
+            run["broker_jit_ms_per_msg"],
         ]
 
     rows = []
@@ -93,8 +94,11 @@ def report(runs: dict[str, list[dict[str, Any]]], base: Path) -> list[str]:
         rows += [[f"{name}, round {i}", *(number(x, 2) for x in row)] for i, row in enumerate(each)]
         medians = [statistics.median(column) for column in zip(*each, strict=True)]
         rows.append([f"**{name}, median**", *(number(x, 2) for x in medians)])
-    head = ["worker", "msg/s", "CPU ms/msg", "broker", "msg/s", "CPU ms/msg", "broker"]
-    note = "to its last driver event (first three figures), to its last summary (last three)"
+    head = ["worker", "msg/s", "CPU ms/msg", "broker", "msg/s", "CPU ms/msg", "broker", "JIT"]
+    note = (
+        "to its last driver event (first three figures), to its last summary (the rest; JIT: "
+        "the broker's JIT compiler threads, part of its CPU)"
+    )
     return [f"Pipeline {note}:", "", *table(head, rows)]
 
 

@@ -1,12 +1,15 @@
 """The bench's arithmetic: percentiles, rates and CPU from polls, writes per message by
-topic. Pure but for `cpu_seconds` (psutil), so it is unit-tested without a broker."""
+topic. Pure but for `cpu_seconds` and `jit_cpu_seconds` (psutil, /proc), so it is
+unit-tested without a broker."""
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from streams.worker.runtime import CONTEXT_GROUP
@@ -45,15 +48,39 @@ def cpu_seconds(pid: int | None) -> float:
     return total
 
 
+# The JVM's JIT compiler threads, by the name Linux gives them (15 characters at most).
+JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def jit_cpu_seconds(pid: int | None, proc: Path = Path("/proc")) -> float:
+    """User + system CPU of the JIT compiler threads of JVM `pid` so far: a fresh broker
+    compiles its hot paths for minutes, a cost a long-running one no longer pays (0 when
+    it is gone; a compiler thread the JVM ended no longer counts, so the split errs
+    towards the broker's own work)."""
+    if pid is None:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    with contextlib.suppress(OSError):
+        for task in (proc / str(pid) / "task").iterdir():
+            with contextlib.suppress(OSError):
+                if (task / "comm").read_text().strip().startswith(JIT_THREADS):
+                    # After the name in parentheses: utime and stime are fields 14 and 15.
+                    fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                    total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 @dataclass(frozen=True)
 class Poll:
     """One look at a run: when, how many outputs so far, CPU of the processor (all its
-    processes) and of the broker."""
+    processes) and of the broker, and of the broker's JIT compiler threads."""
 
     wall: float
     outputs: int
     cpu: float
     broker_cpu: float
+    broker_jit_cpu: float = 0.0
 
 
 def run_figures(polls: Sequence[Poll], per_message: int = 1) -> dict[str, float | None]:
@@ -61,13 +88,16 @@ def run_figures(polls: Sequence[Poll], per_message: int = 1) -> dict[str, float 
     poll: start-up (before any output) is no message's cost."""
     seen = [poll for poll in polls if poll.outputs > 0]
     if len(seen) < 2 or seen[-1].outputs <= seen[0].outputs or seen[-1].wall <= seen[0].wall:
-        return {"msgs_per_s": None, "cpu_ms_per_msg": None, "broker_cpu_ms_per_msg": None}
+        return dict.fromkeys(
+            ("msgs_per_s", "cpu_ms_per_msg", "broker_cpu_ms_per_msg", "broker_jit_ms_per_msg")
+        )
     first, last = seen[0], seen[-1]
     messages = (last.outputs - first.outputs) / per_message
     return {
         "msgs_per_s": messages / (last.wall - first.wall),
         "cpu_ms_per_msg": (last.cpu - first.cpu) * 1000 / messages,
         "broker_cpu_ms_per_msg": (last.broker_cpu - first.broker_cpu) * 1000 / messages,
+        "broker_jit_ms_per_msg": (last.broker_jit_cpu - first.broker_jit_cpu) * 1000 / messages,
     }
 
 

@@ -44,9 +44,10 @@ def throughput(result: dict[str, Any]) -> list[str]:
                 ratio(figures.get("msgs_per_s"), quix.get("msgs_per_s")),
                 number(figures.get("cpu_ms_per_msg"), 2),
                 number(figures.get("broker_cpu_ms_per_msg"), 2),
+                number(figures.get("broker_jit_ms_per_msg"), 2),
             ]
         )
-    head = ["system", "msg/s", "vs Quix", "CPU ms/msg", "broker CPU ms/msg"]
+    head = ["system", "msg/s", "vs Quix", "CPU ms/msg", "broker CPU ms/msg", "of it JIT"]
     size = result["message_bytes"]
     restarts = pipeline.get("restarts", {})
     return [

@@ -36,7 +36,14 @@ from aiokafka import ConsumerRecord
 
 from bench.data import encoded_messages, size_stats
 from bench.kafka import Follower, all_topics, end_offsets, opened, produce
-from bench.measure import Poll, all_covered, channel_ends, cpu_seconds, run_figures
+from bench.measure import (
+    Poll,
+    all_covered,
+    channel_ends,
+    cpu_seconds,
+    jit_cpu_seconds,
+    run_figures,
+)
 from bench.systems import (
     Broker,
     Makers,
@@ -69,7 +76,8 @@ async def poll_until(
         while True:
             count = sum((await end_offsets(kafka, [topic]))[topic].values())
             cpu = cpu_seconds(system.process.pid)
-            polls.append(Poll(time.time(), count, cpu, cpu_seconds(broker_pid)))
+            broker_cpu = cpu_seconds(broker_pid)
+            polls.append(Poll(time.time(), count, cpu, broker_cpu, jit_cpu_seconds(broker_pid)))
             if done(count):
                 return polls
             system.process.check_alive()

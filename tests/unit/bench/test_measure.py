@@ -4,6 +4,8 @@ writes per message by role and topic."""
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from bench.measure import (
     all_covered,
     channel_ends,
     chorus_roles,
+    jit_cpu_seconds,
     percentile,
     percentiles,
     quix_roles,
@@ -34,13 +37,14 @@ def test_percentile_is_the_nearest_rank() -> None:
 def test_run_figures_start_at_the_first_poll_with_output() -> None:
     polls = [
         Poll(0.0, 0, 1.0, 10.0),  # start-up: no message's cost
-        Poll(1.0, 100, 2.0, 11.0),
-        Poll(3.0, 1_100, 4.0, 12.0),
+        Poll(1.0, 100, 2.0, 11.0, 0.5),
+        Poll(3.0, 1_100, 4.0, 12.0, 0.9),
     ]
     figures = run_figures(polls)
     assert figures["msgs_per_s"] == pytest.approx(500.0)
     assert figures["cpu_ms_per_msg"] == pytest.approx(2.0)
     assert figures["broker_cpu_ms_per_msg"] == pytest.approx(1.0)
+    assert figures["broker_jit_ms_per_msg"] == pytest.approx(0.4)
     assert run_figures(polls, per_message=2)["msgs_per_s"] == pytest.approx(250.0)
 
 
@@ -122,3 +126,22 @@ def test_writes_per_message_of_one_role_have_no_all_roles_total() -> None:
     writes = writes_per_message({"q.driver-events": 5}, {}, 5, quix_roles("q.", "g"))
     assert set(writes) == {"quix"}
     assert writes_per_message({"q.driver-events": 5}, {}, 0, quix_roles("q.", "g")) == {}
+
+
+def test_jit_cpu_is_the_compiler_threads_cpu(tmp_path: Path) -> None:
+    """Only the threads named as HotSpot names its compilers count, in clock ticks."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    for tid, name, utime, stime in (
+        (1, "java", 500, 100),
+        (2, "C2 CompilerThre", 3 * ticks, ticks),
+        (3, "C1 CompilerThre", ticks, 0),
+        (4, "data-plane-kafk", 900, 900),
+    ):
+        task = tmp_path / "7" / "task" / str(tid)
+        task.mkdir(parents=True)
+        (task / "comm").write_text(name + "\n")
+        fields = ["S", *["0"] * 10, str(utime), str(stime), *["0"] * 30]
+        (task / "stat").write_text(f"{tid} ({name}) " + " ".join(fields))
+    assert jit_cpu_seconds(7, tmp_path) == pytest.approx(5.0)
+    assert jit_cpu_seconds(8, tmp_path) == 0.0  # gone
+    assert jit_cpu_seconds(None) == 0.0
