@@ -50,13 +50,21 @@ def throughput(result: dict[str, Any]) -> list[str]:
     head = ["system", "msg/s", "vs Quix", "CPU ms/msg", "broker CPU ms/msg", "of it JIT"]
     size = result["message_bytes"]
     restarts = pipeline.get("restarts", {})
+    warm_ups = ", ".join(
+        number(run.get("broker_jit_ms_per_msg"), 2)
+        + " of "
+        + number(run.get("broker_cpu_ms_per_msg"), 2)
+        for run in result.get("warm_up", [])
+    )
     return [
         f"## Throughput: {result['messages']:,} messages over {result['channels']} channels",
         "",
         f"Messages of {size['min']}–{size['max']} bytes (median {size['p50']}). Last summary "
         f"{number(pipeline.get('last_summary_s'), 1)} s after the pipeline's first output, "
         f"last driver event at {number(pipeline.get('last_event_s'), 1)} s; channels covered "
-        f"{pipeline.get('channels_covered', '—')}/{result['channels']}.",
+        f"{pipeline.get('channels_covered', '—')}/{result['channels']}. The broker was warmed "
+        f"up first by {len(result.get('warm_up', []))} unmeasured pipeline run(s), its JIT "
+        f"compiling in each (ms of CPU per message, of its total): {warm_ups or '—'}.",
         "",
         *table(head, rows),
         "Restarting the pipeline after it: ready in "
