@@ -132,8 +132,9 @@ def build_worker(
         stalls.install(runtime)
     if "shadow" in stages:
         shadow.install(runtime)
-    views = latest.install(runtime) if window is not None else None
-    if views is not None and window is not None:
+    views = None
+    if window is not None:
+        views = latest.install(runtime)
         http.install(runtime, views, window)
     return Worker(runtime, folder, None, None, expiry=expiring, views=views, window=window)
 

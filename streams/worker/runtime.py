@@ -9,7 +9,7 @@ import asyncio
 import functools
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Literal
 
 import faust
@@ -284,6 +284,16 @@ class Runtime:
                     await on_batch(batch)
                 if checkpoint.over_bound():
                     await checkpoint.checkpoint()
+
+    def on_messages_assigned(self, moved: Callable[[frozenset[int]], None]) -> None:
+        """`moved(owned)` with the chorus.messages partitions this worker owns, each time
+        the group assigns them (Faust's `on_partitions_assigned`)."""
+        topic = self.messages.get_topic_name()
+
+        async def assigned(_: Any, tps: Collection[TopicPartition], **__: Any) -> None:
+            moved(frozenset(tp.partition for tp in tps if tp.topic == topic))
+
+        self.app.on_partitions_assigned.connect(assigned)
 
     def reader(self, topic: str) -> RangeReader:
         """A reader of offset ranges of `topic` (`streams.kafka.consume.RangeReader`: one

@@ -96,7 +96,6 @@ class Folder:
         # their dumped form: loading a long channel's state from its table value costs more
         # than folding a message into it. (version, offset, loaded state, dumped state)
         self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any, Any]] = OrderedDict()
-        self.folds = chorus.folds
         self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
 
     def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
@@ -250,7 +249,7 @@ class Folder:
         decision = decision_to_json(decide(self.chorus.configs.conditions(channel), steps))
         for done in steps:
             if done.applied:
-                self.folds[done.projection.name].set(channel, done.folded, partition, offset)
+                self.chorus.folds[done.projection.name].set(channel, done.folded, partition, offset)
             self._count_bounds(stored.get(done.projection.name), done)
         self.remember(channel, steps)
         for watcher in self.watchers:

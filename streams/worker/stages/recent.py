@@ -222,10 +222,5 @@ def install(chorus: Runtime) -> RecentMessages:
     """The windows, with their read-back reader, following the partitions this worker owns;
     the fold stage hands them its records (`streams.worker.compose`)."""
     recent = RecentMessages(chorus, chorus.reader(chorus.messages.get_topic_name()))
-    topic = chorus.messages.get_topic_name()
-
-    async def on_assigned(_: Any, assigned: Set[Any], **__: Any) -> None:
-        recent.moved({tp.partition for tp in assigned if tp.topic == topic})
-
-    chorus.app.on_partitions_assigned.connect(on_assigned)
+    chorus.on_messages_assigned(recent.moved)
     return recent

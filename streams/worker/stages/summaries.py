@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Set
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -350,12 +350,7 @@ def install(chorus: Runtime) -> Summariser:
     follower = Follower(
         chorus.settings, chorus.servers, [summariser.latest], chorus.owned_partitions
     )
-    topic = chorus.messages.get_topic_name()
-
-    async def on_assigned(_: Any, assigned: Set[Any], **__: Any) -> None:
-        summariser.moved({tp.partition for tp in assigned if tp.topic == topic})
-
-    chorus.app.on_partitions_assigned.connect(on_assigned)
+    chorus.on_messages_assigned(summariser.moved)
 
     @chorus.app.task
     async def read_the_latest_summaries() -> None:
