@@ -48,6 +48,18 @@ def cpu_seconds(pid: int | None) -> float:
     return total
 
 
+def rss_bytes(pid: int | None) -> int:
+    """The resident set size of `pid` alone (0 when it is gone)."""
+    if pid is None:
+        return 0
+    import psutil
+
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return 0
+
+
 # The JVM's JIT compiler threads, by the name Linux gives them (15 characters at most).
 JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
 

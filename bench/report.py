@@ -154,12 +154,73 @@ def quality(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def channels(result: dict[str, Any]) -> list[str]:
+    """The channels phase: chorus beside Quix Streams at N resident channels."""
+    quix = result.get("quix", {})
+    rows = []
+    for system in ("chorus", "quix"):
+        figures = result.get(system, {})
+        if not figures or "error" in figures:
+            rows.append([system, figures.get("error", "not run")] + ["—"] * 9)
+            continue
+        fold, wake_ = figures.get("fold", {}), figures.get("wake", {})
+        waits = wake_.get("wake_ms", {})
+        rss = ", ".join(
+            f"{label} {number(mib)}" for label, mib in figures.get("peak_rss_mib", {}).items()
+        )
+        timers = figures.get("timers_slowest_s", {})
+        slowest = max(timers.items(), key=lambda item: item[1]) if timers else None
+        rows.append(
+            [
+                system,
+                number(fold.get("msgs_per_s")),
+                ratio(fold.get("msgs_per_s"), quix.get("fold", {}).get("msgs_per_s")),
+                rss,
+                " / ".join(ms(waits.get(q)) for q in ("p50", "p95", "p99"))
+                + f" / {ms(wake_.get('max_ms'))}",
+                str(wake_.get("never_woken", "—")),
+                f"{slowest[0]} {number(slowest[1] * 1000)} ms" if slowest else "—",
+                str(figures.get("keepalives_lost", "—")),
+                number(figures.get("stop", {}).get("seconds"), 1),
+                " / ".join(
+                    number(figures.get(kind, {}).get(key), 1)
+                    for kind in ("warm", "cold")
+                    for key in ("folding_s", "ready_s")
+                    if key in figures.get(kind, {}) or key == "folding_s"
+                ),
+            ]
+        )
+    head = [
+        "system",
+        "msg/s",
+        "vs Quix",
+        "peak RSS MiB",
+        "wake p50 / p95 / p99 / max ms",
+        "never woken",
+        "slowest timer tick",
+        "keepalives lost",
+        "SIGTERM exit s",
+        "warm folding / ready, cold folding / ready s",
+    ]
+    probe = result["probe"]
+    return [
+        f"## Channels: {result['channels']:,} resident channels ({result['messages']:,} "
+        f"messages, one in {result['open_every']} left open a day)",
+        "",
+        f"The wake probe: {probe['rate']:g} msg/s over {probe['channels']} fresh channels for "
+        f"{probe['seconds']:g} s, the channels resident.",
+        "",
+        *table(head, rows),
+    ]
+
+
 SECTIONS = {
     "throughput": throughput,
     "wake": wake,
     "recovery": recovery,
     "replay": replay,
     "quality": quality,
+    "channels": channels,
 }
 
 

@@ -7,7 +7,9 @@ Phases (`--only` picks some; docs/benchmarks.md says how each measures):
               writes per message by topic;
   recovery    the fold SIGKILLed under load: the longest wait, nothing lost;
   replay      `chorus replay --benchmark` against a raw read;
-  quality     ROUGE of the default summary on QMSum val (skipped without ../shared/data).
+  quality     ROUGE of the default summary on QMSum val (skipped without ../shared/data);
+  channels    N resident channels (1,000,000; 100,000 with --quick) folded by chorus and by
+              Quix Streams, then the wake probe over them, timer ticks, stop and restarts.
 
 Starts its own local broker (in a temp dir, stopped at the end). Writes
 bench/results/<date>[-quick].json and .md and prints the markdown. `--quick` is a smoke run
@@ -31,7 +33,7 @@ from typing import Any
 
 from bench.meta import RESULTS, ensure_requirements, run_meta
 
-PHASES = ("throughput", "wake", "recovery", "replay", "quality")
+PHASES = ("throughput", "wake", "recovery", "replay", "quality", "channels")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -47,6 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rates", type=float, nargs="+", default=[100.0, 300.0, 500.0])
     parser.add_argument("--wake-seconds", type=float, help="how long each rate is sent")
     parser.add_argument("--kill-rate", type=float, default=100.0, help="recovery's msg/s")
+    parser.add_argument("--many-channels", type=int, help="the channels phase's N")
+    parser.add_argument(
+        "--many-systems", nargs="+", default=["chorus", "quix"], help="the channels phase's"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     args = parser.parse_args(argv)
@@ -55,11 +61,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.kill_seconds = 20.0 if args.quick else 60.0
     args.drain = 90.0  # past a 30 s session timeout and a restart
     args.timeout = 600.0 if args.quick else 1200.0
+    args.many_channels = args.many_channels or (100_000 if args.quick else 1_000_000)
+    args.probe_seconds = 30.0 if args.quick else 60.0
     return args
 
 
 async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> None:
-    from bench import recovery, replay, summary_quality, throughput, wake
+    from bench import channels, recovery, replay, summary_quality, throughput, wake
     from bench.data import load_conversations
     from bench.systems import Broker, log
     from streams.testing import local_broker
@@ -86,6 +94,15 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
                 broker, work, meetings, args.kill_rate, args.kill_seconds, args.channels, args.drain
             ),
             "replay": lambda: replay.measure(broker, work, conversations, args.messages),
+            "channels": lambda: channels.measure(
+                broker,
+                work,
+                conversations,
+                args.many_channels,
+                args.probe_seconds,
+                timeout=3 * 3600.0,
+                systems=tuple(args.many_systems),
+            ),
         }
         for name, measure in phases.items():
             if name in wanted:

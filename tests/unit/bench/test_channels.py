@@ -1,0 +1,72 @@
+"""bench.channels: the N channels it produces (a COMMAND and its reply each, one in ten left
+open a day) and the channels table beside Quix Streams."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import orjson
+
+from bench.channels import BLOCK, OPEN_EVERY, channel_records
+from bench.report import channels
+from projections.model import decode_message
+
+
+def test_each_channel_is_a_command_and_its_reply_one_in_ten_left_open_a_day() -> None:
+    records = channel_records(2 * BLOCK + 10, "many", ["write the changelog", "done it"])
+    assert len(records) == 2 * (2 * BLOCK + 10)
+    per_channel: dict[bytes, list[dict[str, object]]] = {}
+    for key, value in records:
+        per_channel.setdefault(key, []).append(orjson.loads(value))
+    assert len(per_channel) == 2 * BLOCK + 10
+    kinds = Counter(tuple(m["type"] for m in messages) for messages in per_channel.values())
+    opened = kinds[("COMMAND", "STATUS")]
+    assert opened == len([i for i in range(2 * BLOCK + 10) if i % OPEN_EVERY == 0])
+    assert kinds[("COMMAND", "DONE")] == 2 * BLOCK + 10 - opened
+    for messages in per_channel.values():
+        command, reply = messages
+        assert reply["in_reply_to"] == command["id"]
+        assert reply["correlation_id"] == command["correlation_id"]
+        assert ("deadline" in command) is (reply["type"] == "STATUS")
+        for message in messages:  # valid messages: the fold folds them
+            decode_message(orjson.dumps(message))
+
+
+def test_a_block_sends_its_commands_before_their_replies() -> None:
+    records = channel_records(BLOCK, "many", ["x"])
+    types = [orjson.loads(value)["type"] for _, value in records]
+    assert types[:BLOCK] == ["COMMAND"] * BLOCK
+    assert set(types[BLOCK:]) == {"DONE", "STATUS"}
+
+
+def test_the_channels_table_gives_each_system_beside_quix() -> None:
+    system = {
+        "fold": {"msgs_per_s": 3000.0},
+        "wake": {
+            "wake_ms": {"p50": 8.0, "p95": 9.0, "p99": 12.0},
+            "max_ms": 96.0,
+            "never_woken": 0,
+        },
+        "peak_rss_mib": {"fold": 700.0, "context": 600.0},
+        "timers_slowest_s": {"expire-commitments": 0.004, "checkpoint": 0.05},
+        "keepalives_lost": 0,
+        "stop": {"seconds": 1.5},
+        "warm": {"folding_s": 3.0, "ready_s": 4.0},
+        "cold": {"folding_s": 30.0, "ready_s": 31.0},
+    }
+    quix = {**system, "fold": {"msgs_per_s": 2000.0}, "timers_slowest_s": {}}
+    result = {
+        "channels": 1000,
+        "messages": 2000,
+        "open_every": 10,
+        "probe": {"rate": 100.0, "channels": 200, "seconds": 60.0},
+        "chorus": system,
+        "quix": quix,
+    }
+    lines = channels(result)
+    row = next(line for line in lines if line.startswith("| chorus"))
+    assert "| 3,000 | 1.50× |" in row
+    assert "fold 700, context 600" in row
+    assert "8.0 / 9.0 / 12 / 96" in row
+    assert "checkpoint 50 ms" in row
+    assert "3.0 / 4.0 / 30.0 / 31.0" in row
