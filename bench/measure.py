@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streams.worker.runtime import CONTEXT_GROUP
+from streams.topology import CONTEXT_GROUP
 
 QUANTILES = (50, 95, 99)
 

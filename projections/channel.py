@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from projections.commitments import CommitmentProjection, CommitmentsState
@@ -42,9 +43,18 @@ from projections.termination import (
 MAX_STATE_BYTES = 512 * 1024
 
 
+class StepFailure(StrEnum):
+    """Why a projection kept its old fold: its `apply` raised, or the state it returned
+    outgrew `max_state_bytes` (CHORUS_MAX_STATE_BYTES)."""
+
+    RAISED = "raised"
+    STATE_BYTES = "state-bytes"
+
+
 @dataclass(frozen=True)
 class ProjectionStep:
-    """What one projection did with one message."""
+    """What one projection did with one message; `failure` and `error` (the reason, one
+    line) when it kept its old fold."""
 
     projection: ChannelProjection[Any]
     folded: Folded
@@ -54,6 +64,7 @@ class ProjectionStep:
     # The loaded state before the message (`state` itself when nothing was applied): what a
     # driver event's `changes` are measured against.
     before: Any = None
+    failure: StepFailure | None = None
 
 
 def step(
@@ -80,7 +91,8 @@ def step(
             )
             steps.append(ProjectionStep(projection, folded, new_state, applied, before=before))
         except Exception as error:  # a user projection's bug must not stop the channel
-            steps.append(_kept(projection, previous, state, f"{type(error).__name__}: {error}"))
+            raised = f"{type(error).__name__}: {error}"
+            steps.append(_kept(projection, previous, state, raised, StepFailure.RAISED))
     for index, done in enumerate(steps):
         previous = stored.get(done.projection.name)
         if not done.applied or (previous is not None and done.folded.state is previous.state):
@@ -88,17 +100,23 @@ def step(
         reason = oversize(done.folded.state, max_state_bytes)
         if reason is not None:
             state = loaded.get(done.projection.name) if loaded and previous is not None else None
-            steps[index] = _kept(done.projection, previous, state, reason)
+            steps[index] = _kept(done.projection, previous, state, reason, StepFailure.STATE_BYTES)
     _join_open_count(steps)
     return steps
 
 
 def _kept(
-    projection: ChannelProjection[Any], previous: Folded | None, state: Any, reason: str
+    projection: ChannelProjection[Any],
+    previous: Folded | None,
+    state: Any,
+    reason: str,
+    failure: StepFailure,
 ) -> ProjectionStep:
     kept = previous if previous is not None else initial_folded(projection)
     kept_state = state if state is not None else load_state(projection, kept.state)
-    return ProjectionStep(projection, kept, kept_state, False, reason, before=kept_state)
+    return ProjectionStep(
+        projection, kept, kept_state, False, reason, before=kept_state, failure=failure
+    )
 
 
 def oversize(dumped_state: Any, limit: int) -> str | None:
@@ -186,15 +204,20 @@ def standing(
     projections: Sequence[ChannelProjection[Any]],
     stored: Mapping[str, Folded | None],
     condition: TerminationCondition,
+    loaded: Mapping[str, Any] | None = None,
 ) -> ChannelStanding:
-    """The standing of a channel from its stored folds (a read view's question)."""
+    """The standing of a channel from its stored folds (a read view's question); `loaded`
+    may hold states already loaded from them (not parsed again)."""
     states: dict[str, Any] = {}
     offsets: list[int] = []
     for projection in projections:
         folded = stored.get(projection.name)
         if folded is None:
             continue
-        states[projection.name] = load_state(projection, folded.state)
+        state = loaded.get(projection.name) if loaded else None
+        states[projection.name] = (
+            state if state is not None else load_state(projection, folded.state)
+        )
         if folded.offset >= 0:
             offsets.append(folded.offset)
     overview = states.get(ChannelOverviewProjection.name)

@@ -295,6 +295,15 @@ def expiry_target(message: Message) -> str | None:
     return correlation_id if isinstance(correlation_id, str) and correlation_id else None
 
 
+def next_deadline(state: CommitmentsState) -> datetime | None:
+    """The earliest deadline among the active commitments (None: none has one): when the
+    channel next has something to expire, what the expiry timer indexes it by."""
+    return min(
+        (c.expires_at for c in state.open_commitments() if c.expires_at is not None),
+        default=None,
+    )
+
+
 def overdue(state: CommitmentsState, now: datetime) -> list[str]:
     """Correlation ids whose active commitment is past its deadline at `now`."""
     return [

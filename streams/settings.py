@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     commitments_max_active: int = Field(default=commitments.MAX_ACTIVE, ge=1)
     overview_max_participants: int = Field(default=overview.MAX_PARTICIPANTS, ge=1)
     overview_max_topics: int = Field(default=overview.MAX_TOPICS, ge=1)
+    # What each role's RocksDB and caches hold at most (MiB): RocksDB's block cache and
+    # memtables, the caches of table values, message bodies, configs and latest records
+    # (docs/operators.md, "Memory"). The process itself (Python, Faust, its clients) comes
+    # on top, so a role's memory does not grow with the number of channels it has seen.
+    memory_mb: int = Field(default=384, ge=64)
     # Before starting, fold projections (or versions) that have no table yet from the log.
     rebuild_on_start: bool = True
     # Re-fold a sample of channels from the log and compare with live state; 0 = off.
@@ -133,6 +138,9 @@ class Settings(BaseSettings):
     # Recaps.
     recap_debounce_seconds: float = 30.0
     recap_check_seconds: float = 1.0
+    # The recap furnace's budget: LLM recaps a minute at most; recaps due past it are
+    # written extractive (no model), newest activity first, and counted on /metrics.
+    recap_llm_per_minute: int = Field(default=60, ge=0)
 
     # LLM (any OpenAI-compatible chat-completions endpoint). No base URL: heuristic tiers only.
     llm_base_url: str | None = None

@@ -11,10 +11,15 @@ Every worker environment gets its own topic prefix, consumer group, data directo
 ports, so several workers (or several tests) share one broker without seeing each other.
 `WorkerProcess` also runs any other stream processor given its `command` (the benchmark's
 fold stage alone, its Quix Streams peer): `spawn` starts it, `kill`/`stop` end it.
+
+Without a broker: `OfflineProducer` stands in for the aiokafka producer a checkpoint writes
+changelogs with (`Checkpoint(producer=...)`): every record batch is acknowledged at once,
+with offsets that grow per topic and partition, and what was sent is kept.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -24,7 +29,9 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -205,3 +212,46 @@ class WorkerProcess:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    """The broker's answer to a record batch: its first record's offset."""
+
+    offset: int
+
+
+class OfflineBatch:
+    """A record batch as aiokafka's `create_batch` makes it (records appended, then closed)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes | None, bytes | None]] = []
+
+    def append(self, *, key: bytes | None, value: bytes | None, timestamp: int | None) -> object:
+        self.records.append((key, value))
+        return object()
+
+    def close(self) -> None:
+        pass
+
+
+class OfflineProducer:
+    """aiokafka's batch interface, no broker: every batch acknowledged at once (see the
+    module); `sent` holds (topic, partition, records) of each."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, list[tuple[bytes | None, bytes | None]]]] = []
+        self.ends: dict[tuple[str, int], int] = {}
+
+    def create_batch(self) -> OfflineBatch:
+        return OfflineBatch()
+
+    async def send_batch(
+        self, batch: OfflineBatch, topic: str, *, partition: int
+    ) -> asyncio.Future[Any]:
+        self.sent.append((topic, partition, batch.records))
+        offset = self.ends.get((topic, partition), 0)
+        self.ends[(topic, partition)] = offset + len(batch.records)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.set_result(Acknowledged(offset))
+        return future

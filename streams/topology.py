@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from projections.projection import ChannelProjection
 from streams.settings import Settings
@@ -23,6 +23,50 @@ DEAD_LETTERS = "dead-letters"
 # The compacted topic where `chorus replay --rebuild` records a new projection version's
 # progress, read by a rebuild that resumes (streams.replay.tables).
 REBUILDS = "rebuilds"
+
+# The worker's two roles, each a Faust app with its own consumer group (`streams.worker`).
+Role = Literal["fold", "context"]
+ROLES: tuple[Role, ...] = ("fold", "context")
+# The context role's group, versioned by the form of its stored state: a new version is a
+# new group, which reads the log and its own outputs afresh (docs/operators.md, "Upgrading").
+# v3: the deadline index (`deadlines`) and the latest summary's position in the channel
+# state, no longer a follower's memory.
+CONTEXT_GROUP = "context-v3"
+
+# Each role's tables besides the fold role's one per projection (`fold_table_name`): the
+# channel configs, the next offset to apply per partition, the time-ordered index of what
+# falls due (`streams.worker.deadlines`), and the fold role's positions of each channel's
+# latest summary and recap, or the context role's per-channel state.
+CONFIG_TABLE = "channel-config"
+POSITIONS_TABLE: dict[Role, str] = {"fold": "fold-positions", "context": "context-positions"}
+DEADLINES_TABLE = "deadlines"
+LATEST_TABLE = "latest"
+CHANNEL_STATE_TABLE = "channel-state"
+ROLE_TABLES: dict[Role, tuple[str, ...]] = {
+    "fold": (CONFIG_TABLE, POSITIONS_TABLE["fold"], DEADLINES_TABLE, LATEST_TABLE),
+    "context": (CONFIG_TABLE, POSITIONS_TABLE["context"], DEADLINES_TABLE, CHANNEL_STATE_TABLE),
+}
+
+
+def role_app_id(settings: Settings, role: Role) -> str:
+    """The role's Faust app id (its consumer group, the prefix of its changelogs): the fold
+    role keeps CHORUS_APP_ID, so the fold tables' changelogs of earlier versions stay valid."""
+    return settings.app_id if role == "fold" else f"{settings.app_id}-{CONTEXT_GROUP}"
+
+
+def role_table_names(role: Role, projections: Sequence[ChannelProjection[Any]]) -> list[str]:
+    """Every table of `role`: the fold role's fold tables, then the role's own."""
+    folds = [fold_table_name(p) for p in projections] if role == "fold" else []
+    return [*folds, *ROLE_TABLES[role]]
+
+
+def role_changelogs(
+    settings: Settings, role: Role, projections: Sequence[ChannelProjection[Any]]
+) -> list[str]:
+    """The changelog topics of `role`'s tables (Faust's `<app id>-<table>-changelog`),
+    derived without building the role."""
+    app_id = role_app_id(settings, role)
+    return [changelog_of(app_id, table) for table in role_table_names(role, projections)]
 
 
 @dataclass(frozen=True)
@@ -109,6 +153,11 @@ def fold_table_name(projection: ChannelProjection[Any]) -> str:
 SPLIT_FOLD_TABLE_SUFFIXES = ("-ended", "-parts")
 
 
+def changelog_of(app_id: str, table: str) -> str:
+    """The changelog Faust keeps for `table` of app `app_id`."""
+    return f"{app_id}-{table}-changelog"
+
+
 def changelog_name(settings: Settings, table: str) -> str:
-    """The changelog Faust keeps for `table`."""
-    return f"{settings.app_id}-{table}-changelog"
+    """The changelog Faust keeps for the fold role's `table`."""
+    return changelog_of(settings.app_id, table)

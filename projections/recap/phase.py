@@ -132,6 +132,16 @@ def due(status: RecapStatus, now: datetime) -> bool:
     return False
 
 
+def wakes_at(status: RecapStatus) -> datetime | None:
+    """When `status` next falls due (`due` from then on), None when it waits for nothing:
+    the debounce's end while PENDING, the retry while in ERROR."""
+    if status.phase is RecapPhase.PENDING:
+        return status.due_at
+    if status.phase is RecapPhase.ERROR:
+        return status.next_retry_at
+    return None
+
+
 def on_generation_started(status: RecapStatus, now: datetime) -> RecapStatus:
     """Move a due status to GENERATING; anything else is returned unchanged.
 

@@ -265,6 +265,17 @@ def due(pending: PendingBatch, *, after_messages: int, after_seconds: float, now
     return since is not None and now - since >= timedelta(seconds=after_seconds)
 
 
+def due_at(pending: PendingBatch, *, after_messages: int, after_seconds: float) -> datetime | None:
+    """When `pending` falls due (`due` from then on): at once when it holds `after_messages`,
+    else `after_seconds` after its oldest item; None when it holds nothing."""
+    since = pending.pending_since
+    if not pending.items or since is None:
+        return None
+    if len(pending.items) >= after_messages:
+        return since
+    return since + timedelta(seconds=after_seconds)
+
+
 def next_batch(pending: PendingBatch, after_messages: int) -> PendingBatch:
     """The oldest `after_messages` items: one summary per threshold, even after a backlog."""
     return pending.model_copy(update={"items": pending.items[:after_messages]})

@@ -38,7 +38,8 @@ from streams.kafka.produce import send_messages
 from streams.ops.broker import cluster_status
 from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.worker.runtime import ROLES, role_url
+from streams.topology import ROLES
+from streams.worker.app import role_url
 
 console = Console(highlight=False)
 

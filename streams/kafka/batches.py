@@ -157,6 +157,26 @@ async def _alone(
     return int(metadata.offset), None
 
 
+async def until_acknowledged(
+    publish_once: Callable[[], Awaitable[Published]],
+    delays: tuple[float, float],
+    again: str,
+) -> Published:
+    """`publish_once()` until it returns (every record acknowledged or refused for good):
+    while it raises `PublishFailed`, it is tried again after a wait doubling from the first
+    of `delays` to the last, then the last; each wait is logged as `again` with the seconds
+    (a %g placeholder). For writes that must not be given up (driver events, checkpoints):
+    their sources stay unacknowledged meanwhile."""
+    delay, longest = delays
+    while True:
+        try:
+            return await publish_once()
+        except PublishFailed:
+            log.warning(again, delay)
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, longest)
+
+
 # The most records an `Outbox` lot holds: one at that size goes out at once.
 OUTBOX_MAX_RECORDS = 500
 

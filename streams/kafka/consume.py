@@ -153,6 +153,13 @@ class RangeReader:
                             return found
             return found
 
+    async def end_offsets(self, partitions: Collection[int]) -> dict[int, int]:
+        """partition -> its end offset (the offset the next record will have)."""
+        async with self._lock:
+            kafka = await self._started()
+            tps = [TopicPartition(self.topic, p) for p in partitions]
+            return {tp.partition: end for tp, end in (await kafka.end_offsets(tps)).items()}
+
     async def _started(self) -> AIOKafkaConsumer:
         if self._kafka is None:
             kafka = consumer(

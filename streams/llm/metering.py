@@ -9,7 +9,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from projections.summarise.llm import ChatClient, Completion, LlmError
 
@@ -93,6 +93,55 @@ class CostMeter:
             "chorus_http_requests",
             "Requests this process's web server answered, by view",
             ["view"],
+            registry=self.registry,
+        )
+        self.timer_seconds = Histogram(
+            "chorus_timer_seconds",
+            "How long each tick of a timer took (the event loop was its meanwhile)",
+            ["timer"],
+            registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
+        )
+        self.timer_slowest = Gauge(
+            "chorus_timer_slowest_seconds",
+            "The slowest tick of each timer since the process started",
+            ["timer"],
+            registry=self.registry,
+        )
+        self.cache_evictions = Counter(
+            "chorus_cache_evictions",
+            "Entries a cache forgot at its byte bound (read back from a store, the log or a "
+            "compacted topic when asked again)",
+            ["cache"],
+            registry=self.registry,
+        )
+        self.cache_bytes = Gauge(
+            "chorus_cache_bytes",
+            "What each cache holds, in the bytes it counts, against its budget",
+            ["cache", "of"],
+            registry=self.registry,
+        )
+        self.recaps = Counter(
+            "chorus_recaps",
+            "Recaps written, by tier: synthesised (an LLM call) or extractive (no model, or "
+            "the LLM budget spent)",
+            ["tier"],
+            registry=self.registry,
+        )
+        self.recaps_over_budget = Counter(
+            "chorus_recaps_over_budget",
+            "Recaps written extractive because CHORUS_RECAP_LLM_PER_MINUTE was spent",
+            registry=self.registry,
+        )
+        self.recap_queue = Gauge(
+            "chorus_recap_queue",
+            "Recaps due and taken for writing, not yet written",
+            registry=self.registry,
+        )
+        self.recaps_deferred = Counter(
+            "chorus_recaps_deferred",
+            "Times a tick found more recaps due than the queue had room for (they wait in "
+            "the deadline index, newest activity first)",
             registry=self.registry,
         )
         self.latency = Histogram(

@@ -193,27 +193,21 @@ class ShadowHost(Protocol):
 
     settings: Settings
     projections: list[ChannelProjection[Any]]
-    folds: dict[str, Any]
 
     def folds_of(self, channel: str) -> dict[str, Folded | None]: ...
-
-    def messages_partition(self, channel: str) -> int | None: ...
 
 
 async def run_shadow_check(
     host: ShadowHost,
+    candidates: Sequence[str],
     sample: int,
     rng: random.Random,
     report: Callable[[Difference], Awaitable[object]],
 ) -> list[Difference]:
-    """One round: sample channels this worker actively owns, snapshot their folds, re-fold
-    them from the log and `report` every difference. Returns the differences."""
-    tables = host.folds
-    first = next(iter(tables.values()), None)
-    if first is None:
-        return []
-    owned = [str(c) for c in list(first) if host.messages_partition(str(c)) is not None]
-    snapshot = snapshot_folds(host.folds_of, sample_channels(owned, sample, rng))
+    """One round: sample `sample` of `candidates` (channels this worker actively owns: the
+    caller's choice, so no round walks every channel), snapshot their folds, re-fold them
+    from the log and `report` every difference. Returns the differences."""
+    snapshot = snapshot_folds(host.folds_of, sample_channels(list(candidates), sample, rng))
     differences = await shadow_check(host.settings, host.projections, snapshot)
     for difference in differences:
         await report(difference)

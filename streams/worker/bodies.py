@@ -1,8 +1,10 @@
-"""Message bodies for the stages that need them again later (summaries, recaps), without a
-copy of their own: `chorus.messages` is retained forever, so the log is the one copy.
+"""Message bodies for the stages that need them again later (context role: summaries,
+recaps), without a copy of their own: `chorus.messages` is retained forever, so the log is
+the one copy.
 
-A stage keeps the bodies it will need in memory (bounded: the oldest go first) and reads
-back from the log, by position, what memory no longer has: after a restart or a
+A stage keeps the bodies it will need in memory (`MessageBodies`: per channel, in a cache
+bounded in bytes, the least recently used channel forgotten first) and reads back from the
+log, by position, what memory no longer has (`LogBodies.read_back`): after a restart or a
 rebalance, or when a burst outgrew the bound. Nothing is written per message to any
 changelog for it.
 """
@@ -11,126 +13,122 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiokafka import ConsumerRecord
 
 from projections.model import Message, MessageError
-from projections.summarise.pending import MAX_COMPACTED_PARTS, PendingBatch, missing
+from streams.memory import ByteCache
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-# What the memory keeps, at most: this many messages, and their content this many
-# characters in all (about 50 MB with the model's overhead at the mean message size).
-MAX_KEPT_MESSAGES = 20_000
-MAX_KEPT_CHARS = 32 * 1024 * 1024
+# What a message weighs in memory besides its content (the model and its fields).
+MESSAGE_BYTES = 600
+
+
+def message_bytes(message: Message) -> int:
+    return MESSAGE_BYTES + 2 * len(message.content or "")
 
 
 class MessageBodies:
-    """Bodies by channel and offset, in memory, bounded by count and characters; the ones
-    kept longest are forgotten first (the log still has them)."""
+    """Bodies by channel and offset, in a cache of channels bounded in bytes (see the
+    module)."""
 
-    def __init__(self, max_messages: int = MAX_KEPT_MESSAGES, max_chars: int = MAX_KEPT_CHARS):
-        self.max_messages = max_messages
-        self.max_chars = max_chars
-        self._by_channel: dict[str, dict[int, Message]] = {}
-        self._order: OrderedDict[tuple[str, int], int] = OrderedDict()  # -> its characters
-        self.chars = 0
+    def __init__(self, cache: ByteCache[str, dict[int, Message]]) -> None:
+        self.cache = cache
 
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def keep(self, channel: str, offset: int, message: Message) -> None:
-        if (channel, offset) in self._order:
+    def keep(self, channel: str, partition: int, offset: int, message: Message) -> None:
+        kept = self.cache.peek(channel)
+        if kept is None:
+            kept = {}
+        elif offset in kept:
             return
-        size = len(message.content or "")
-        self._by_channel.setdefault(channel, {})[offset] = message
-        self._order[(channel, offset)] = size
-        self.chars += size
-        while self._order and (len(self._order) > self.max_messages or self.chars > self.max_chars):
-            (old_channel, old_offset), old_size = self._order.popitem(last=False)
-            self._forget(old_channel, old_offset, old_size)
+        kept[offset] = message
+        size = self.cache.size_of(channel) + message_bytes(message)
+        self.cache.put(channel, kept, size, partition)
 
     def of(self, channel: str) -> dict[int, Message]:
         """The channel's bodies in memory (a copy)."""
-        return dict(self._by_channel.get(channel, {}))
+        return dict(self.cache.get(channel) or {})
 
     def drop_through(self, channel: str, offset: int) -> None:
         """Forget the channel's bodies up to `offset` (a summary covers them)."""
-        kept = self._by_channel.get(channel)
+        kept = self.cache.peek(channel)
         if not kept:
             return
         for old in [o for o in kept if o <= offset]:
-            self._forget(channel, old, self._order.pop((channel, old), 0))
-
-    def _forget(self, channel: str, offset: int, size: int) -> None:
-        self.chars -= size
-        kept = self._by_channel.get(channel)
-        if kept is None:
-            return
-        kept.pop(offset, None)
+            del kept[old]
         if not kept:
-            del self._by_channel[channel]
+            self.cache.pop(channel)
+            return
+        partition = self.cache.partition_of(channel)
+        if partition is not None:
+            self._put(channel, partition, kept)
+
+    def _put(self, channel: str, partition: int, kept: dict[int, Message]) -> None:
+        size = sum(message_bytes(m) for m in kept.values())
+        self.cache.put(channel, kept, size, partition)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What to read back of a channel: `singles` (those offsets alone) and `runs` (first,
+    last, at most how many records of them)."""
+
+    singles: frozenset[int] = frozenset()
+    runs: tuple[tuple[int, int, int | None], ...] = ()
 
 
 class LogBodies:
-    """The bodies a pending batch stands for: from memory, else read back from the log."""
+    """Bodies kept in memory, and the reader of those it lacks from the log."""
 
     def __init__(
         self,
         chorus: Runtime,
-        memory: MessageBodies | None = None,
+        memory: MessageBodies,
         kept_as: Callable[[Message], Message] | None = None,
     ) -> None:
         """`kept_as`: what of a message read back is kept (the whole message by default)."""
         self.chorus = chorus
-        self.memory = memory or MessageBodies()
+        self.memory = memory
         self.kept_as = kept_as
         self.reader = chorus.reader(chorus.messages.get_topic_name())
 
-    async def of(
+    async def read_back(
         self,
         channel: str,
         partition: int,
-        batch: PendingBatch,
+        wanted: Wanted,
         accept: Callable[[Message], bool],
     ) -> dict[int, Message]:
-        """offset -> message for what `batch` covers. Records read back pass the same gate as
-        the fold (`validate_record`) and `accept`; what fails it was never pending. A read
-        holds at most what the batch shows: its single messages, and the first
-        MAX_COMPACTED_PARTS of each compacted run (`pending.compacted` shows no more)."""
-        bodies = self.memory.of(channel)
-        lacking = missing(batch, bodies)
-        singles = {item.offset for item in lacking if not item.compacted}
-        # (first, last, at most, only these offsets)
-        reads: list[tuple[int, int, int | None, set[int] | None]] = [
-            (item.start, item.offset, MAX_COMPACTED_PARTS, None)
-            for item in lacking
-            if item.compacted
+        """What `wanted` names, read from the log (kept in memory again)."""
+        reads: list[tuple[int, int, int | None, Collection[int] | None]] = [
+            (first, last, limit, None) for first, last, limit in wanted.runs
         ]
-        if singles:
-            reads.append((min(singles), max(singles), None, singles))
+        if wanted.singles:
+            reads.append((min(wanted.singles), max(wanted.singles), None, wanted.singles))
+        found: dict[int, Message] = {}
         for first, last, limit, only in reads:
             take = functools.partial(self._accepted, channel, partition, accept, only)
             for offset, message in await self.reader.read(partition, first, last, take, limit):
-                bodies[offset] = message
-                self.memory.keep(channel, offset, message)
+                found[offset] = message
+                self.memory.keep(channel, partition, offset, message)
             log.info(
                 "read %s back from partition %s, offsets %s-%s", channel, partition, first, last
             )
-        return bodies
+        return found
 
     def _accepted(
         self,
         channel: str,
         partition: int,
         accept: Callable[[Message], bool],
-        only: set[int] | None,
+        only: Collection[int] | None,
         record: ConsumerRecord,
     ) -> Message | None:
         """The record as the stage keeps it, or None: another channel's, not one of `only`,
@@ -138,7 +136,7 @@ class LogBodies:
         if record.key != channel.encode() or (only is not None and record.offset not in only):
             return None
         try:
-            message = self.chorus.validate(
+            message = self.chorus.gate.validate(
                 record.key, record.value, partition, record.offset, record.timestamp
             )
         except MessageError:

@@ -7,9 +7,11 @@ and Kafka Streams keep the changes in memory and write each changed key once per
 checkpoint; so does chorus:
 
 * a `CheckpointedTable` over a Faust table is read through memory: what this process
-  changed and has not checkpointed yet, what a checkpoint under way is writing, a bounded
-  cache of clean values, then the table's store. Writes stay in memory, each with the
-  source partition it belongs to (a table is co-partitioned with its source topic);
+  changed and has not checkpointed yet, what a checkpoint under way is writing, a cache of
+  clean values bounded in bytes (`streams.memory.ByteCache`), then the table's store, read
+  in the key's partition alone (`streams.worker.store`). Writes (and deletes) stay in
+  memory, each with the source partition it belongs to (a table is co-partitioned with its
+  source topic);
 * a stage `hold`s every source event it processes: the event stays unacknowledged (a
   reference on its Faust message) until the checkpoint holding its effects is durable;
 * `Checkpoint.checkpoint` takes the changed keys between two batches of the stages
@@ -35,7 +37,19 @@ When: every `CHORUS_CHECKPOINT_MS`; at once when the memory bound is met (`max_k
 changed keys or `max_held` held events: the stage waits for it); while partitions are
 revoked (Faust waits until every delivered message is acknowledged before it hands them
 over, so the state of revoked partitions is checkpointed, never dropped); when the app
-stops.
+stops. A checkpoint encodes and writes in slices of `SLICE_KEYS` keys, giving the event
+loop back between slices, so a large one never holds the heartbeats or the fold up.
+
+A checkpoint that fails half way (the app stopping, a store error) gives everything it took
+back: the changes to the next checkpoint (newer changes to a key win) and the held events
+to the next acknowledgement, so nothing is lost and nothing stays held for ever. A value its
+codec cannot encode is refused like one too large, and the others are written.
+
+Partitions moving (`moved`): the clean values of the partitions taken over are forgotten
+(recovery rewrites their store) and so are those of the partitions gone; changes left for
+partitions this worker no longer owns (after the revocation's checkpoint, only writes no
+held event covers) are dropped, never written to a changelog another worker now owns. The
+partitions it keeps stay cached.
 
 A table opened with `limit` never writes a value larger than a changelog record may be:
 the write is refused instead (the table keeps its stored value for the key) and reported
@@ -45,56 +59,73 @@ the write is refused instead (the table keeps its stored value for the key) and 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import orjson
 from faust.types import TP as TopicPartition
 from faust.types import EventT
 from faust.utils import json as faust_json
 
-from streams.kafka.batches import PublishFailed, Record, publish
+from streams.kafka.batches import Record, publish, until_acknowledged
+from streams.memory import ByteCache
+from streams.worker.store import TableStore, encoded_key
 
 log = logging.getLogger(__name__)
 
 _ABSENT = object()
-# Clean values kept per cached table: the channels a worker folds at once, with room.
-CACHED_KEYS = 20_000
-# How often a timer rebuilds its in-memory index from a full table scan, besides right after
-# partitions move: writes it did not see (another worker's, before a rebalance) show up then.
-RESCAN_SECONDS = 30.0
+# A change that deletes its key: a tombstone in the changelog, a delete in the store.
+DELETED = object()
+# Keys a checkpoint encodes, or writes to a store, before it gives the event loop back.
+SLICE_KEYS = 1_000
 # Waits between attempts to write a checkpoint the broker did not acknowledge: doubling
 # from the first to the last, then the last until it does.
 RETRY_SECONDS = (1.0, 30.0)
+# What an absent key costs in a cache (it saves reading the store again for it).
+ABSENT_BYTES = 64
 
 
 @dataclass(frozen=True, slots=True)
 class Codec:
     """How a table's values are stored: `encode` to the table's (JSON) form, `decode` back.
-    `decode(encode(v))` must equal `v`, and values must not be changed in place."""
+    `decode(encode(v))` must equal `v`, and values must not be changed in place.
+    `overhead`: the bytes a decoded value holds in memory per byte of its encoded form,
+    what a cache counts it for."""
 
     encode: Callable[[Any], Any]
     decode: Callable[[Any], Any]
+    overhead: float = 4.0
+
+
+PLAIN = Codec(encode=lambda value: value, decode=lambda value: value)
 
 
 @dataclass(frozen=True)
 class RefusedWrite:
-    """A table write too large for a changelog record, and the message that made it."""
+    """A table write refused (too large for a changelog record, or not encodable), and the
+    message that made it."""
 
     table: str
     key: str
     size: int
-    limit: int
+    limit: int | None
     topic: str | None
     partition: int | None
     offset: int | None
+    error: str | None = None
 
     @property
     def reason(self) -> str:
+        if self.error is not None:
+            return (
+                f"table {self.table!r}: the value for {self.key[:200]!r} could not be encoded "
+                f"({self.error}); the write was refused and the table keeps its previous value"
+            )
         return (
             f"table {self.table!r}: the value for {self.key[:200]!r} would be {self.size} "
             f"bytes, over the {self.limit}-byte changelog record limit; the write was refused "
@@ -104,9 +135,9 @@ class RefusedWrite:
 
 @dataclass(slots=True)
 class Change:
-    """A key's value not checkpointed yet, the partition it belongs to and the source record
-    that made it (`topic`, `offset`: for a refused write's dead
-    letter; no topic: the checkpoint's source topic)."""
+    """A key's value not checkpointed yet (DELETED: the key is deleted), the partition it
+    belongs to and the source record that made it (`topic`, `offset`: for a refused write's
+    dead letter; no topic: the checkpoint's source topic)."""
 
     value: Any
     partition: int
@@ -130,6 +161,15 @@ class _ChangelogEvent(NamedTuple):
     message: _ChangelogMessage
 
 
+class _Pending(NamedTuple):
+    """A key being written: its change, its stored form and its changelog record."""
+
+    key: Any
+    change: Change
+    stored: Any
+    record: Record
+
+
 class CheckpointedTable:
     """A Faust table read through memory; each changed key reaches the table's changelog
     and store once per checkpoint (see the module)."""
@@ -139,32 +179,38 @@ class CheckpointedTable:
         table: Any,
         source_topic: str,
         *,
-        cache: int = 0,
-        codec: Codec | None = None,
+        cache: ByteCache[Any, Any] | None = None,
+        codec: Codec = PLAIN,
         limit: int | None = None,
     ) -> None:
+        """`cache`: where clean values are kept, by (table name, key): one cache may serve
+        several tables."""
         self.table = table
         self.name = str(table.name)
+        self.store = TableStore(table)
+        self.cache = cache
         self._source_topic = source_topic
         self._codec = codec
         self._limit = limit
         self._changed: dict[Any, Change] = {}
         self._writing: dict[Any, Change] = {}
-        self._cache_limit = cache
-        self._known: OrderedDict[Any, Any] = OrderedDict()
 
-    def get(self, key: Any, default: Any = None) -> Any:
+    def get(self, key: Any, partition: int, default: Any = None) -> Any:
+        """The value of `key` (of source partition `partition`): changed here, being
+        written, cached, else read from the partition's store (and cached)."""
         change = self._changed.get(key) or self._writing.get(key)
         if change is not None:
-            value = change.value
-        elif key in self._known:
-            self._known.move_to_end(key)
-            value = self._known[key]
-        else:
-            value = self.table.get(key, _ABSENT)
-            if self._codec is not None and value is not _ABSENT and value is not None:
-                value = self._codec.decode(value)
-            self._remember(key, value)
+            return default if change.value is DELETED else change.value
+        cache = self.cache
+        if cache is not None:
+            cached = cache.get((self.name, key))
+            if cached is not None:
+                return default if cached is _ABSENT else cached
+        raw = self.store.get(key, partition)
+        value = _ABSENT if raw is None else self._codec.decode(orjson.loads(raw))
+        if cache is not None:
+            size = ABSENT_BYTES if raw is None else int(len(raw) * self._codec.overhead)
+            cache.put((self.name, key), value, size, partition)
         return default if value is _ABSENT else value
 
     def set(
@@ -180,63 +226,101 @@ class CheckpointedTable:
         that made it."""
         self._changed[key] = Change(value, partition, offset, topic)
 
-    def items(self) -> Iterator[tuple[Any, Any]]:
-        """Every key and value (decoded), the ones not checkpointed yet included: what a
-        timer's full scan reads."""
-        overlay = {**self._writing, **self._changed}
-        for key, raw in list(self.table.items()):
-            if key in overlay:
-                continue
-            yield key, self._codec.decode(raw) if self._codec is not None and raw else raw
-        for key, change in overlay.items():
-            yield key, change.value
+    def delete(
+        self, key: Any, partition: int, offset: int | None = None, topic: str | None = None
+    ) -> None:
+        """`key` holds nothing from now on (as `set`)."""
+        self._changed[key] = Change(DELETED, partition, offset, topic)
 
-    def __iter__(self) -> Iterator[Any]:
-        """Every key, the ones not checkpointed yet included."""
-        overlay = {**self._writing, **self._changed}
-        for key in list(self.table):
-            if key not in overlay:
-                yield key
-        yield from overlay
+    def scan(
+        self, partition: int, start: Any, stop: Any, *, reverse: bool = False
+    ) -> Iterator[tuple[Any, Any]]:
+        """(key, value) of `partition` with `start` <= key < `stop` by their encoded form
+        (Faust's JSON: for string keys, their order as strings), ascending unless
+        `reverse`, the changes not checkpointed yet included: what a time-ordered index is
+        read with. The clean values read are not cached."""
+        low, high = encoded_key(start), encoded_key(stop)
+        overlay: dict[Any, tuple[bytes, Change]] = {}
+        for key, change in (*self._writing.items(), *self._changed.items()):
+            if change.partition == partition:
+                raw_key = encoded_key(key)
+                if low <= raw_key < high:
+                    overlay[key] = (raw_key, change)
+        ours = sorted(
+            ((raw_key, key, change.value) for key, (raw_key, change) in overlay.items()),
+            key=lambda entry: entry[0],
+            reverse=reverse,
+        )
+        stored = (
+            (encoded_key(key), key, self._codec.decode(orjson.loads(raw)))
+            for key, raw in self.store.scan(partition, start, stop, reverse=reverse)
+            if key not in overlay
+        )
+        for _, key, value in heapq.merge(stored, ours, key=lambda e: e[0], reverse=reverse):
+            if value is not DELETED:
+                yield key, value
 
     @property
     def changed(self) -> int:
         return len(self._changed)
 
-    def forget(self) -> None:
-        """Drop the clean values kept (the store may change under them: recovery, standbys)."""
-        self._known.clear()
-
-    def _remember(self, key: Any, value: Any) -> None:
-        if self._cache_limit:
-            self._known[key] = value
-            self._known.move_to_end(key)
-            if len(self._known) > self._cache_limit:
-                self._known.popitem(last=False)
+    def moved(self, gone: Collection[int], taken: Collection[int]) -> None:
+        """Partitions moved (see the module): forget the cached values of `gone` and
+        `taken`, drop the changes left for `gone`."""
+        if self.cache is not None:  # shared caches forget per partition, for every table
+            self.cache.forget_partitions({*gone, *taken})
+        dropped = [key for key, change in self._changed.items() if change.partition in gone]
+        for key in dropped:
+            del self._changed[key]
+        if dropped:
+            log.warning(
+                "%s: %d changes of partitions %s, which moved away, are not written",
+                self.name,
+                len(dropped),
+                sorted(gone),
+            )
 
     def _take(self) -> dict[Any, Change]:
         self._writing, self._changed = self._changed, {}
         return self._writing
 
-    def _records(self, refused: list[RefusedWrite]) -> tuple[list[Any], list[Record]]:
-        """The keys being written (with their stored form) and their changelog records
-        (Faust's JSON, as a table set writes it); a value over the limit is refused and
-        left out."""
-        keys: list[Any] = []
-        records: list[Record] = []
-        for key, change in self._writing.items():
-            stored = change.value if self._codec is None else self._codec.encode(change.value)
-            value = faust_json.dumps(stored)
+    def _give_back(self) -> None:
+        """A checkpoint failed: what it was writing is changed again (newer changes win)."""
+        self._changed = {**self._writing, **self._changed}
+        self._writing = {}
+
+    async def _pending(self, refused: list[RefusedWrite]) -> list[_Pending]:
+        """The keys being written with their stored form and changelog record (Faust's
+        JSON, as a table set writes it); a value over the limit, or that cannot be encoded,
+        is refused and left out. Gives the event loop back every SLICE_KEYS keys."""
+        pending: list[_Pending] = []
+        for count, (key, change) in enumerate(list(self._writing.items()), 1):
+            if count % SLICE_KEYS == 0:
+                await asyncio.sleep(0)
+            if change.value is DELETED:
+                pending.append(
+                    _Pending(key, change, None, (encoded_key(key), None, change.partition))
+                )
+                continue
+            try:
+                stored = self._codec.encode(change.value)
+                value = bytes(faust_json.dumps(stored))
+            except Exception as error:  # a codec's bug must not stop every other write
+                refused.append(self._refused(key, 0, change, f"{type(error).__name__}: {error}"))
+                continue
             if self._limit is not None and len(value) > self._limit:
                 refused.append(self._refused(key, len(value), change))
-                self._known.pop(key, None)
                 continue
-            keys.append((key, stored))
-            records.append((faust_json.dumps(key), value, change.partition))
-        return keys, records
+            pending.append(
+                _Pending(key, change, stored, (encoded_key(key), value, change.partition))
+            )
+        return pending
 
-    def _refused(self, key: Any, size: int, change: Change) -> RefusedWrite:
-        assert self._limit is not None
+    def _refused(
+        self, key: Any, size: int, change: Change, error: str | None = None
+    ) -> RefusedWrite:
+        if self.cache is not None:
+            self.cache.pop((self.name, key))
         return RefusedWrite(
             table=self.name,
             key=str(key),
@@ -245,29 +329,43 @@ class CheckpointedTable:
             topic=change.topic or self._source_topic,
             partition=change.partition,
             offset=change.offset,
+            error=error,
         )
 
-    def _apply(
-        self, keys: Sequence[Any], records: Sequence[Record], offsets: Sequence[int | None]
-    ) -> None:
-        """Write what the changelog acknowledged to the store, as Faust's recovery would."""
+    async def _apply(self, pending: Sequence[_Pending], offsets: Sequence[int | None]) -> None:
+        """Write what the changelog acknowledged to the store, as Faust's recovery would,
+        SLICE_KEYS keys to a write batch, and keep the values written in the cache."""
         topic = self.table.changelog_topic.get_topic_name()
-        events = []
-        for (key, stored), (key_bytes, value_bytes, partition), offset in zip(
-            keys, records, offsets, strict=True
-        ):
+        events: list[_ChangelogEvent] = []
+        for one, offset in zip(pending, offsets, strict=True):
             if offset is None:  # refused by the broker: the store keeps its value
-                self._known.pop(key, None)
+                if self.cache is not None:
+                    self.cache.pop((self.name, one.key))
                 continue
-            assert key_bytes is not None
-            change = self._writing[key]
+            raw_key, raw_value, partition = one.record
+            assert raw_key is not None
             message = _ChangelogMessage(
-                TopicPartition(topic, partition), offset, partition, key_bytes, value_bytes
+                TopicPartition(topic, partition), offset, partition, raw_key, raw_value
             )
-            events.append(_ChangelogEvent(key, stored, message))
-            self._remember(key, change.value)
+            events.append(_ChangelogEvent(one.key, one.stored, message))
+            self._remember(one)
+            if len(events) >= SLICE_KEYS:
+                self.table.apply_changelog_batch(events)
+                events = []
+                await asyncio.sleep(0)
         if events:
             self.table.apply_changelog_batch(events)
+
+    def _remember(self, one: _Pending) -> None:
+        cache = self.cache
+        if cache is None:
+            return
+        raw_value = one.record[1]
+        if raw_value is None:
+            cache.put((self.name, one.key), _ABSENT, ABSENT_BYTES, one.change.partition)
+        else:
+            size = int(len(raw_value) * self._codec.overhead)
+            cache.put((self.name, one.key), one.change.value, size, one.change.partition)
 
     def _settle(self) -> None:
         self._writing = {}
@@ -279,43 +377,44 @@ class Columns:
     stage reads and writes its `Column` as if it were a table of its own; in memory a row
     holds each column decoded, and a checkpoint encodes each with the column's codec."""
 
-    def __init__(self, checkpoint: Checkpoint, table: Any, *, cache: int = CACHED_KEYS) -> None:
-        self.codecs: dict[str, Codec | None] = {}
+    def __init__(
+        self, checkpoint: Checkpoint, table: Any, cache: ByteCache[Any, Any] | None = None
+    ) -> None:
+        self.codecs: dict[str, Codec] = {}
         self.rows = checkpoint.table(
             table, cache=cache, codec=Codec(encode=self._encode, decode=self._decode)
         )
 
-    def column(self, name: str, codec: Codec | None = None) -> Column:
+    def column(self, name: str, codec: Codec = PLAIN) -> Column:
         """The column `name`, its values stored through `codec` (declared before any read)."""
         self.codecs[name] = codec
         return Column(self, name)
 
     def _encode(self, row: dict[str, Any]) -> dict[str, Any]:
         return {
-            name: value if codec is None else codec.encode(value)
+            name: value if value is None else self.codecs[name].encode(value)
             for name, value in row.items()
-            for codec in [self.codecs.get(name)]
         }
 
     def _decode(self, stored: dict[str, Any]) -> dict[str, Any]:
         return {
-            name: value if codec is None or value is None else codec.decode(value)
+            name: value if value is None else self.codecs[name].decode(value)
             for name, value in stored.items()
             if name in self.codecs
-            for codec in [self.codecs[name]]
         }
 
 
 class Column:
-    """One stage's values in `Columns`: `get`, `set` and `items`, as a `CheckpointedTable`."""
+    """One stage's values in `Columns`: `get` and `set`, as a `CheckpointedTable`'s."""
 
     def __init__(self, columns: Columns, name: str) -> None:
         self.columns = columns
         self.name = name
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        row = self.columns.rows.get(key)
-        return row[self.name] if row is not None and self.name in row else default
+    def get(self, key: Any, partition: int, default: Any = None) -> Any:
+        row = self.columns.rows.get(key, partition)
+        found = row.get(self.name) if row is not None else None
+        return default if found is None else found
 
     def set(
         self,
@@ -326,39 +425,17 @@ class Column:
         topic: str | None = None,
     ) -> None:
         """`key` holds `value` from now on, as `CheckpointedTable.set`."""
-        row = self.columns.rows.get(key)
+        row = self.columns.rows.get(key, partition)
         self.columns.rows.set(key, {**(row or {}), self.name: value}, partition, offset, topic)
-
-    def items(self) -> Iterator[tuple[Any, Any]]:
-        for key, row in self.columns.rows.items():
-            if row is not None and self.name in row:
-                yield key, row[self.name]
-
-
-class Rescan:
-    """When a timer's index of due channels must be rebuilt from a full table scan: every
-    RESCAN_SECONDS, and at the next tick after `forget` (partitions moved)."""
-
-    def __init__(self) -> None:
-        self._at = float("-inf")
-
-    def due(self) -> bool:
-        now = time.monotonic()
-        if now - self._at < RESCAN_SECONDS:
-            return False
-        self._at = now
-        return True
-
-    def forget(self) -> None:
-        self._at = float("-inf")
 
 
 class Checkpoint:
-    """A role's checkpointed tables, the events held until a checkpoint covers them, and
-    the timers' rescans, all reset when partitions move (see the module).
+    """A role's checkpointed tables and the events held until a checkpoint covers them
+    (see the module).
 
     `interval`: seconds between checkpoints; `max_keys`, `max_held`: the memory bound;
-    `record_limit`: the largest value a table opened with `guard` writes."""
+    `record_limit`: the largest value a table opened with `guard` writes; `producer`: the
+    aiokafka producer the changelogs are written with (the app's, unless given)."""
 
     def __init__(
         self,
@@ -370,6 +447,7 @@ class Checkpoint:
         max_held: int,
         record_limit: int | None = None,
         on_refused: Callable[[RefusedWrite], Awaitable[None]] | None = None,
+        producer: Callable[[], Any] | None = None,
     ) -> None:
         self.app = app
         self.source_topic = source_topic
@@ -378,7 +456,7 @@ class Checkpoint:
         self.max_held = max_held
         self.record_limit = record_limit
         self.tables: list[CheckpointedTable] = []
-        self.rescans: list[Rescan] = []
+        self.producer = producer or (lambda: app.producer._ensure_producer())
         self._on_refused = on_refused
         self._held: list[EventT] = []
         self._last = time.monotonic()
@@ -390,8 +468,8 @@ class Checkpoint:
         self,
         table: Any,
         *,
-        cache: int = 0,
-        codec: Codec | None = None,
+        cache: ByteCache[Any, Any] | None = None,
+        codec: Codec = PLAIN,
         guard: bool = True,
     ) -> CheckpointedTable:
         """`table` read through memory and written once per checkpoint."""
@@ -404,11 +482,6 @@ class Checkpoint:
         )
         self.tables.append(checkpointed)
         return checkpointed
-
-    def rescan(self) -> Rescan:
-        rescan = Rescan()
-        self.rescans.append(rescan)
-        return rescan
 
     def hold(self, event: EventT) -> None:
         """Keep `event` unacknowledged until a checkpoint holds what it changed."""
@@ -442,7 +515,8 @@ class Checkpoint:
     async def checkpoint(self) -> int:
         """Write what changed since the last checkpoint (see the module); returns how many
         keys were written. One checkpoint at a time; a failed write is retried with
-        backoff, the state staying readable meanwhile."""
+        backoff, the state staying readable meanwhile; one that fails otherwise (or is
+        cancelled) gives back what it took, and raises."""
         batch_lock, write_lock = self._locks()
         async with write_lock:
             async with batch_lock:
@@ -451,7 +525,13 @@ class Checkpoint:
                     table._take()
                 held, self._held = self._held, []
                 self._last = time.monotonic()
-            written = await self._write(tables)
+            try:
+                written = await self._write(tables)
+            except BaseException:
+                for table in tables:
+                    table._give_back()
+                self._held = [*held, *self._held]
+                raise
             for table in tables:
                 table._settle()
             self._acknowledge(held)
@@ -459,11 +539,10 @@ class Checkpoint:
             await self.app.consumer.commit()
         return written
 
-    def forget(self) -> None:
+    def moved(self, gone: Collection[int], taken: Collection[int]) -> None:
+        """Partitions moved: each table forgets what it must (`CheckpointedTable.moved`)."""
         for table in self.tables:
-            table.forget()
-        for rescan in self.rescans:
-            rescan.forget()
+            table.moved(gone, taken)
 
     def _locks(self) -> tuple[asyncio.Lock, asyncio.Lock]:
         if self._batch_lock is None or self._write_lock is None:
@@ -474,41 +553,33 @@ class Checkpoint:
         """Produce every table's changed values to its changelog at once, wait for the
         broker's acknowledgement of all of them, then write each table's store."""
         refused: list[RefusedWrite] = []
-        pending = [(table, *table._records(refused)) for table in tables]
+        pending = [(table, await table._pending(refused)) for table in tables]
         if self._on_refused is not None:
             for one in refused:
                 await self._on_refused(one)
-        producer = self.app.producer
-        if producer.buffer.state != "running":  # Faust's test harness: no broker
-            for table, keys, records in pending:
-                table._apply(keys, records, list(range(len(records))))
-            return sum(len(keys) for _, keys, _ in pending)
-        kafka = producer._ensure_producer()
+        kafka = self.producer()
         published = await asyncio.gather(
-            *(self._published(kafka, table, keys, records) for table, keys, records in pending)
+            *(self._published(kafka, table, writes) for table, writes in pending)
         )
-        for (table, keys, records), offsets in zip(pending, published, strict=True):
-            table._apply(keys, records, offsets)
-        return sum(len(keys) for _, keys, _ in pending)
+        for (table, writes), offsets in zip(pending, published, strict=True):
+            await table._apply(writes, offsets)
+        return sum(len(writes) for _, writes in pending)
 
     async def _published(
-        self, kafka: Any, table: CheckpointedTable, keys: Sequence[Any], records: Sequence[Record]
+        self, kafka: Any, table: CheckpointedTable, writes: Sequence[_Pending]
     ) -> list[int | None]:
         """Each record's changelog offset once acknowledged (None: refused for good, which
         only a topic configured below chorus's record bound does); tried again with
         backoff until the broker acknowledges."""
         topic = table.table.changelog_topic.get_topic_name()
-        delay, longest = RETRY_SECONDS
-        while True:
-            try:
-                published = await publish(kafka, topic, records)
-                break
-            except PublishFailed:
-                log.warning("writing the checkpoint of %s again in %gs", table.name, delay)
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, longest)
+        records = [one.record for one in writes]
+        published = await until_acknowledged(
+            lambda: publish(kafka, topic, records),
+            RETRY_SECONDS,
+            f"writing the checkpoint of {table.name} again in %gs",
+        )
         for one in published.refused:
-            log.error("%s refused %r for good: %r", topic, keys[one.index][0], one.error)
+            log.error("%s refused %r for good: %r", topic, writes[one.index].key, one.error)
         return published.offsets
 
     def _acknowledge(self, held: Sequence[EventT]) -> None:

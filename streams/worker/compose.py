@@ -13,25 +13,26 @@ through Kafka topics: neither role calls the other.
                           or read back), for the views
   the fold's timers, each over what the fold holds:
     expiry: overdue commitments ─► expiry EVENTs ─► chorus.messages (the fold tells it the
-            deadlines as it folds)
+            deadlines as it folds: the deadline index)
     stalls: a partition whose consumer stopped delivering ─► seek back to the next offset
-  the views' follower (a consumer of its own; the partitions this worker owns):
-    chorus.summaries, chorus.recaps ─► latest: the latest of each channel, in memory
+  chorus.summaries, chorus.recaps ─► latest: where each channel's latest is (a table), for
+            the views to read it back by position
   shadow: re-folds a sample of channels from the log now and then (off by default)
   http: the views over the read model (`streams.worker.read_model`), from this process
 
-  context role (app id CHORUS_APP_ID-context-v2, readiness, costs and metrics on
+  context role (app id CHORUS_APP_ID-context-v3, readiness, costs and metrics on
   CHORUS_WEB_PORT + 1)
   chorus.channel-config ─► config
   chorus.messages ─► feed: validate ─► summaries: pending batch ─► task ─► chorus.summaries
-                                 └──► recaps: phase + deadline ─► timer ─► chorus.recaps
-  chorus.summaries ─► summaries' follower: the latest of each channel, in memory (what the
-                      next batch builds on)
-  chorus.recaps ─► recaps: the phase and the latest recap, in the channel state
+                                 └──► recaps: phase + deadline ─► queue ─► chorus.recaps
+  chorus.summaries ─► summaries: where each channel's latest summary is and what it covers
+                      (the channel state: what the next batch builds on)
+  chorus.recaps ─► recaps: the phase and where the latest recap is, in the channel state
+  the timers of both read the deadline index: only what is due
 
 Stages share the `Runtime` and reach each other only through what `build_worker` hands
-them here (the fold's watchers, readers and next offsets, the followers of the feed, the
-summaries' narrative the recaps read).
+them here (the fold's watchers, readers and next offsets, the readers of the feed, the
+summaries' narrative the recaps read): no stage imports another.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ from typing import Any, Literal
 
 from projections.projection import ChannelProjection
 from streams.settings import Settings
+from streams.topology import Role
 from streams.worker import http, latest
 from streams.worker.latest import LatestViews
-from streams.worker.runtime import Role, Runtime
+from streams.worker.runtime import Runtime
 from streams.worker.stages import (
     config,
     expiry,
@@ -60,6 +62,7 @@ from streams.worker.stages import (
 from streams.worker.stages.expiry import CommitmentExpiry
 from streams.worker.stages.feed import Feed
 from streams.worker.stages.recent import RecentMessages
+from streams.worker.timers import every
 
 # How often the checkpoint timer looks whether a checkpoint is due.
 CHECKPOINT_TICK_SECONDS = 0.1
@@ -141,14 +144,14 @@ def build_worker(
 
 def _context_role(runtime: Runtime, stages: Collection[Stage]) -> Worker:
     summariser = recapper = None
-    followers: list[feed.Follower] = []
+    readers: list[feed.Reader] = []
     if "summaries" in stages:
         summariser = summaries.install(runtime)
-        followers.append(summariser.on_message)
+        readers.append(summariser.on_message)
     if summariser is not None and "recaps" in stages:
         recapper = recaps.install(runtime, summariser.narrative)
-        followers.append(recapper.on_message)
-    fed = feed.install(runtime, followers) if followers else None
+        readers.append(recapper.on_message)
+    fed = feed.install(runtime, readers) if readers else None
     if "http" in stages:
         http.install_context(runtime)
     return Worker(runtime, None, summariser, recapper, fed)
@@ -160,10 +163,11 @@ def _checkpointed(runtime: Runtime) -> None:
     As the app stops, `ChorusApp` checkpoints what is held before the consumer stops."""
     checkpoint = runtime.checkpoint
 
-    @runtime.app.timer(CHECKPOINT_TICK_SECONDS, name="checkpoint")
-    async def checkpoint_when_due() -> None:
+    async def checkpoint_when_due(_: object) -> None:
         if checkpoint.due(time.monotonic()):
             await checkpoint.checkpoint()
+
+    every(runtime.app, runtime.meter, CHECKPOINT_TICK_SECONDS, "checkpoint", checkpoint_when_due)
 
 
 def _track_messages_metadata(runtime: Runtime) -> None:

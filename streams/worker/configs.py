@@ -1,22 +1,34 @@
-"""Each channel's configuration as the stages read it: the `channel-config` table, parsed once.
+"""Each channel's configuration as the stages read it (both roles): the `channel-config`
+table, parsed once and cached (`streams.memory.ByteCache`, bounded in bytes; a channel
+with no config costs a small entry too, so its absence is not read again each message).
 
 The config stage (`streams.worker.stages.config`) is the table's only writer.
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
+import orjson
 from pydantic import ValidationError
 
 from projections.model import describe_validation_error
 from projections.termination import TerminationCondition, parse_conditions
+from streams.memory import ByteCache
 from streams.records import ChannelConfig
 from streams.settings import Settings
+from streams.worker.store import TableStore
+
+if TYPE_CHECKING:
+    from streams.worker.ownership import Ownership
 
 # What a channel's config may set for itself, over the worker's settings of the same name.
 SettingName = Literal["summary_after_messages", "summary_after_seconds", "recap_debounce_seconds"]
+# What a parsed config costs in memory per byte of its record (its model and conditions),
+# and what a channel without one costs.
+CONFIG_OVERHEAD = 8
+NO_CONFIG_BYTES = 256
 
 
 def parse_config(value: bytes | None) -> ChannelConfig:
@@ -31,24 +43,39 @@ def parse_config(value: bytes | None) -> ChannelConfig:
     return config
 
 
+Entry = tuple[ChannelConfig | None, TerminationCondition]
+
+
 class ChannelConfigs:
     """Each channel's config, parsed once: the fold and its followers read it on every
-    message. The agent below is the only writer here; partition moves (`forget`) drop the
-    parsed values, since recovery rewrites the table."""
+    message."""
 
-    def __init__(self, table: MutableMapping[str, Any], defaults: Settings) -> None:
+    def __init__(
+        self,
+        table: Any,
+        defaults: Settings,
+        cache: ByteCache[str, Entry],
+        ownership: Ownership,
+    ) -> None:
         """`defaults`: the worker's settings, what a channel without its own value uses."""
         self.table = table
+        self.store = TableStore(table)
         self.defaults = defaults
-        self._parsed: dict[str, tuple[ChannelConfig | None, TerminationCondition]] = {}
+        self.cache = cache
+        self.ownership = ownership
+        # Told of each channel whose config changed, with its partition: what a stage
+        # derived from the old one (a deadline) it derives again.
+        self.listeners: list[Callable[[str, int], None]] = []
 
-    def _entry(self, channel: str) -> tuple[ChannelConfig | None, TerminationCondition]:
-        entry = self._parsed.get(channel)
+    def _entry(self, channel: str) -> Entry:
+        entry = self.cache.get(channel)
         if entry is None:
-            raw = self.table.get(channel)
-            config = ChannelConfig.model_validate(raw) if raw else None
+            partition = self.ownership.partition_of(channel)
+            raw = self.store.get(channel, partition)
+            config = ChannelConfig.model_validate(orjson.loads(raw)) if raw else None
             entry = (config, parse_conditions(config.termination if config else []))
-            self._parsed[channel] = entry
+            size = len(raw) * CONFIG_OVERHEAD if raw else NO_CONFIG_BYTES
+            self.cache.put(channel, entry, size, partition)
         return entry
 
     def get(self, channel: str) -> ChannelConfig | None:
@@ -63,7 +90,7 @@ class ChannelConfigs:
 
     def put(self, config: ChannelConfig) -> None:
         self.table[config.channel] = config.model_dump(mode="json")
-        self._parsed.pop(config.channel, None)
-
-    def forget(self) -> None:
-        self._parsed.clear()
+        self.cache.pop(config.channel)
+        partition = self.ownership.partition_of(config.channel)
+        for changed in self.listeners:
+            changed(config.channel, partition)

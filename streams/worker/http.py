@@ -79,9 +79,47 @@ def failed(view: View, what: str, error: Exception) -> Response:
     return view.json({"error": f"{what} failed: {error!r}"}, status=500)
 
 
-def local_channels(chorus: Runtime) -> list[str]:
-    overview = chorus.folds.get("overview") or next(iter(chorus.folds.values()))
-    return sorted(str(key) for key in overview)
+# How many channels a list answers at most (`?limit=`), and by default: a list is a page,
+# with the cursor of the next (`next`), never a walk over every channel.
+CHANNELS_PAGE_MAX = 1_000
+CHANNELS_PAGE = 100
+
+
+def local_channels(chorus: Runtime, after: str | None, limit: int) -> tuple[list[str], str | None]:
+    """Up to `limit` channels this worker owns whose names sort after `after`, in name
+    order, and the cursor of the next page (None: no more)."""
+    folds = chorus.folds
+    if folds is None:
+        return [], None
+    table = next(iter(folds.tables.values()))
+    start = after or ""
+    found: list[str] = []
+    for partition in sorted(chorus.ownership.owned_partitions()):
+        taken = 0
+        for key, _ in table.scan(partition, start, "\uffff"):
+            if key == after:
+                continue
+            found.append(str(key))
+            taken += 1
+            if taken > limit:
+                break
+    found.sort()
+    page = found[:limit]
+    return page, (page[-1] if len(found) > limit else None)
+
+
+def page_of(request: Request) -> tuple[str | None, int]:
+    """`?after=` and `?limit=` of a list (ValueError with the rule a bad limit breaks)."""
+    raw = request.query.get("limit")
+    limit = CHANNELS_PAGE
+    if raw is not None:
+        try:
+            limit = int(raw)
+        except ValueError:
+            raise ValueError(f"limit must be an integer, got {raw[:40]!r}") from None
+        if not 1 <= limit <= CHANNELS_PAGE_MAX:
+            raise ValueError(f"limit must be between 1 and {CHANNELS_PAGE_MAX}, got {limit}")
+    return (request.query.get("after") or None), limit
 
 
 Answer = Callable[[View, Request], Response | Awaitable[Response]]
@@ -193,7 +231,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
     """The fold role's public views, each answered by this process alone."""
     denied, page = _pages(chorus)
     channel_page = _channel_pages(chorus, denied)
-    titles = Titles()
+    titles = Titles(chorus.cache("titles", "small", 0.4))
     recap_model = endpoint(chorus.settings, secondary=True)
     model = recap_model[1] if recap_model[0] else "extractive"
 
@@ -215,7 +253,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
         fold as it is now."""
         if chorus.standing(channel) is None:
             return unknown(view, channel)
-        partition = chorus.messages_partition(channel)
+        partition = chorus.ownership.messages_partition(channel)
         found = await latest.summaries.latest(channel, partition)
         commitments = chorus.folds_of(channel).get(CommitmentProjection.name)
         return view.json(summary_answer(channel, commitments, found))
@@ -224,17 +262,19 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
         found = chorus.standing(channel)
         if found is None:
             return None
-        partition = chorus.messages_partition(channel)
-        record = await latest.recaps.latest(channel, partition, read_back=read_back)
+        partition = chorus.ownership.messages_partition(channel)
+        record = await latest.recaps.latest(channel, partition)
         window = await recent.recent(channel, found.offset, read_back=read_back)
-        newest = await latest.summaries.latest(channel, partition, read_back=read_back)
+        newest = await latest.summaries.latest(channel, partition)
         fallback = record.record.title if record.record else None
         return recap_answer(
             channel,
             found,
             record,
             window,
-            title=titles.of(channel, window, newest.record, fallback),
+            title=titles.of(
+                channel, chorus.ownership.partition_of(channel), window, newest.record, fallback
+            ),
             debounce=chorus.configs.setting(channel, "recap_debounce_seconds"),
             model=model,
             now=utc_now(),
@@ -244,25 +284,34 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
         found = await recap_of(channel, read_back=True)
         return view.json(found) if found is not None else unknown(view, channel)
 
-    async def recaps_view(view: View, _: Request) -> Response:
-        """Every channel this worker owns, from memory: what memory let go (or has not read
-        since this worker took the partition over) is not read back for a list."""
+    async def recaps_view(view: View, request: Request) -> Response:
+        """A page of the channels this worker owns (`?after=`, `?limit=`), their recent
+        messages from memory: what memory let go (or has not read since this worker took
+        the partition over) is not read back for a list."""
+        try:
+            after, limit = page_of(request)
+        except ValueError as error:
+            return view.json({"error": str(error)}, status=400)
+        names, following = local_channels(chorus, after, limit)
         views = []
-        for channel in local_channels(chorus):
-            if chorus.messages_partition(channel) is None:
-                continue  # a standby copy: its owner lists it
+        for channel in names:
             found = await recap_of(channel, read_back=False)
             if found is not None:
                 views.append(found)
-        return view.json({"recaps": views})
+        return view.json({"recaps": views, "next": following})
 
     def channels(view: View, request: Request) -> Response:
-        names = local_channels(chorus)
+        """A page of the channels this worker owns, in name order (`?after=` the last name
+        of the page before, `?limit=`), with the cursor of the next (`next`, null: none)."""
+        try:
+            after, limit = page_of(request)
+        except ValueError as error:
+            return view.json({"error": str(error)}, status=400)
+        names, following = local_channels(chorus, after, limit)
+        answer: dict[str, Any] = {"channels": names, "next": following}
         if request.query.get("with") == "decision":
-            return view.json(
-                {"channels": names, "decisions": {name: decision_of(name) for name in names}}
-            )
-        return view.json({"channels": names})
+            answer["decisions"] = {name: decision_of(name) for name in names}
+        return view.json(answer)
 
     async def context(view: View, channel: str, request: Request) -> Response:
         try:
@@ -273,7 +322,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
         found = chorus.standing(channel)  # once: the header, the commitments, the window
         if found is None:
             return unknown(view, channel)
-        partition = chorus.messages_partition(channel)
+        partition = chorus.ownership.messages_partition(channel)
         summary_read = await latest.summaries.latest(channel, partition)
         recap_read = await latest.recaps.latest(channel, partition)
         window = await recent.recent(channel, found.offset)

@@ -1,75 +1,115 @@
 """The latest summary and recap of each channel, as the fold role's views read them: from the
-compacted `chorus.summaries` and `chorus.recaps` topics, never from the context role.
+compacted `chorus.summaries` and `chorus.recaps` topics, never from the context role (fold
+role).
 
 Both topics are keyed and partitioned like `chorus.messages`, so the summaries and recaps of
-the channels a fold worker owns are on the partitions with the same numbers: the views'
-follower (`streams.kafka.follow`) reads exactly those, from their beginning when the worker
-takes one over. A view answers from memory, without asking another process, and says how far
-each partition has been read (`Current`): a record published after that is not in it.
+the channels a fold worker owns are on the partitions with the same numbers. An agent
+follows each (`streams.worker.followed`: the role's consumer group, its offsets committed
+with the checkpoints) and keeps per channel only where its latest record is: the `latest`
+table (partition and offset of each, and the offset a summary covers through), one record
+per channel, checkpointed, so a restart, warm or cold, reads only what was published since.
+A view reads a record back from its topic by that position and keeps the parsed records in
+a cache bounded in bytes (the `latest` share of the role's memory); it says how far each
+partition has been read (`Current`): a record published after that is not in it.
 
-Bounded: per channel, the position of its latest record; the records themselves up to
-`LATEST_KEPT_BYTES` per topic (about 20,000 channels' summaries: a narrative of at most 500
-tokens with its annotations). Past that, the channel whose record was read or written
-longest ago is dropped from memory (`chorus_latest_records_dropped_total{topic}`) and read
-back from the topic by its position when a view asks for it.
+A summary that covers less than the one the channel has (an older copy published again,
+bug 19) never replaces it (`streams.worker.followed.covers_less`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from streams.kafka.follow import LATEST_KEPT_BYTES, Followed, Follower, LatestBook
+import orjson
+
 from streams.records import RecapRecord, SummaryRecord
+from streams.topology import LATEST_TABLE
+from streams.worker.followed import Followed, LatestBook, covers_less
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
 
-__all__ = ["LATEST_KEPT_BYTES", "LatestViews", "install", "summary_goes_back"]
-
-
-def summary_goes_back(kept: SummaryRecord, new: SummaryRecord) -> bool:
-    """A summary covering less than the one kept (an older copy published again, bug 19)
-    never replaces it."""
-    return (
-        new.last_offset is not None
-        and kept.last_offset is not None
-        and new.last_offset < kept.last_offset
-    )
-
 
 class LatestViews:
-    """The books of `chorus.summaries` and `chorus.recaps` and the follower that fills them
-    for the messages partitions this worker actively owns."""
+    """The books of `chorus.summaries` and `chorus.recaps` of the channels this worker owns."""
 
     def __init__(self, chorus: Runtime) -> None:
         self.chorus = chorus
-        settings = chorus.settings
-        summaries = chorus.summaries.get_topic_name()
-        recaps = chorus.recaps.get_topic_name()
-        dropped = chorus.meter.latest_dropped
+        self.positions = chorus.checkpoint.table(
+            chorus.table(LATEST_TABLE), cache=chorus.cache("latest-positions", "latest", 0.25)
+        )
+        records = chorus.cache("latest-records", "latest", 0.75)
+        self.summaries_followed = Followed(
+            chorus, chorus.summaries, "latest-summaries", self.on_summary
+        )
+        self.recaps_followed = Followed(chorus, chorus.recaps, "latest-recaps", self.on_recap)
         self.summaries: LatestBook[SummaryRecord] = LatestBook(
-            summaries,
+            "summary",
+            self.summaries_followed,
+            self.position_of("summary"),
+            chorus.reader(chorus.summaries.get_topic_name()),
             SummaryRecord.model_validate_json,
-            chorus.reader(summaries),
-            goes_back=summary_goes_back,
-            on_dropped=dropped.labels(summaries).inc,
+            records,
         )
         self.recaps: LatestBook[RecapRecord] = LatestBook(
-            recaps,
+            "recap",
+            self.recaps_followed,
+            self.position_of("recap"),
+            chorus.reader(chorus.recaps.get_topic_name()),
             RecapRecord.model_validate_json,
-            chorus.reader(recaps),
-            on_dropped=dropped.labels(recaps).inc,
+            records,
         )
-        readers: list[Followed] = [self.summaries, self.recaps]
-        self.follower = Follower(settings, chorus.servers, readers, chorus.owned_partitions)
+
+    def position_of(self, column: str) -> Callable[[str, int], list[int] | None]:
+        def position(channel: str, partition: int) -> list[int] | None:
+            found: list[int] | None = (self.positions.get(channel, partition) or {}).get(column)
+            return found
+
+        return position
+
+    def _write(
+        self, key: bytes | None, partition: int, offset: int, column: str, position: list[int]
+    ) -> None:
+        if not key:
+            return
+        channel = key.decode(errors="replace")
+        row = self.positions.get(channel, partition) or {}
+        topic = self.summaries_followed.name if column == "summary" else self.recaps_followed.name
+        self.positions.set(channel, {**row, column: position}, partition, offset, topic)
+
+    def on_summary(
+        self, key: bytes | None, value: bytes | None, partition: int, offset: int
+    ) -> None:
+        """A record of chorus.summaries: the channel's latest unless it covers less."""
+        if value is None:  # a tombstone: the channel has no summary any more
+            self._forget(key, partition, offset, "summary")
+            return
+        try:
+            last = orjson.loads(value).get("last_offset")
+        except orjson.JSONDecodeError:
+            return
+        channel = (key or b"").decode(errors="replace")
+        kept = (self.positions.get(channel, partition) or {}).get("summary")
+        if kept is not None and covers_less(kept[2], last):
+            return
+        self._write(key, partition, offset, "summary", [partition, offset, last])
+
+    def on_recap(self, key: bytes | None, value: bytes | None, partition: int, offset: int) -> None:
+        if value is None:
+            self._forget(key, partition, offset, "recap")
+            return
+        self._write(key, partition, offset, "recap", [partition, offset])
+
+    def _forget(self, key: bytes | None, partition: int, offset: int, column: str) -> None:
+        if not key:
+            return
+        channel = key.decode(errors="replace")
+        row = dict(self.positions.get(channel, partition) or {})
+        if row.pop(column, None) is not None:
+            self.positions.set(channel, row, partition, offset)
 
 
 def install(chorus: Runtime) -> LatestViews:
-    """The books and their follower, as a task of the fold role's app."""
-    views = LatestViews(chorus)
-
-    @chorus.app.task
-    async def follow_what_the_views_read() -> None:
-        await views.follower.run()
-
-    return views
+    """The books and the agents that follow their topics (the fold role's views)."""
+    return LatestViews(chorus)

@@ -11,7 +11,6 @@ and conditions the fold decided with; the summaries and recaps contribute what w
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,15 +33,16 @@ from projections.readable import CommitmentView, commitment_views
 from projections.recap import countdown_label, status_as_read, with_recap_state
 from projections.recap.title import channel_title
 from projections.summarise.state import narrative_of
-from streams.kafka.follow import Latest
+from streams.memory import ByteCache
 from streams.records import RecapRecord, SummaryRecord, summary_view
+from streams.worker.followed import Latest
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recent import Recent
 
 # A channel whose last record is younger than this reads as "active" in `chorus watch`.
 ACTIVE_SECONDS = 5.0
-# Channels whose title read from the window and summary is kept between views.
-TITLES_KEPT = 10_000
+# What a title kept between views weighs in memory.
+TITLE_BYTES = 300
 
 
 class UnknownChannel(LookupError):
@@ -67,11 +67,12 @@ def channel_state(chorus: Runtime, channel: str) -> dict[str, Any] | None:
             "offset": folded.offset,
             "state": folded.state,
         }
+    config = chorus.configs.get(channel)
     return {
         "channel": channel,
         "decision": found.decision_json(),
         "projections": projections,
-        "config": chorus.channel_config.get(channel),
+        "config": config.model_dump(mode="json") if config is not None else None,
     }
 
 
@@ -94,34 +95,32 @@ def commitments_of(found: ChannelStanding, recent: Recent) -> list[CommitmentVie
 
 class Titles:
     """Each channel's title (`channel_title` of its recent messages and summary), read again
-    only when either changed; at most TITLES_KEPT channels, the least recently asked
+    only when either changed; kept in a cache bounded in bytes, the least recently asked
     forgotten first."""
 
-    def __init__(self, kept: int = TITLES_KEPT) -> None:
-        self.kept = kept
-        self.titles: OrderedDict[str, tuple[tuple[int | None, int | None], str | None]] = (
-            OrderedDict()
-        )
+    def __init__(self, cache: ByteCache[str, tuple[tuple[int | None, int | None], str | None]]):
+        self.cache = cache
 
     def of(
-        self, channel: str, recent: Recent, summary: SummaryRecord | None, fallback: str | None
+        self,
+        channel: str,
+        partition: int,
+        recent: Recent,
+        summary: SummaryRecord | None,
+        fallback: str | None,
     ) -> str | None:
         """The title; `fallback` (the latest recap's) while nothing of it repeats and no
         message says anything."""
         last = recent.messages[-1][0] if recent.messages else None
         key = (last, summary.last_offset if summary else None)
-        cached = self.titles.get(channel)
+        cached = self.cache.get(channel)
         if cached is not None and cached[0] == key:
-            self.titles.move_to_end(channel)
             return cached[1]
         window = [m for _, m in recent.messages]
         opening = next((m.content for m in window if m.content), fallback)
         narrative = narrative_of(summary.text, summary.narrative) if summary else None
         found = channel_title(window, opening, narrative) or fallback
-        self.titles[channel] = (key, found)
-        self.titles.move_to_end(channel)
-        while len(self.titles) > self.kept:
-            self.titles.popitem(last=False)
+        self.cache.put(channel, (key, found), TITLE_BYTES, partition)
         return found
 
 

@@ -21,8 +21,9 @@ from streams.ops.topics import create_topics
 from streams.registry import registered_projections
 from streams.replay import catch_up_rebuilds, mark_served
 from streams.settings import Settings
+from streams.topology import ROLES, Role, role_changelogs
+from streams.worker.app import role_data_dir
 from streams.worker.compose import build_worker
-from streams.worker.runtime import ROLES, Role, role_data_dir
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +109,8 @@ def create_role_topics(settings: Settings, roles: tuple[Role, ...] = ROLES) -> N
     itself, but only as its clients start: create them first and wait until metadata lists
     them, so no client starts with a view that predates them. Raises (one line) when the
     broker cannot be reached."""
-    changelogs = [
-        name
-        for role in roles
-        for name in build_worker(settings, role=role).runtime.changelog_topics()
-    ]
+    projections = registered_projections(settings.projections, settings)
+    changelogs = [name for role in roles for name in role_changelogs(settings, role, projections)]
     asyncio.run(create_topics(settings, sorted(set(changelogs))))
 
 

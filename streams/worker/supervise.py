@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from streams.settings import Settings
+from streams.topology import ROLES, Role
 from streams.worker.run import EXIT_STOPPED_LATE, STOP_GRACE_SECONDS, create_role_topics
-from streams.worker.runtime import ROLES, Role
 
 log = logging.getLogger(__name__)
 

@@ -181,14 +181,12 @@ async def prepare_topics(settings: Settings, timeout: float = 60.0) -> None:
     The fault tests create them up front so each test exercises its own fault, not that race.
     """
     from streams.ops.topics import create_topics
-    from streams.topology import topic_specs
-    from streams.worker.compose import build_worker
-    from streams.worker.runtime import ROLES
+    from streams.registry import registered_projections
+    from streams.topology import ROLES, role_changelogs, topic_specs
 
+    projections = registered_projections(settings.projections, settings)
     changelogs = {  # both roles' tables; no I/O
-        name
-        for role in ROLES
-        for name in build_worker(settings, role=role).runtime.changelog_topics()
+        name for role in ROLES for name in role_changelogs(settings, role, projections)
     }
     await create_topics(settings, sorted(changelogs))
     wanted = {spec.name for spec in topic_specs(settings)} | changelogs

@@ -1,8 +1,9 @@
 """The config stage, in both roles: the compacted `chorus.channel-config` topic folded into
 the config table.
 
-Every other stage reads it through `streams.worker.configs.ChannelConfigs`; a record that is
-not a valid config goes to the dead letters with the reason.
+Every other stage reads it through `streams.worker.configs.ChannelConfigs`, and is told of
+a channel whose config changed (`ChannelConfigs.listeners`); a record that is not a valid
+config goes to the dead letters with the reason.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ def install(chorus: Runtime, dead_letters: bool = True) -> None:
 
     @chorus.app.agent(chorus.channel_config_topic, name="channel-config")
     async def fold_config(stream: Any) -> None:
+        checkpoint = chorus.checkpoint
         async for event in stream.events():
             try:
                 config = parse_config(event.value)
             except ValueError as error:
                 if not dead_letters:
                     continue
-                await chorus.dead_letter(
+                await chorus.gate.dead_letter(
                     f"invalid channel config: {error}",
                     "config",
                     event.key,
@@ -35,4 +37,8 @@ def install(chorus: Runtime, dead_letters: bool = True) -> None:
                     topic=chorus.channel_config_topic.get_topic_name(),
                 )
                 continue
-            chorus.configs.put(config)
+            # What the stages derive from it (a deadline moved sooner) is checkpointed
+            # before the config record is committed.
+            async with checkpoint.between_batches():
+                checkpoint.hold(event)
+                chorus.configs.put(config)

@@ -4,117 +4,172 @@ the channels this worker owns.
 
 The EVENT goes through the log, so the fold expires the commitment as it folds the EVENT,
 and a replay expires the same commitments at the same place in each channel's history.
-The fold owns the commitments' state; this stage reads it (`Runtime.folds_of`) and keeps
-only what saves work: an index of each channel's earliest deadline, told by the fold as it
-applies messages (`on_folded`), so a tick visits only the channels that can be overdue,
-and the expiries sent and not yet folded, so a tick does not send them again.
+The fold owns the commitments' state; this stage reads it and keeps an index of when each
+channel's next deadline falls (`streams.worker.deadlines`, kind `expiry`), told by the fold
+as it applies messages (`on_folded`: the domain's `next_deadline` before and after, an
+index write only when it moved). A tick reads the entries due in the owned partitions, at
+most EXPIRIES_PER_TICK of them, and sends their EVENTs in one batch: it costs what is due,
+not what exists. The expiries sent and not folded yet are remembered (bounded by what is
+due and in flight), so a tick does not send them again, unless the fold has not applied
+them within EXPIRY_RESEND_SECONDS.
+
+The index of a fold table written by something other than this worker's fold (a replay
+rebuild, a version upgrade) is built once per partition and table from that table
+(`index_partition`, in slices, once the tables have recovered after the partition's first
+assignment), and a marker in the index says so: later starts and moves read nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from projections.channel import ProjectionStep
 from projections.commitments import (
-    ACTIVE_STATES,
     CommitmentProjection,
     CommitmentsState,
     expiry_event,
+    next_deadline,
     overdue,
 )
-from projections.model import encode_message, utc_now
+from projections.model import encode_message
+from streams.worker.deadlines import Deadlines, Due
+from streams.worker.folds import Fold, FoldTables
 from streams.worker.runtime import Runtime
+from streams.worker.timers import Clock, every
+
+log = logging.getLogger(__name__)
 
 # The projection whose state this stage reads.
 COMMITMENTS = CommitmentProjection.name
+KIND = "expiry"
+# At most this many due channels a tick looks at: a thousand channels expiring together
+# take a few ticks, none of them long.
+EXPIRIES_PER_TICK = 500
+# An expiry sent and not folded after this long is sent again.
+EXPIRY_RESEND_SECONDS = 30.0
+# Channels indexed per slice when a partition's index is built from its fold table.
+INDEX_SLICE = 500
 
 
-def earliest_deadline(commitments: Iterable[Mapping[str, Any]]) -> datetime | None:
-    """The earliest `expires_at` among the active ones of `commitments` (as stored: JSON)."""
-    earliest = None
-    for commitment in commitments:
-        expires = commitment.get("expires_at")
-        if expires and commitment.get("state") in ACTIVE_STATES:
-            at = datetime.fromisoformat(expires)
-            earliest = at if earliest is None or at < earliest else earliest
-    return earliest
+def _built_key(table: str) -> str:
+    """The marker, in the index table, that a partition's index covers fold table `table`."""
+    return f"built|{table}"
 
 
 class CommitmentExpiry:
-    """The timer's body, apart from Faust's decorators so tests can drive it."""
+    """The timer's body, apart from Faust's decorators so tests drive it with their clock."""
 
     def __init__(self, chorus: Runtime) -> None:
+        if chorus.folds is None:
+            raise ValueError("the expiry stage runs in the fold role")
         self.chorus = chorus
-        # (channel, correlation id) of the expiries sent whose commitment is still overdue.
-        self._expiry_sent: set[tuple[str, str]] = set()
-        # channel -> the earliest deadline among its active commitments (none: not listed),
-        # so the timer visits only channels that can be overdue. The table is scanned in
-        # full from time to time (`Rescan`: rebalance, recovery, replay rebuilds).
-        self._deadlines: dict[str, datetime] = {}
-        self._rescan = chorus.checkpoint.rescan()
+        self.folds: FoldTables = chorus.folds
+        self.index = Deadlines(chorus.deadlines, KIND)
+        self.projection = next(p for p in chorus.projections if p.name == COMMITMENTS)
+        # channel -> correlation id -> when its expiry was sent, until the fold applies it.
+        self.sent: dict[str, dict[str, datetime]] = {}
 
-    def on_folded(self, channel: str, steps: Sequence[ProjectionStep]) -> None:
-        """The fold applied a message of `channel`: index its commitments' earliest deadline
-        when they changed (a `Folder` watcher)."""
+    def on_folded(
+        self, channel: str, partition: int, offset: int, steps: Sequence[ProjectionStep]
+    ) -> None:
+        """The fold applied a message of `channel`: index its next deadline when it moved
+        (a `Folder` watcher)."""
         for done in steps:
             if done.projection.name != COMMITMENTS or not done.applied:
                 continue
-            if done.state is not done.before:
-                commitments = done.folded.state.get("commitments", {})
-                self._index_deadline(channel, earliest_deadline(commitments.values()))
-
-    def _index_deadline(self, channel: str, earliest: datetime | None) -> None:
-        if earliest is None:
-            self._deadlines.pop(channel, None)
-        else:
-            self._deadlines[channel] = earliest
+            if done.state is done.before:
+                continue
+            before, after = _deadline(done.before), _deadline(done.state)
+            if before == after:
+                continue
+            if before is not None:
+                self.index.remove(Due(channel, before), partition)
+            if after is not None:
+                self.index.put(channel, after, partition, offset)
+            self.sent.pop(channel, None)
 
     async def expire_overdue(self, now: datetime) -> int:
-        """Write an expiry EVENT for each overdue commitment this worker owns.
-
-        The EVENT goes through the log, so replay expires the same commitments at the
-        same place in each channel's history.
-        """
-        table = self.chorus.folds.get(COMMITMENTS)
-        if table is None:
-            return 0
-        sent: set[tuple[str, str]] = set()
-        still_overdue: set[tuple[str, str]] = set()
-        if self._rescan.due():
-            self._deadlines.clear()
-            for channel, folded in table.items():
-                if folded is not None:
-                    commitments = folded.state.get("commitments", {}).values()
-                    self._index_deadline(str(channel), earliest_deadline(commitments))
-        for channel in [c for c, at in self._deadlines.items() if at <= now]:
-            partition = self.chorus.messages_partition(channel)
-            if partition is None:
-                continue
-            folded = self.chorus.folds_of(channel).get(COMMITMENTS)
-            if folded is None:
-                continue
-            state = CommitmentsState.model_validate(folded.state)
-            for correlation_id in overdue(state, now):
-                still_overdue.add((channel, correlation_id))
-                if (channel, correlation_id) in self._expiry_sent:
+        """Send an expiry EVENT for each overdue commitment this worker owns (at most
+        EXPIRIES_PER_TICK channels); how many were sent."""
+        events: list[tuple[bytes | None, bytes | None, int]] = []
+        resend_before = now - timedelta(seconds=EXPIRY_RESEND_SECONDS)
+        for partition in sorted(self.chorus.ownership.owned_partitions()):
+            for due in self.index.due(partition, now, EXPIRIES_PER_TICK):
+                fold = self.folds.tables[COMMITMENTS].get(due.channel, partition)
+                state = _state(self.projection, fold)
+                if state is None:
+                    self.index.remove(due, partition)
                     continue
-                event = expiry_event(channel, correlation_id, now)
-                await self.chorus.messages.send(key=channel.encode(), value=encode_message(event))
-                sent.add((channel, correlation_id))
-        # Forget commitments that were expired by the fold, so the set stays bounded.
-        self._expiry_sent = (self._expiry_sent | sent) & still_overdue
-        return len(sent)
+                late = overdue(state, now)
+                if not late:  # an entry the state moved away from: put it where it is
+                    self.index.move(due, partition, next_deadline(state))
+                    continue
+                sent = self.sent.setdefault(due.channel, {})
+                for correlation_id in late:
+                    at = sent.get(correlation_id)
+                    if at is not None and at > resend_before:
+                        continue
+                    sent[correlation_id] = now
+                    event = expiry_event(due.channel, correlation_id, now)
+                    events.append((due.channel.encode(), encode_message(event), partition))
+        if events:
+            await self.chorus.publish(self.chorus.messages, events)
+        return len(events)
+
+    async def index_partition(self, partition: int) -> int:
+        """Index the deadlines of `partition`'s commitments fold table unless this worker's
+        index already covers that table there (see the module); how many were indexed."""
+        table = self.folds.tables[COMMITMENTS]
+        marker = _built_key(table.name)
+        index = self.chorus.deadlines
+        if index.get(marker, partition) is not None:
+            return 0
+        indexed = 0
+        for count, (channel, fold) in enumerate(table.scan(partition, "", "\uffff"), 1):
+            if count % INDEX_SLICE == 0:
+                await asyncio.sleep(0)
+            state = _state(self.projection, fold)
+            at = next_deadline(state) if state is not None else None
+            if at is not None:
+                self.index.put(str(channel), at, partition)
+                indexed += 1
+        index.set(marker, 1, partition)
+        log.info("indexed %d deadlines of %s, partition %d", indexed, table.name, partition)
+        return indexed
 
 
-def install(chorus: Runtime) -> CommitmentExpiry:
+def _deadline(state: Any) -> datetime | None:
+    return next_deadline(state) if isinstance(state, CommitmentsState) else None
+
+
+def _state(projection: Any, fold: Fold | None) -> CommitmentsState | None:
+    if fold is None:
+        return None
+    state = fold.loaded(projection)
+    return state if isinstance(state, CommitmentsState) else None
+
+
+def install(chorus: Runtime, clock: Clock | None = None) -> CommitmentExpiry:
     """The expiry stage (the fold role): its timer; the fold stage tells it what it folds
     (`CommitmentExpiry.on_folded`, wired by `streams.worker.compose`)."""
     expiry = CommitmentExpiry(chorus)
 
-    @chorus.app.timer(chorus.settings.expiry_check_seconds, name="expire-commitments")
-    async def expire_commitments() -> None:
-        await expiry.expire_overdue(utc_now())
+    async def recovered(*_: Any, **__: Any) -> None:
+        for partition in sorted(chorus.ownership.owned_partitions()):
+            await expiry.index_partition(partition)
 
+    chorus.app.on_rebalance_complete.connect(recovered)  # after the tables' recovery
+    extra = {"clock": clock} if clock is not None else {}
+    every(
+        chorus.app,
+        chorus.meter,
+        chorus.settings.expiry_check_seconds,
+        "expire-commitments",
+        expiry.expire_overdue,
+        **extra,
+    )
     return expiry

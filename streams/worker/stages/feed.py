@@ -1,5 +1,5 @@
 """The context role's one agent on `chorus.messages`: each valid message, in log order, to
-the summaries and recaps stages (its "followers"); what they change reaches their tables
+the summaries and recaps stages (its "readers"); what they change reaches their tables
 once per checkpoint (`streams.worker.checkpoint`), and the messages stay held until then.
 
 It passes the fold's gate (`validate_record`) but sends no dead letters for what the gate
@@ -26,15 +26,15 @@ from streams.worker.runtime import Runtime
 log = logging.getLogger(__name__)
 
 # A stage the feed hands every valid message to, in log order: (message, partition, offset).
-Follower = Callable[[Message, int, int], Awaitable[None]]
+Reader = Callable[[Message, int, int], Awaitable[None]]
 
 
 class Feed:
     """The agent's body, apart from Faust's decorators so tests can drive it."""
 
-    def __init__(self, chorus: Runtime, followers: Sequence[Follower]) -> None:
+    def __init__(self, chorus: Runtime, readers: Sequence[Reader]) -> None:
         self.chorus = chorus
-        self.followers = followers
+        self.readers = readers
 
     async def on_record(
         self,
@@ -47,17 +47,17 @@ class Feed:
         if not await self.chorus.in_order(partition, offset):
             return
         try:
-            message = self.chorus.validate(key, value, partition, offset, timestamp_ms)
+            message = self.chorus.gate.validate(key, value, partition, offset, timestamp_ms)
         except MessageError:  # the fold role dead-letters it
             return
-        for follower in self.followers:
+        for reader in self.readers:
             try:
-                await follower(message, partition, offset)
+                await reader(message, partition, offset)
             except Exception as error:
-                stage = getattr(follower, "__qualname__", "follower")
+                stage = getattr(reader, "__qualname__", "reader")
                 log.exception("%s failed for %s@%s", stage, partition, offset)
                 reason = f"{stage} failed: {type(error).__name__}: {error}"
-                await self.chorus.dead_letter(reason, stage, key, value, partition, offset)
+                await self.chorus.gate.dead_letter(reason, stage, key, value, partition, offset)
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
         for event in batch:
@@ -71,8 +71,9 @@ class Feed:
             )
 
 
-def install(chorus: Runtime, followers: Sequence[Follower]) -> Feed:
-    feed = Feed(chorus, followers)
+def install(chorus: Runtime, readers: Sequence[Reader]) -> Feed:
+    """The feed (the context role): the summaries and recaps stages are its `readers`."""
+    feed = Feed(chorus, readers)
 
     chorus.take_messages("feed-messages", feed.on_batch)
     return feed

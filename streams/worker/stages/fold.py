@@ -23,31 +23,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from faust.types import EventT
-from pydantic import BaseModel
 
-from projections.channel import ProjectionStep, decide, step
+from projections.channel import ProjectionStep, StepFailure, decide, step
 from projections.model import Message, MessageError
 from projections.projection import Folded, bound_counters_of
 from projections.termination import decision_to_json
-from streams.kafka.batches import PublishFailed
+from streams.kafka.batches import until_acknowledged
 from streams.records import (
     DriverEvent,
     MisplacedRecord,
     driver_event,
 )
+from streams.worker.folds import FoldTables
 from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-LOADED_STATES_LIMIT = 20_000
-# Channels whose misplaced records were already explained in the log; the oldest is
-# forgotten first (and explained again when it shows up again).
-MISPLACED_LOGGED_LIMIT = 10_000
+# Channels whose misplaced records were already explained in the log, what each costs in
+# the small caches: the least recently seen is forgotten first (and explained again when
+# it shows up again).
+MISPLACED_LOGGED_FRACTION = 0.05
+MISPLACED_ENTRY_BYTES = 200
 # Waits between attempts to publish a batch's driver events the broker did not acknowledge:
 # doubling from the first to the last, then the last until it does.
 PUBLISH_RETRY_SECONDS = (1.0, 30.0)
@@ -57,9 +57,10 @@ PUBLISH_RETRY_SECONDS = (1.0, 30.0)
 # once the broker has acknowledged them all.
 SIGNALS_AT_ONCE = 64
 
-# A stage told of each message the fold applied, as it is applied: (channel, the steps of
-# each projection). It reads; the fold stays the one owner of the state.
-FoldWatcher = Callable[[str, Sequence[ProjectionStep]], None]
+# A stage told of each message the fold applied, as it is applied: (channel, its partition,
+# the message's offset, the steps of each projection). It reads; the fold stays the one
+# owner of the state.
+FoldWatcher = Callable[[str, int, int, Sequence[ProjectionStep]], None]
 # A stage handed each record the fold takes, in log order and before the fold's gate (key,
 # value, partition, offset, Kafka time in ms), so that no other consumer in the process
 # reads the log again. It reads; it changes no state of the fold.
@@ -88,39 +89,16 @@ class Folder:
         watchers: Sequence[FoldWatcher] = (),
         readers: Sequence[RecordReader] = (),
     ) -> None:
+        if chorus.folds is None:
+            raise ValueError("the fold stage runs in the fold role")
         self.chorus = chorus
+        self.folds: FoldTables = chorus.folds
         self.settings = chorus.settings
         self.watchers = watchers
         self.readers = readers
-        # States of recently folded channels, loaded (the projection's own model) beside
-        # their dumped form: loading a long channel's state from its table value costs more
-        # than folding a message into it. (version, offset, loaded state, dumped state)
-        self._loaded: OrderedDict[tuple[str, str], tuple[int, int, Any, Any]] = OrderedDict()
-        self._misplaced_logged: OrderedDict[str, None] = OrderedDict()
-
-    def loaded_states(self, channel: str, stored: dict[str, Folded | None]) -> dict[str, Any]:
-        """States in memory that still match the table (same version and offset)."""
-        found = {}
-        for name, folded in stored.items():
-            cached = self._loaded.get((channel, name))
-            if folded is not None and cached is not None:
-                version, offset, state, _ = cached
-                if (version, offset) == (folded.version, folded.offset):
-                    found[name] = state
-        return found
-
-    def remember(self, channel: str, steps: list[ProjectionStep]) -> None:
-        for done in steps:
-            # Only immutable pydantic states: a plain-data state must be folded from its
-            # table form (JSON types), as it would be after a restart.
-            if not isinstance(done.state, BaseModel):
-                continue
-            key = (channel, done.projection.name)
-            folded = done.folded
-            self._loaded[key] = (folded.version, folded.offset, done.state, folded.state)
-            self._loaded.move_to_end(key)
-        while len(self._loaded) > LOADED_STATES_LIMIT:
-            self._loaded.popitem(last=False)
+        self._misplaced_logged = chorus.cache(
+            "misplaced-logged", "small", MISPLACED_LOGGED_FRACTION
+        )
 
     async def on_record(
         self,
@@ -136,20 +114,21 @@ class Folder:
             reader(key, value, partition, offset, timestamp_ms)
         # The partition's next offset is past this record now, whatever follows: a rejected
         # record changes no other state, and the record after it folds.
+        gate = self.chorus.gate
         try:
-            message = self.chorus.validate(key, value, partition, offset, timestamp_ms)
+            message = gate.validate(key, value, partition, offset, timestamp_ms)
         except MisplacedRecord as error:
             await self.send_misplaced(error, key, value, partition, offset)
             return []
         except MessageError as error:
-            await self.chorus.dead_letter(error.reason, "validate", key, value, partition, offset)
+            await gate.dead_letter(error.reason, "validate", key, value, partition, offset)
             return []
         try:
             return await self.fold(message, key, value, partition, offset)
         except Exception as error:  # never crash the worker on one record
             log.exception("fold failed for %s@%s", partition, offset)
             reason = f"fold failed: {type(error).__name__}: {error}"
-            await self.chorus.dead_letter(reason, "fold", key, value, partition, offset)
+            await gate.dead_letter(reason, "fold", key, value, partition, offset)
             return []
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
@@ -193,23 +172,18 @@ class Folder:
         An event the broker refuses for good (too large for the topic) is not retried: it is
         counted (`chorus_refused_records_total`) and dead-lettered with its message's
         position, and the messages after it fold on."""
-        delay, longest = PUBLISH_RETRY_SECONDS
         records = [(s.key, s.value, s.partition) for s in signals]
-        while True:
-            try:
-                refused = (await self.chorus.publish(self.chorus.driver_events, records)).refused
-                break
-            except PublishFailed:
-                log.warning(
-                    "sending the batch's %d driver events again in %gs", len(signals), delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, longest)
+        published = await until_acknowledged(
+            lambda: self.chorus.publish(self.chorus.driver_events, records),
+            PUBLISH_RETRY_SECONDS,
+            f"sending the batch's {len(signals)} driver events again in %gs",
+        )
+        refused = published.refused
         topic = self.chorus.driver_events.get_topic_name()
         for one in refused:
             signal = signals[one.index]
             self.chorus.meter.refused_records.labels(topic).inc()
-            await self.chorus.dead_letter(
+            await self.chorus.gate.dead_letter(
                 f"the broker refused its driver event for good ({type(one.error).__name__}: "
                 f"{one.error}); the message is folded, its state is in the tables",
                 "driver-event",
@@ -223,8 +197,8 @@ class Folder:
         """`chorus_state_bound_hits_total`: the bounds this fold met, from the counters the
         states keep (the states say how often; the metric says it happened here, now)."""
         name = done.projection.name
-        if done.error is not None and "CHORUS_MAX_STATE_BYTES" in done.error:
-            self.chorus.meter.state_bounds.labels(name, "state-bytes").inc()
+        if done.failure is StepFailure.STATE_BYTES:
+            self.chorus.meter.state_bounds.labels(name, StepFailure.STATE_BYTES.value).inc()
         if not done.applied or not isinstance(done.folded.state, dict):
             return
         previous = before.state if before is not None and isinstance(before.state, dict) else {}
@@ -237,27 +211,26 @@ class Folder:
         self, message: Message, key: bytes | None, value: bytes | None, partition: int, offset: int
     ) -> list[DriverEvent]:
         channel = message.channel
-        stored = self.chorus.folds_of(channel)
+        folds = self.folds.folds(channel, partition)
+        stored = {name: fold.folded if fold else None for name, fold in folds.items()}
         steps = step(
             self.chorus.projections,
             stored,
             message,
             offset,
-            self.loaded_states(channel, stored),
+            self.folds.loaded(channel, folds),
             max_state_bytes=self.settings.max_state_bytes,
         )
         decision = decision_to_json(decide(self.chorus.configs.conditions(channel), steps))
+        self.folds.write(channel, folds, steps, partition, offset)
         for done in steps:
-            if done.applied:
-                self.chorus.folds[done.projection.name].set(channel, done.folded, partition, offset)
             self._count_bounds(stored.get(done.projection.name), done)
-        self.remember(channel, steps)
         for watcher in self.watchers:
-            watcher(channel, steps)
+            watcher(channel, partition, offset, steps)
         event = driver_event(message, partition, offset, steps, decision)
         if event.errors:
             reasons = "; ".join(f"{name}: {error}" for name, error in event.errors.items())
-            await self.chorus.dead_letter(
+            await self.chorus.gate.dead_letter(
                 "projection raised or outgrew its state limit: " + reasons,
                 "project",
                 key,
@@ -278,13 +251,10 @@ class Folder:
         """Dead-letter a record on the wrong partition; the log says why once per channel,
         since a producer with another partitioner misplaces most of a channel's records."""
         self.chorus.meter.misplaced_records.inc()
-        first = error.channel not in self._misplaced_logged
-        self._misplaced_logged[error.channel] = None
-        self._misplaced_logged.move_to_end(error.channel)
-        while len(self._misplaced_logged) > MISPLACED_LOGGED_LIMIT:
-            self._misplaced_logged.popitem(last=False)
+        first = self._misplaced_logged.get(error.channel) is None
+        self._misplaced_logged.put(error.channel, True, MISPLACED_ENTRY_BYTES, partition)
         level = logging.WARNING if first else logging.DEBUG
-        await self.chorus.dead_letter(
+        await self.chorus.gate.dead_letter(
             error.reason, "validate", key, value, partition, offset, level=level
         )
 

@@ -1,11 +1,23 @@
 """The context role's recaps stage: when a channel goes quiet, a cheap secondary model
 writes a short recap.
 
-Deadlines live in the changelog-backed channel state (`Runtime.channel_state`, the recap
-status beside the summaries' pending batch), so a restarted or rebalanced worker still
-fires them on time. A timer checks the channels this worker owns; generation runs in a
-task, and every phase change travels through the compacted `chorus.recaps` topic before
-the channel state records it (read back by the agent `record-recaps`), as summaries do.
+When each channel's recap falls due is the recap status's (`projections.recap.phase`), kept
+in the changelog-backed channel state (`Runtime.channel_state`, beside the summaries'
+pending batch), so a restarted or rebalanced worker still fires it on time. The deadline
+index (`streams.worker.deadlines`, kind `recap`) says which channels to look at: an entry is
+put when a countdown starts (a quiet channel's first message), when a retry is scheduled,
+and when a generation starts (to find it orphaned if its worker dies); a countdown that
+moves later leaves its entry to fire early and be moved, so a busy channel costs an index
+write per debounce, not per message. The timer `recap-deadlines` reads the entries due,
+newest first, and hands them to a queue (RECAP_QUEUE) that a few tasks write from; a
+burst of channels going quiet together waits in the index and never stalls the role.
+
+The furnace's budget (CHORUS_RECAP_LLM_PER_MINUTE): with a model configured, at most that
+many recaps a minute are written by it; the others due meanwhile are written extractive
+(no model), counted (`chorus_recaps_over_budget_total`), never dropped. Every phase change
+travels through the compacted `chorus.recaps` topic before the channel state records it
+(read back by the agent `record-recaps`), as summaries do; an extractive recap is one
+record (COMPLETED), a model's two (GENERATING, then COMPLETED or ERROR).
 
 The recent window is positions in the status record; its messages are kept in memory
 (cut as the transcript reads them) and read back from `chorus.messages` when memory no
@@ -22,8 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from datetime import datetime
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -43,40 +56,44 @@ from projections.recap import (
     on_message,
     presentation_transcript,
 )
+from projections.recap.phase import wakes_at
 from projections.recap.title import channel_keyphrases, channel_title
+from projections.recap.window import RECAP_WINDOW, windowed_message
 from projections.summarise.llm import ChatClient, LlmError
-from projections.summarise.pending import PendingBatch, PendingItem
-from projections.text.lines import cut
 from projections.text.titles import title
 from streams.records import RecapRecord
-from streams.worker.bodies import LogBodies, MessageBodies
+from streams.worker.bodies import LogBodies, MessageBodies, Wanted
 from streams.worker.checkpoint import Codec
+from streams.worker.deadlines import Deadlines, Due
+from streams.worker.followed import Followed, LatestBook
+from streams.worker.timers import Clock, every
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-RECAP_WINDOW = 20
-# The transcript shows at most 280 characters of a message; the window keeps a little more
-# so that truncation still says "…", and only what the transcript reads of a payload.
-WINDOW_CONTENT_CHARS = 300
-WINDOW_PAYLOAD_KEYS = ("tool", "name")
 # A channel's latest summary narrative (None before its first summary).
-NarrativeOf = Callable[[str], str | None]
+NarrativeOf = Callable[[str], Awaitable[str | None]]
 
+KIND = "recap"
 RECAP_MAX_TOKENS = 160
 RETRY_BACKOFF_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 300.0
-# Windows kept in memory: RECAP_WINDOW cut messages for each of about 2,500 channels.
-WINDOW_KEPT_MESSAGES = 50_000
-WINDOW_KEPT_CHARS = 16 * 1024 * 1024
+# Recaps taken for writing and not written yet, at most; the others due wait in the index.
+RECAP_QUEUE = 64
+# The tasks that write them: each waits for its record's lot to be acknowledged (the
+# outbox's linger), so they overlap; the model's calls are bounded by its own concurrency.
+RECAP_WRITERS = RECAP_QUEUE
+# A generation read back as started and not ended after this long (beyond the model's own
+# time and retries) is orphaned: the worker that started it died or gave the channel up.
+ORPHANED_AFTER_SECONDS = 60.0
 
 
 class ChannelRecap(BaseModel):
     """What the channel state's recap column holds per channel: the phase machine, the
     recent window's positions (its messages are the stage's `bodies`: memory, else the log)
-    and the latest recap record."""
+    and where its latest recap record is ([partition, offset] on chorus.recaps)."""
 
     status: RecapStatus = RecapStatus()
     window_offsets: list[int] = []
@@ -84,7 +101,7 @@ class ChannelRecap(BaseModel):
     # The title of the channel's first message that says something (`title` of it, at most
     # 60 characters): the title until a phrase repeats.
     opening: str | None = None
-    latest: RecapRecord | None = None
+    latest: list[int] | None = None
 
 
 # The stage reads and writes ChannelRecap models, each decoded once and encoded once per
@@ -128,18 +145,6 @@ def with_message(
     )
 
 
-def windowed_message(message: Message) -> Message:
-    """The part of a message the recap transcript uses, so that windows in memory stay
-    small. Cut content ends with "…", so a reader of the window (the agent context) can
-    tell it is not the whole message."""
-    payload = message.payload or {}
-    kept = {key: payload[key] for key in WINDOW_PAYLOAD_KEYS if key in payload}
-    content = message.content
-    if content is not None:
-        content = cut(content, WINDOW_CONTENT_CHARS)
-    return message.model_copy(update={"content": content, "payload": kept or None})
-
-
 async def write_recap(
     client: ChatClient | None,
     messages: Sequence[Message],
@@ -147,8 +152,8 @@ async def write_recap(
     keyphrases: dict[str, list[int]] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The recap text (history only: the state part is rendered when it is read) and its
-    cost fields; extractive when no model is configured. The model gets the same cleaned
-    input: no ids, no backchannel."""
+    cost fields; extractive when no model is given. The model gets the same cleaned input:
+    no ids, no backchannel."""
     if client is None:
         return extractive_recap(messages, keyphrases, summary), {"tier": "extractive"}
     system, user = build_recap_prompt(
@@ -164,29 +169,72 @@ async def write_recap(
     }
 
 
+class LlmBudget:
+    """At most `per_minute` LLM recaps a minute (a token bucket refilled continuously)."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self.clock = clock
+        self.tokens = float(per_minute)
+        self.at = clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.per_minute, self.tokens + (now - self.at) * self.per_minute / 60)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
 class Recapper:
     def __init__(
         self,
         chorus: Runtime,
         client: ChatClient | None,
         narrative: NarrativeOf,
+        clock: Clock = utc_now,
     ) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
         self.client = client
         self.narrative = narrative
+        self.clock = clock
+        self.budget = LlmBudget(chorus.settings.recap_llm_per_minute)
         # Written once per checkpoint (`streams.worker.checkpoint`).
         self.table = chorus.channel_state.column("recap", RECAP_CODEC)
         self.bodies = LogBodies(
-            chorus, MessageBodies(WINDOW_KEPT_MESSAGES, WINDOW_KEPT_CHARS), windowed_message
+            chorus, MessageBodies(chorus.cache("recap-windows", "bodies", 0.5)), windowed_message
         )
+        self.followed = Followed(chorus, chorus.recaps, "record-recaps", self.on_recap)
+        self.latest: LatestBook[RecapRecord] = LatestBook(
+            "recap",
+            self.followed,
+            lambda channel, partition: self.recap_of(channel, partition).latest,
+            chorus.reader(chorus.recaps.get_topic_name()),
+            RecapRecord.model_validate_json,
+            chorus.cache("recaps-read", "small", 0.3),
+        )
+        self.index = Deadlines(chorus.deadlines, KIND)
+        # channel -> the generation taken for writing here and not read back yet: in flight
+        # only (bounded by the queue and the tasks), forgotten with its partition.
         self.generating: dict[str, int] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue(RECAP_QUEUE)
         self.outbox = chorus.outbox(chorus.recaps)
-        # channel -> its recap status, for the deadline timer: kept by every write, rebuilt
-        # from the table by `rescan`.
-        self.statuses: dict[str, RecapStatus] = {}
-        self.rescan = chorus.checkpoint.rescan()
+        self.orphaned_after = timedelta(
+            seconds=ORPHANED_AFTER_SECONDS
+            + chorus.settings.llm_timeout_seconds * (chorus.settings.llm_max_retries + 1)
+        )
+        chorus.ownership.on_moved(self.moved)
+
+    def moved(self, gone: frozenset[int], taken: frozenset[int], _: frozenset[int]) -> None:
+        """Partitions moved: a generation in flight for them is another worker's now (its
+        GENERATING status, read back there, is found orphaned if nobody ends it)."""
+        ownership = self.chorus.ownership
+        for channel in list(self.generating):
+            if ownership.partition_of(channel) in gone | taken:
+                del self.generating[channel]
 
     def store(
         self,
@@ -199,36 +247,38 @@ class Recapper:
         """Write the channel's recap (made by the record at `partition`@`offset` of `topic`,
         chorus.messages unless named)."""
         self.table.set(channel, recap, partition, offset, topic)
-        self.statuses[channel] = recap.status
 
-    async def window_of(self, channel: str, recap: ChannelRecap) -> list[Message]:
+    async def window_of(self, channel: str, recap: ChannelRecap, partition: int) -> list[Message]:
         """The window's messages, oldest first: from memory, else read back from the log."""
-        batch = PendingBatch(items=[PendingItem(offset=o) for o in recap.window_offsets])
-        partition = self.chorus.messages_partition(channel)
-        if partition is None:  # not this worker's channel (any more): what memory has
-            bodies = self.bodies.memory.of(channel)
-        else:
-            bodies = await self.bodies.of(channel, partition, batch, is_conversation_change)
+        bodies = self.bodies.memory.of(channel)
+        lacking = frozenset(o for o in recap.window_offsets if o not in bodies)
+        if lacking:
+            read = await self.bodies.read_back(
+                channel, partition, Wanted(lacking), is_conversation_change
+            )
+            bodies.update(read)
         return [bodies[offset] for offset in recap.window_offsets if offset in bodies]
 
-    def recap_of(self, channel: str) -> ChannelRecap:
-        recap: ChannelRecap | None = self.table.get(channel)
+    def recap_of(self, channel: str, partition: int) -> ChannelRecap:
+        recap: ChannelRecap | None = self.table.get(channel, partition)
         return recap if recap is not None else ChannelRecap()
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
         channel = message.channel
-        before = self.recap_of(channel)
+        before = self.recap_of(channel, partition)
         debounce = self.chorus.configs.setting(channel, "recap_debounce_seconds")
-        after = with_message(before, message, offset, debounce, utc_now())
+        after = with_message(before, message, offset, debounce, self.clock())
         if after is before:
             return
         if after.message_count > before.message_count:
             memory = self.bodies.memory
-            memory.keep(channel, offset, windowed_message(message))
+            memory.keep(channel, partition, offset, windowed_message(message))
             memory.drop_through(channel, after.window_offsets[0] - 1)
         self.store(channel, after, partition, offset)
+        if before.status.phase is not RecapPhase.PENDING and after.status.due_at is not None:
+            self.index.put(channel, after.status.due_at, partition, offset)  # a countdown starts
 
-    async def on_recap(self, value: bytes | None, partition: int, offset: int) -> None:
+    def on_recap(self, key: bytes | None, value: bytes | None, partition: int, offset: int) -> None:
         """A record read back from chorus.recaps, at `partition`@`offset`."""
         try:
             record = RecapRecord.model_validate_json(value or b"")
@@ -236,14 +286,19 @@ class Recapper:
             log.warning("ignoring an invalid record on the recaps topic: %s", error)
             return
         channel = record.channel
-        recap = self.recap_of(channel)
-        now = utc_now()
+        recap = self.recap_of(channel, partition)
+        now = self.clock()
         status = recap.status
+        topic = self.followed.name
         if record.phase == RecapPhase.GENERATING:
             status = on_generation_started(status, now)
+            if status.phase is RecapPhase.GENERATING:
+                self.index.put(channel, now + self.orphaned_after, partition, offset, topic)
         elif record.phase == RecapPhase.COMPLETED:
-            status = on_generation_succeeded(status, record.generation)
-            self.generating.pop(channel, None)
+            started = on_generation_started(status, now)  # an extractive recap: one record
+            status = on_generation_succeeded(started, record.generation)
+            if status is started:
+                status = recap.status
         elif record.phase == RecapPhase.ERROR:
             status = on_generation_failed(
                 status,
@@ -253,57 +308,89 @@ class Recapper:
                 RETRY_MAX_BACKOFF_SECONDS,
                 generation=record.generation,
             )
+            retry = wakes_at(status)
+            if retry is not None:
+                self.index.put(channel, retry, partition, offset, topic)
+        if record.phase != RecapPhase.GENERATING and self.generating.get(channel, -1) <= (
+            record.generation
+        ):
             self.generating.pop(channel, None)
-        latest = recap.latest if record.phase == RecapPhase.GENERATING else record
+        latest = recap.latest if record.phase == RecapPhase.GENERATING else [partition, offset]
         updated = recap.model_copy(update={"status": status, "latest": latest})
-        self.store(channel, updated, partition, offset, self.chorus.recaps.get_topic_name())
+        self.store(channel, updated, partition, offset, topic)
 
-    async def check_deadlines(self) -> None:
-        now = utc_now()
-        if self.rescan.due():
-            self.statuses = {
-                str(channel): recap.status
-                for channel, recap in list(self.table.items())
-                if recap is not None
-            }
-        for channel, status in list(self.statuses.items()):
-            if channel in self.generating:
-                continue
-            # GENERATING with no task here: the worker that started it died or moved on.
-            orphaned = status.phase is RecapPhase.GENERATING
-            if not (orphaned or due(status, now)):
-                continue
-            recap = self.recap_of(channel)
-            partition = self.chorus.messages_partition(channel)
-            if partition is None:
-                continue
-            self.generating[channel] = recap.status.generation
-            task = asyncio.ensure_future(self.generate(channel, recap, partition))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+    async def check_deadlines(self, now: datetime) -> int:
+        """Take the recaps due in the owned partitions, newest first, into the queue while
+        it has room (the rest wait in the index); move the entries that fired early or for
+        nothing. How many were taken."""
+        taken = 0
+        for partition in sorted(self.chorus.ownership.owned_partitions()):
+            room = self.queue.maxsize - self.queue.qsize()
+            if room <= 0:
+                self.chorus.meter.recaps_deferred.inc()
+                break
+            entries = self.index.due(partition, now, room + len(self.generating), newest_first=True)
+            for entry in entries:
+                if self.queue.full():
+                    self.chorus.meter.recaps_deferred.inc()
+                    break
+                if self.take(entry, partition, now):
+                    taken += 1
+        self.chorus.meter.recap_queue.set(self.queue.qsize())
+        return taken
+
+    def take(self, entry: Due, partition: int, now: datetime) -> bool:
+        channel = entry.channel
+        status = self.recap_of(channel, partition).status
+        if self.generating.get(channel) == status.generation:
+            return False  # in flight here: its record, read back, says what comes next
+        orphaned = status.phase is RecapPhase.GENERATING
+        if not (orphaned or due(status, now)):
+            self.index.move(entry, partition, wakes_at(status))
+            return False
+        self.index.remove(entry, partition)
+        self.generating[channel] = status.generation
+        self.queue.put_nowait((channel, partition))
+        return True
+
+    async def write_queued(self) -> None:
+        """One of the tasks that write the recaps taken (until cancelled)."""
+        while True:
+            channel, partition = await self.queue.get()
+            try:
+                await self.generate(channel, self.recap_of(channel, partition), partition)
+            finally:
+                self.queue.task_done()
+                self.chorus.meter.recap_queue.set(self.queue.qsize())
 
     async def generate(self, channel: str, recap: ChannelRecap, partition: int) -> None:
+        client = self.client if self.client is not None and self.budget.take() else None
+        if self.client is not None and client is None:
+            self.chorus.meter.recaps_over_budget.inc()
         try:
-            summary = self.narrative(channel)
-            window = await self.window_of(channel, recap)
+            summary = await self.narrative(channel)
+            window = await self.window_of(channel, recap, partition)
+            previous = (await self.latest.latest(channel, partition)).record
             base = RecapRecord(
                 channel=channel,
-                text=recap.latest.text if recap.latest else None,
-                narrative=recap.latest.narrative if recap.latest else None,
+                text=previous.text if previous else None,
+                narrative=previous.narrative if previous else None,
                 phase=RecapPhase.GENERATING,
                 covered_offset=recap.status.covered_offset,
                 generation=recap.status.generation,
                 title=channel_title(window, recap.opening, summary),
             )
-            await self.publish(base, partition)
+            if client is not None:  # a model's answer takes a while: say it is coming
+                await self.publish(base, partition)
         except Exception:
             log.exception("recap of %s failed", channel)
             self.generating.pop(channel, None)
             return
         try:
             text, cost = await write_recap(
-                self.client, window, summary, channel_keyphrases(window, summary)
+                client, window, summary, channel_keyphrases(window, summary)
             )
+            self.chorus.meter.recaps.labels(cost["tier"]).inc()
             done = base.model_copy(
                 update={
                     "text": text,
@@ -325,7 +412,7 @@ class Recapper:
         await self.outbox.send((record.channel.encode(), record.to_bytes(), partition))
 
 
-def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
+def install(chorus: Runtime, narrative: NarrativeOf, clock: Clock = utc_now) -> Recapper:
     """The recap stage (the context role); `narrative` is what the channel's latest summary
     says was said (handed over by the composition root: no stage imports another)."""
     from streams.llm.client import client_from_settings
@@ -336,18 +423,19 @@ def install(chorus: Runtime, narrative: NarrativeOf) -> Recapper:
         chorus,
         MeteredChatClient(client, chorus.meter, "recap") if client else None,
         narrative,
+        clock,
     )
 
-    @chorus.app.agent(chorus.recaps, name="record-recaps")
-    async def record_recaps(stream: Any) -> None:
-        async for event in stream.events():
-            async with chorus.checkpoint.between_batches():
-                chorus.checkpoint.hold(event)
-                record = event.message
-                await recapper.on_recap(event.value, record.partition, record.offset)
+    @chorus.app.task
+    async def write_recaps() -> None:
+        await asyncio.gather(*(recapper.write_queued() for _ in range(RECAP_WRITERS)))
 
-    @chorus.app.timer(chorus.settings.recap_check_seconds, name="recap-deadlines")
-    async def deadlines() -> None:
-        await recapper.check_deadlines()
-
+    every(
+        chorus.app,
+        chorus.meter,
+        chorus.settings.recap_check_seconds,
+        "recap-deadlines",
+        recapper.check_deadlines,
+        clock,
+    )
     return recapper

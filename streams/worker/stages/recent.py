@@ -14,12 +14,15 @@ After a restart or a partition move the windows of a partition taken over start 
 view of a channel reads back at most `RECENT_READ_BACK` records of its partition before the
 first the fold handed over since, so a channel quiet for longer than that shows only what
 came after (its summary has the rest).
+
+Bounded in bytes: the windows and the bodies are two caches (`streams.memory.ByteCache`) of
+the role's `recent` share; past it the least recently active channel's window, or the
+oldest body, is forgotten (and read back when a view asks, as after a restart).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from collections.abc import Collection, Set
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +30,8 @@ from aiokafka import ConsumerRecord
 
 from projections.model import Message, MessageError
 from projections.recap import is_conversation_change
+from projections.recap.window import RECAP_WINDOW, windowed_message
 from streams.kafka.consume import RangeReader
-from streams.records import key_partition
-from streams.worker.stages.recaps import RECAP_WINDOW, windowed_message
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -37,11 +39,11 @@ if TYPE_CHECKING:
 # Records per channel window: twice the messages shown, so that a few EVENTs among them
 # (typing, expiries) still leave the window's worth of conversation.
 RECENT_RECORDS = 2 * RECAP_WINDOW
-# Windows kept: past it the least recently active channel's is dropped (and read back when
-# a view asks, as after a restart).
-RECENT_KEPT_CHANNELS = 50_000
-# Raw values kept in memory across channels (the oldest dropped first: read back on demand).
-RECENT_KEPT_BYTES = 32 * 1024 * 1024
+# What a window entry weighs in memory: the deque, and an (offset, time) pair per record.
+WINDOW_BYTES = 700
+WINDOW_RECORD_BYTES = 120
+# Of the `recent` share: the windows, then the bodies.
+WINDOWS_FRACTION = 0.25
 # What a view reads back of a partition, at most, to fill a window the follower has not seen.
 RECENT_READ_BACK = 5_000
 
@@ -60,6 +62,17 @@ class Recent:
 NOTHING_RECENT = Recent([])
 
 
+class Window:
+    """A channel's last RECENT_RECORDS (offset, Kafka time in ms), and whether what came
+    before the first the fold handed over was read back."""
+
+    __slots__ = ("filled", "records")
+
+    def __init__(self, records: deque[tuple[int, int]] | None = None) -> None:
+        self.records: deque[tuple[int, int]] = records or deque(maxlen=RECENT_RECORDS)
+        self.filled = False
+
+
 class RecentMessages:
     """The windows (offsets and times) and the bodies (raw, or parsed once shown), of the
     records the fold stage hands over (`on_record`)."""
@@ -67,35 +80,21 @@ class RecentMessages:
     def __init__(self, chorus: Runtime, reader: RangeReader | None = None) -> None:
         self.chorus = chorus
         self.reader = reader
-        # channel -> its last RECENT_RECORDS (offset, timestamp ms), the least recently
-        # active channel first.
-        self.windows: OrderedDict[str, deque[tuple[int, int]]] = OrderedDict()
+        # channel -> its Window, the least recently active channel first.
+        self.windows = chorus.cache("recent-windows", "recent", WINDOWS_FRACTION)
         # (channel, offset) -> raw value, or the message parsed from it (None: not shown),
-        # with the raw size it counts for; the oldest first.
-        self.bodies: OrderedDict[tuple[str, int], tuple[bytes | Message | None, int]] = (
-            OrderedDict()
-        )
-        self.size = 0
+        # counted for its raw size; the oldest first.
+        self.bodies = chorus.cache("recent-bodies", "recent", 1 - WINDOWS_FRACTION)
         # partition -> the first offset the fold handed over since this worker took the
-        # partition (what comes before is read back when a view asks); the partitions owned;
-        # the channels read back since they were taken.
+        # partition (what comes before is read back when a view asks).
         self.live_from: dict[int, int] = {}
-        self.owned: Set[int] = frozenset()
-        self.filled: set[str] = set()
 
-    def moved(self, owned: Collection[int]) -> None:
-        """This worker owns the messages partitions `owned` now: the windows of the others
-        are forgotten, and so are those of a partition taken over (another worker may have
-        folded records of it meanwhile; bodies stay valid: a record never changes)."""
-        kept = self.owned & set(owned)
-        partitions = self.chorus.messages_partitions()
-        for channel in list(self.windows):
-            if key_partition(channel.encode(), partitions) not in kept:
-                del self.windows[channel]
-                self.filled.discard(channel)
-        for partition in set(self.live_from) - kept:
-            del self.live_from[partition]
-        self.owned = frozenset(owned)
+    def moved(self, gone: frozenset[int], taken: frozenset[int], _: frozenset[int]) -> None:
+        """Partitions moved: the windows of those gone and of those taken over are forgotten
+        (another worker may have folded records of it meanwhile; the runtime forgets the
+        caches' entries of both), and so is where the fold started handing theirs over."""
+        for partition in gone | taken:
+            self.live_from.pop(partition, None)
 
     def on_record(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int, at_ms: int
@@ -105,41 +104,39 @@ class RecentMessages:
             return
         self.live_from.setdefault(partition, offset)
         channel = key.decode(errors="replace")
-        window = self.windows.get(channel)
+        window: Window | None = self.windows.get(channel)
         if window is None:
-            window = self.windows[channel] = deque(maxlen=RECENT_RECORDS)
-            while len(self.windows) > RECENT_KEPT_CHANNELS:
-                dropped, _ = self.windows.popitem(last=False)
-                self.filled.discard(dropped)
-        else:
-            self.windows.move_to_end(channel)
-        if window and window[-1][0] >= offset:
+            window = Window()
+        elif window.records and window.records[-1][0] >= offset:
             return  # redelivered
-        window.append((offset, at_ms))
-        self._keep((channel, offset), value, len(value))
+        window.records.append((offset, at_ms))
+        self._keep_window(channel, partition, window)
+        self._keep((channel, offset), value, len(value), partition)
 
-    def _keep(self, key: tuple[str, int], body: bytes | Message | None, size: int) -> None:
-        previous = self.bodies.pop(key, None)
-        if previous is not None:
-            self.size -= previous[1]
-        self.bodies[key] = (body, size)
-        self.size += size
-        while self.size > RECENT_KEPT_BYTES and self.bodies:
-            _, (_, dropped) = self.bodies.popitem(last=False)
-            self.size -= dropped
+    def _keep_window(self, channel: str, partition: int, window: Window) -> None:
+        size = WINDOW_BYTES + WINDOW_RECORD_BYTES * len(window.records)
+        self.windows.put(channel, window, size, partition)
+
+    def _keep(
+        self, key: tuple[str, int], body: bytes | Message | None, size: int, partition: int
+    ) -> None:
+        self.bodies.put(key, (body, size), size, partition)
 
     async def recent(self, channel: str, through: int | None, *, read_back: bool = True) -> Recent:
         """The channel's recent conversation folded by `through` (the fold's offset); what
         memory lacks is read back from the log unless `read_back` is False (a list of every
         channel shows what memory has)."""
-        partition = self.chorus.messages_partition(channel)
+        partition = self.chorus.ownership.messages_partition(channel)
         if partition is None or through is None:
             return NOTHING_RECENT
-        if read_back and channel not in self.filled:
-            await self._fill(channel, partition, through)
-        window = [(o, at) for o, at in self.windows.get(channel, ()) if o <= through]
+        kept: Window | None = self.windows.get(channel)
+        if read_back and (kept is None or not kept.filled):
+            kept = await self._fill(channel, partition, through, kept)
+        window = [(o, at) for o, at in (kept.records if kept else ()) if o <= through]
         # This view's bodies, gathered before any is cached again (caching may evict).
-        bodies = {o: self.bodies[(channel, o)] for o, _ in window if (channel, o) in self.bodies}
+        bodies = {
+            o: found for o, _ in window if (found := self.bodies.get((channel, o))) is not None
+        }
         missing = [o for o, _ in window if o not in bodies]
         if missing and read_back:
             bodies.update(await self._read_back(channel, partition, missing))
@@ -162,34 +159,36 @@ class RecentMessages:
         if not isinstance(body, bytes):
             return body
         try:
-            message = self.chorus.validate(channel.encode(), body, partition, offset)
+            message = self.chorus.gate.validate(channel.encode(), body, partition, offset)
         except MessageError:
             message = None
         shown = windowed_message(message) if message and is_conversation_change(message) else None
-        self._keep((channel, offset), shown, size)
+        self._keep((channel, offset), shown, size, partition)
         return shown
 
-    async def _fill(self, channel: str, partition: int, through: int) -> None:
+    async def _fill(
+        self, channel: str, partition: int, through: int, kept: Window | None
+    ) -> Window:
         """Read back the channel's records before the first the fold handed over since this
         worker took the partition (up to `through` when it has handed over none yet: every
         record of the channel after it is handed over), at most RECENT_READ_BACK records,
-        once per channel until partitions move."""
-        self.filled.add(channel)
+        once per channel until partitions move (or memory let its window go)."""
         first_live = self.live_from.get(partition)
         last = (through + 1 if first_live is None else first_live) - 1
-        if last < 0 or self.reader is None:
-            return
-        first = max(0, last - RECENT_READ_BACK + 1)
-        found = await self.reader.read(partition, first, last, _mine(channel))
+        found: list[tuple[int, tuple[int, bytes]]] = []
+        if last >= 0 and self.reader is not None:
+            first = max(0, last - RECENT_READ_BACK + 1)
+            found = await self.reader.read(partition, first, last, _mine(channel))
         earlier = [(offset, at) for offset, (at, _) in found][-RECENT_RECORDS:]
-        window = self.windows.get(channel)
-        later = [entry for entry in window or () if entry[0] > last]
-        merged: deque[tuple[int, int]] = deque([*earlier, *later], maxlen=RECENT_RECORDS)
-        self.windows[channel] = merged
-        kept = {offset for offset, _ in merged}
+        later = [entry for entry in (kept.records if kept else ()) if entry[0] > last]
+        window = Window(deque([*earlier, *later], maxlen=RECENT_RECORDS))
+        window.filled = True
+        self._keep_window(channel, partition, window)
+        shown = {offset for offset, _ in window.records}
         for offset, (_, value) in found:
-            if offset in kept:
-                self._keep((channel, offset), value, len(value))
+            if offset in shown:
+                self._keep((channel, offset), value, len(value), partition)
+        return window
 
     async def _read_back(
         self, channel: str, partition: int, offsets: list[int]
@@ -203,7 +202,7 @@ class RecentMessages:
         for offset, (_, value) in found:
             if offset in wanted:
                 bodies[offset] = (value, len(value))
-                self._keep((channel, offset), value, len(value))
+                self._keep((channel, offset), value, len(value), partition)
         return bodies
 
 
@@ -222,5 +221,5 @@ def install(chorus: Runtime) -> RecentMessages:
     """The windows, with their read-back reader, following the partitions this worker owns;
     the fold stage hands them its records (`streams.worker.compose`)."""
     recent = RecentMessages(chorus, chorus.reader(chorus.messages.get_topic_name()))
-    chorus.on_messages_assigned(recent.moved)
+    chorus.ownership.on_moved(recent.moved)
     return recent

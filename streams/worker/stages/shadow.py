@@ -2,7 +2,9 @@
 log (`streams.replay.checks.run_shadow_check`) and report any live state that differs, as
 a metric, a log line with the diff and a `shadow-divergence:<channel>` driver event.
 
-Off unless `CHORUS_SHADOW_CHECK_SECONDS` > 0.
+Off unless `CHORUS_SHADOW_CHECK_SECONDS` > 0. A round samples among the channels this worker
+owns that it folded most recently (SHADOW_CANDIDATES of the fold cache), never walking every
+channel.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ from streams.records import DriverEvent, ProjectionChange
 from streams.replay import Difference, render_diff
 from streams.replay.checks import run_shadow_check
 from streams.worker.runtime import Runtime
+from streams.worker.timers import every
 
 log = logging.getLogger(__name__)
+
+# The channels a round samples from: those folded most recently.
+SHADOW_CANDIDATES = 1_000
 
 
 def replayed_live(chorus: Runtime, difference: Difference) -> Any:
@@ -35,7 +41,7 @@ async def report_divergence(chorus: Runtime, difference: Difference) -> None:
     chorus.meter.divergences.labels(difference.projection, difference.kind).inc()
     log.error("shadow check: %s\n%s", difference.describe(), render_diff(difference))
     folded = difference.live or difference.replay
-    partition = chorus.messages_partition(difference.channel)
+    partition = chorus.ownership.messages_partition(difference.channel)
     event = DriverEvent(
         source=f"shadow-divergence:{difference.channel}",
         channel=difference.channel,
@@ -69,9 +75,19 @@ def install(chorus: Runtime) -> None:
     async def report(difference: Difference) -> None:
         await report_divergence(chorus, difference)
 
-    @chorus.app.timer(every_seconds, name="shadow-check")
-    async def shadow() -> None:
+    folds = chorus.folds
+    if folds is None:
+        raise ValueError("the shadow check runs in the fold role")
+    ownership = chorus.ownership
+
+    async def shadow(_: object) -> None:
+        # The channels folded lately (the fold cache's), those this worker owns: a sample
+        # read without walking every channel.
+        recent = folds.recently_folded(SHADOW_CANDIDATES)
+        owned = [c for c in recent if ownership.messages_partition(c) is not None]
         try:
-            await run_shadow_check(chorus, chorus.settings.shadow_check_sample, rng, report)
+            await run_shadow_check(chorus, owned, chorus.settings.shadow_check_sample, rng, report)
         except Exception:  # a failed check must never stop the worker
             log.exception("shadow check failed")
+
+    every(chorus.app, chorus.meter, every_seconds, "shadow-check", shadow)

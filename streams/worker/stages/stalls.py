@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from faust.types import TP as TopicPartition
 
 from streams.worker.runtime import Runtime
+from streams.worker.timers import every
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class StallGuard:
         topic = self.chorus.messages.get_topic_name()
         next_offsets = {
             partition: found
-            for partition in self.chorus.owned_partitions()
+            for partition in self.chorus.ownership.owned_partitions()
             for found in [self.chorus.next_offset(partition)]
             if found is not None
         }
@@ -126,8 +127,8 @@ def install(chorus: Runtime) -> StallGuard:
     """The stall watch (the fold role), over the fold's next offsets."""
     guard = StallGuard(chorus)
 
-    @chorus.app.timer(STALL_CHECK_SECONDS, name="watch-stalls")
-    async def watch_stalls() -> None:
+    async def watch_stalls(_: object) -> None:
         await guard.unstall(time.monotonic())
 
+    every(chorus.app, chorus.meter, STALL_CHECK_SECONDS, "watch-stalls", watch_stalls)
     return guard

@@ -11,11 +11,18 @@ other role.
 The feed never waits for a summariser: a due batch is handed to a task, so a slow LLM
 delays neither folding nor other channels (beyond the client's concurrency limit). The
 task publishes to `chorus.summaries`. What the next batch builds on, each channel's latest
-summary, is read back from that compacted topic (`streams.kafka.follow.LatestBook`, the
-partitions this worker owns, from their beginning when it takes one over): the topic is
-the one copy, no table keeps another. A summary read trims the pending batch it covers
-(the pending batches are checkpointed); no batch is summarised while its channel's
-partition of the topic is still being read back, so a summary always builds on the latest.
+summary, is the topic's: the agent `record-summaries` follows it (`streams.worker.followed`,
+the role's group, offsets committed with the checkpoints) and keeps in the channel state
+only where the latest summary is and what it covers through; the record is read back by
+that position when the next batch needs it. A summary read trims the pending batch it
+covers (the pending batches are checkpointed); no batch is summarised while its channel's
+partition of the topic is still catching up after this worker took it, so a summary always
+builds on the latest.
+
+A batch falls due at its message threshold (launched as the message is taken) or at its
+time threshold: the deadline index (`streams.worker.deadlines`, kind `summary`) holds when,
+written when a batch's oldest item changes, so the timer `summary-time-thresholds` reads
+only the channels due.
 
 The pending batch is positions only (offsets, compacted spans): the log is the one copy of
 the messages (`streams.worker.bodies`: kept in memory while pending, else read back), so a
@@ -26,9 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from projections.model import Message, utc_now
 from projections.summarise import (
@@ -38,23 +47,27 @@ from projections.summarise import (
     default_summariser,
 )
 from projections.summarise.pending import (
+    MAX_COMPACTED_PARTS,
     PendingBatch,
     PendingItem,
     add,
     as_narrated,
     due,
+    due_at,
     fill,
+    missing,
     next_batch,
     summarisable,
     trim,
 )
 from projections.summarise.state import narrative_of
-from streams.kafka.follow import Follower, LatestBook
 from streams.records import SummaryRecord
 from streams.settings import Settings
-from streams.worker.bodies import LogBodies
+from streams.worker.bodies import LogBodies, MessageBodies, Wanted
 from streams.worker.checkpoint import Codec
-from streams.worker.latest import summary_goes_back
+from streams.worker.deadlines import Deadlines
+from streams.worker.followed import Followed, LatestBook, covers_less
+from streams.worker.timers import Clock, every
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -68,6 +81,11 @@ COMPACTED_ITEMS = "compactedMessages"
 # Set when some of a batch's items could not be read back from the log (only if its
 # retention was cut): how many; the record still covers their offsets, so the stage goes on.
 UNREAD_ITEMS = "unreadItems"
+# The deadline index's kind for the time thresholds, how often they are looked at, and how
+# many due channels a tick launches at most per partition.
+KIND = "summary"
+SUMMARY_CHECK_SECONDS = 1.0
+SUMMARIES_PER_TICK = 200
 
 
 def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
@@ -105,55 +123,80 @@ def item_of(offset: int, span: list[int] | None) -> PendingItem:
     return PendingItem.model_construct(offset=offset, first_offset=span[0], covers=span[1])
 
 
-class Summariser:
-    """Pending batches, summaries and the latest summary of each channel as
-    `chorus.summaries` says (what the next batch builds on)."""
+def wanted_of(items: Sequence[PendingItem]) -> Wanted:
+    """What pending items stand for, to read back: their single messages, and the first
+    MAX_COMPACTED_PARTS of each compacted run (`pending.compacted` shows no more)."""
+    return Wanted(
+        frozenset(item.offset for item in items if not item.compacted),
+        tuple((item.start, item.offset, MAX_COMPACTED_PARTS) for item in items if item.compacted),
+    )
 
-    def __init__(self, chorus: Runtime, summariser: ContentSummariser[Message]) -> None:
+
+class Summariser:
+    """Pending batches, and the summaries of each channel on `chorus.summaries`."""
+
+    def __init__(
+        self,
+        chorus: Runtime,
+        writer: ContentSummariser[Message],
+        clock: Clock = utc_now,
+    ) -> None:
         self.chorus = chorus
         self.settings = chorus.settings
-        self.summariser = summariser
-        topic = chorus.summaries.get_topic_name()
-        self.latest: LatestBook[SummaryRecord] = LatestBook(
-            topic,
-            SummaryRecord.model_validate_json,
-            chorus.reader(topic),
-            goes_back=summary_goes_back,
-            on_dropped=chorus.meter.latest_dropped.labels(topic).inc,
-            on_latest=self.on_summary,
-        )
-        # Per channel, the last offset its latest summary covers (the book may drop the
-        # record itself from memory): forgotten with the channel's partition (`moved`).
-        self.covered: dict[str, tuple[int, int]] = {}
-        # Per channel, the pending batch's header (offsets, pending_since, compacted spans),
-        # written once per checkpoint (`streams.worker.checkpoint`).
+        self.writer = writer
+        self.clock = clock
+        # Per channel, the pending batch's header (offsets, pending_since, compacted spans)
+        # and [partition, offset, last offset covered] of its latest summary, written once
+        # per checkpoint (`streams.worker.checkpoint`).
         self.pending = chorus.channel_state.column("pending", HEADER_CODEC)
-        self.bodies = LogBodies(chorus)
+        self.summary = chorus.channel_state.column("summary")
+        self.followed = Followed(chorus, chorus.summaries, "record-summaries", self.on_record)
+        self.latest: LatestBook[SummaryRecord] = LatestBook(
+            "summary",
+            self.followed,
+            self.summary.get,
+            chorus.reader(chorus.summaries.get_topic_name()),
+            SummaryRecord.model_validate_json,
+            chorus.cache("summaries-read", "small", 0.3),
+        )
+        self.bodies = LogBodies(
+            chorus, MessageBodies(chorus.cache("summary-bodies", "bodies", 0.5))
+        )
+        self.index = Deadlines(chorus.deadlines, KIND)
         # Last offset handed to a summariser and not yet seen back on the summaries topic:
-        # the next batch waits for it, so it builds on the summary it follows.
+        # the next batch waits for it, so it builds on the summary it follows. In flight
+        # only: bounded by the tasks running.
         self.launched: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.outbox = chorus.outbox(chorus.summaries)
-        # channel -> when its pending batch falls due (count threshold reached: at once).
-        self.due_at: dict[str, datetime] = {}
-        self.rescan = chorus.checkpoint.rescan()
+        chorus.ownership.on_moved(self.moved)
+        chorus.configs.listeners.append(self.configured)
 
-    def moved(self, owned: Collection[int]) -> None:
-        """This worker owns the messages partitions `owned` now."""
-        self.covered = {c: at for c, at in self.covered.items() if at[0] in owned}
+    def configured(self, channel: str, partition: int) -> None:
+        """The channel's thresholds may have changed: index its batch by them (an entry
+        later than the new one fires and is moved; one sooner must be put)."""
+        at = self.due_at(channel, self.batch_of(channel, partition))
+        if at is not None:
+            self.index.put(channel, at, partition)
 
-    def narrative(self, channel: str) -> str | None:
-        """What the channel's latest summary says was said (None before its first, or while
-        the book has dropped it from memory: past LATEST_KEPT_BYTES)."""
-        kept = self.latest.records.get(channel)
-        if kept is None:
+    def moved(self, gone: frozenset[int], taken: frozenset[int], _: frozenset[int]) -> None:
+        """Partitions moved: what is in flight for them is another worker's now."""
+        ownership = self.chorus.ownership
+        for channel in list(self.launched):
+            if ownership.partition_of(channel) in gone | taken:
+                del self.launched[channel]
+
+    async def narrative(self, channel: str) -> str | None:
+        """What the channel's latest summary says was said (None before its first)."""
+        partition = self.chorus.ownership.partition_of(channel)
+        latest = (await self.latest.latest(channel, partition)).record
+        if latest is None:
             return None
-        latest = kept[0]
         return narrative_of(latest.text, latest.narrative) or None
 
-    def covered_offset(self, channel: str) -> int:
-        found = self.covered.get(channel)
-        return found[1] if found is not None else -1
+    def covered_offset(self, channel: str, partition: int) -> int:
+        found = self.summary.get(channel, partition)
+        return int(found[2]) if found is not None and found[2] is not None else -1
 
     def thresholds(self, channel: str) -> tuple[int, float]:
         configs = self.chorus.configs
@@ -162,18 +205,26 @@ class Summariser:
             configs.setting(channel, "summary_after_seconds"),
         )
 
-    def in_flight_through(self, channel: str) -> int:
+    def due_at(self, channel: str, batch: PendingBatch) -> datetime | None:
+        after_messages, after_seconds = self.thresholds(channel)
+        return due_at(batch, after_messages=after_messages, after_seconds=after_seconds)
+
+    def in_flight_through(self, channel: str, partition: int) -> int:
         """The last offset of a batch being summarised (-1: none): compaction leaves it be."""
         launched = self.launched.get(channel, -1)
-        return launched if launched > self.covered_offset(channel) else -1
+        return launched if launched > self.covered_offset(channel, partition) else -1
 
-    def batch_of(self, channel: str) -> PendingBatch:
-        batch: PendingBatch | None = self.pending.get(channel)
+    def batch_of(self, channel: str, partition: int) -> PendingBatch:
+        batch: PendingBatch | None = self.pending.get(channel, partition)
         return batch if batch is not None else PendingBatch()
 
     async def messages_of(self, channel: str, batch: PendingBatch, partition: int) -> list[Message]:
         """What `batch` stands for, from memory or else the log (`streams.worker.bodies`)."""
-        bodies = await self.bodies.of(channel, partition, batch, summarisable)
+        bodies = self.bodies.memory.of(channel)
+        lacking = missing(batch, bodies)
+        if lacking:
+            wanted = wanted_of(lacking)
+            bodies.update(await self.bodies.read_back(channel, partition, wanted, summarisable))
         messages = fill(batch, bodies)
         if len(messages) < len(batch.items):
             log.error(
@@ -185,56 +236,77 @@ class Summariser:
             )
         return messages
 
-    def store(self, channel: str, batch: PendingBatch, partition: int) -> None:
-        self.pending.set(channel, batch, partition)
-        self.index(channel, batch)
-
-    def index(self, channel: str, batch: PendingBatch) -> None:
-        if not batch.items:
-            self.due_at.pop(channel, None)
-            return
-        after_messages, after_seconds = self.thresholds(channel)
-        wait = 0.0 if len(batch.items) >= after_messages else after_seconds  # count reached
-        self.due_at[channel] = (batch.pending_since or utc_now()) + timedelta(seconds=wait)
+    def store(
+        self,
+        channel: str,
+        before: PendingBatch,
+        batch: PendingBatch,
+        partition: int,
+        offset: int | None = None,
+        topic: str | None = None,
+    ) -> None:
+        """The channel's pending batch is `batch` from now on (it was `before`): when it falls
+        due is indexed if that moved sooner (a later one leaves the earlier entry to fire
+        and be moved: `streams.worker.deadlines`)."""
+        self.pending.set(channel, batch, partition, offset, topic)
+        at, was = self.due_at(channel, batch), self.due_at(channel, before)
+        if at is not None and (was is None or at < was):
+            self.index.put(channel, at, partition, offset, topic)
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
         channel = message.channel
         if not summarisable(message):
             return
-        before = self.batch_of(channel)
+        now = self.clock()
+        before = self.batch_of(channel, partition)
         batch = add(
             before,
             offset,
-            covered_offset=self.covered_offset(channel),
+            covered_offset=self.covered_offset(channel, partition),
             max_pending=self.settings.summary_max_pending,
-            now=utc_now(),
-            in_flight_through=self.in_flight_through(channel),
+            now=now,
+            in_flight_through=self.in_flight_through(channel, partition),
         )
         if batch is not before:
-            self.bodies.memory.keep(channel, offset, message)
-            self.store(channel, batch, partition)
-        self.maybe_launch(channel, batch, partition, utc_now())
+            self.bodies.memory.keep(channel, partition, offset, message)
+            self.store(channel, before, batch, partition, offset)
+        self.maybe_launch(channel, batch, partition, now)
 
-    def on_summary(self, record: SummaryRecord, partition: int) -> None:
-        """A summary read from the topic (the latest: the book keeps no older one): trim the
-        batch it covers and launch the next when it is due."""
-        channel = record.channel
-        if record.last_offset is None:
+    def on_record(
+        self, key: bytes | None, value: bytes | None, partition: int, offset: int
+    ) -> None:
+        """A record of chorus.summaries (the agent `record-summaries`): the channel's latest
+        unless it covers less; it trims the batch it covers and launches the next when it is
+        due."""
+        if not key or value is None:
             return
-        self.covered[channel] = (partition, record.last_offset)
-        before = self.batch_of(channel)
-        batch = trim(before, record.last_offset)
+        try:
+            last = orjson.loads(value).get("last_offset")
+        except orjson.JSONDecodeError:
+            log.warning("ignoring a record of %s@%s that is not JSON", self.followed.name, offset)
+            return
+        if last is None:
+            return
+        channel = key.decode(errors="replace")
+        topic = self.followed.name
+        if covers_less(self.covered_offset(channel, partition), last):
+            return
+        self.summary.set(channel, [partition, offset, last], partition, offset, topic)
+        if self.launched.get(channel, -1) <= last:
+            self.launched.pop(channel, None)
+        before = self.batch_of(channel, partition)
+        batch = trim(before, last)
         if batch is not before:
-            self.store(channel, batch, partition)
-        self.bodies.memory.drop_through(channel, record.last_offset)
-        self.maybe_launch(channel, batch, partition, utc_now())
+            self.store(channel, before, batch, partition, offset, topic)
+        self.bodies.memory.drop_through(channel, last)
+        self.maybe_launch(channel, batch, partition, self.clock())
 
     def maybe_launch(
         self, channel: str, batch: PendingBatch, partition: int, now: datetime
     ) -> bool:
-        if self.launched.get(channel, -1) > self.covered_offset(channel):
+        if self.launched.get(channel, -1) > self.covered_offset(channel, partition):
             return False
-        if partition in self.latest.restoring:  # its latest summary may not be read yet
+        if not self.followed.caught_up(partition):  # its latest summary may not be read yet
             return False
         after_messages, after_seconds = self.thresholds(channel)
         if not due(batch, after_messages=after_messages, after_seconds=after_seconds, now=now):
@@ -250,28 +322,34 @@ class Summariser:
         try:
             messages = await self.messages_of(channel, batch, partition)
             previous = (await self.latest.latest(channel, partition)).record
-            record = await summarise_batch(self.summariser, channel, batch, messages, previous)
+            record = await summarise_batch(self.writer, channel, batch, messages, previous)
             await self.outbox.send((channel.encode(), record.to_bytes(), partition))
         except Exception:  # the default wiring falls back itself; this guards user wiring
             log.exception("summary of %s failed; the batch stays pending", channel)
             self.launched.pop(channel, None)
 
-    async def check_time_thresholds(self) -> None:
-        """Launch batches whose time threshold passed (the message threshold fires inline).
-
-        Only channels the index says are due are loaded; a full scan refreshes the index
-        from time to time (`streams.worker.checkpoint.Rescan`).
-        """
-        now = utc_now()
-        if self.rescan.due():
-            self.due_at.clear()
-            for channel, batch in list(self.pending.items()):
-                if batch is not None and batch.items:
-                    self.index(channel, batch)
-        for channel in [c for c, at in self.due_at.items() if at <= now]:
-            partition = self.chorus.messages_partition(channel)
-            if partition is not None:
-                self.maybe_launch(channel, self.batch_of(channel), partition, now)
+    async def check_time_thresholds(self, now: datetime) -> int:
+        """Launch the batches whose time threshold passed (the message threshold fires
+        inline), from the index's due entries in the owned partitions; how many."""
+        launched = 0
+        for partition in sorted(self.chorus.ownership.owned_partitions()):
+            if not self.followed.caught_up(partition):
+                continue
+            for entry in self.index.due(partition, now, SUMMARIES_PER_TICK):
+                batch = self.batch_of(entry.channel, partition)
+                at = self.due_at(entry.channel, batch)
+                if at is None or at > now:  # emptied or moved on: the entry moves with it
+                    self.index.move(entry, partition, at)
+                    continue
+                if self.launched.get(entry.channel, -1) > self.covered_offset(
+                    entry.channel, partition
+                ):
+                    self.index.remove(entry, partition)  # its summary, read back, says next
+                    continue
+                if self.maybe_launch(entry.channel, batch, partition, now):
+                    launched += 1
+                    self.index.remove(entry, partition)
+        return launched
 
 
 async def summarise_batch(
@@ -333,9 +411,10 @@ def summariser_from_settings(
     )
 
 
-def install(chorus: Runtime) -> Summariser:
-    """The summaries stage (the context role): the follower of `chorus.summaries` and the
-    timer of the time thresholds; the feed hands it the messages (`Summariser.on_message`)."""
+def install(chorus: Runtime, clock: Clock = utc_now) -> Summariser:
+    """The summaries stage (the context role): the agent that follows `chorus.summaries`
+    and the timer of the time thresholds; the feed hands it the messages
+    (`Summariser.on_message`)."""
     from streams.llm.client import client_from_settings
     from streams.llm.metering import MeteredChatClient
 
@@ -345,19 +424,14 @@ def install(chorus: Runtime) -> Summariser:
         summariser_from_settings(
             chorus.settings, MeteredChatClient(client, chorus.meter, "summary") if client else None
         ),
+        clock,
     )
-
-    follower = Follower(
-        chorus.settings, chorus.servers, [summariser.latest], chorus.owned_partitions
+    every(
+        chorus.app,
+        chorus.meter,
+        SUMMARY_CHECK_SECONDS,
+        "summary-time-thresholds",
+        summariser.check_time_thresholds,
+        clock,
     )
-    chorus.on_messages_assigned(summariser.moved)
-
-    @chorus.app.task
-    async def read_the_latest_summaries() -> None:
-        await follower.run()
-
-    @chorus.app.timer(1.0, name="summary-time-thresholds")
-    async def time_thresholds() -> None:
-        await summariser.check_time_thresholds()
-
     return summariser

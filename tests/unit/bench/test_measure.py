@@ -77,7 +77,7 @@ def test_wake_figures_count_the_messages_never_woken() -> None:
 
 def test_chorus_topics_by_role() -> None:
     role_of = chorus_roles("wake.", "chorus-wake")
-    assert role_of("chorus-wake-context-v2-channel-state-changelog") == (
+    assert role_of("chorus-wake-context-v3-channel-state-changelog") == (
         "context",
         "channel-state-changelog",
     )

@@ -90,3 +90,33 @@ def test_standing_after_the_last_fold() -> None:
     assert (found.offset, found.message_count, found.at) == (2, 3, T0 + timedelta(seconds=2))
     assert isinstance(found.decision, Complete)
     assert found.decision_json()["offset"] == 2
+
+
+def test_states_already_loaded_fold_like_states_loaded_again() -> None:
+    """`step` given the loaded states (`loaded`, what the worker keeps in memory) gives
+    exactly what it gives loading each state from its stored form."""
+    from streams.registry import registered_projections
+    from tests.factories import conversation
+
+    projections = registered_projections([])
+    reloaded: dict[str, Folded | None] = {}
+    kept: dict[str, Folded | None] = {}
+    states: dict[str, Any] = {}
+    for offset, message in enumerate(conversation(["a"], 300, seed=5)):
+        plain = step(projections, reloaded, message, offset)
+        fast = step(projections, kept, message, offset, states)
+        for slow, quick in zip(plain, fast, strict=True):
+            assert slow.folded == quick.folded and slow.state == quick.state
+            reloaded[slow.projection.name] = slow.folded
+            kept[quick.projection.name] = quick.folded
+            states[quick.projection.name] = quick.state
+            assert Folded.model_validate(quick.folded.as_record()) == quick.folded
+
+
+def test_a_state_outgrowing_its_limit_is_a_typed_failure() -> None:
+    from projections.channel import StepFailure
+
+    message = Message(channel="a/b", sender="ann", type=MessageType.STATUS, content="x" * 2000)
+    (done,) = step([HoarderProjection()], {}, message, 0, max_state_bytes=1024)
+    assert done.failure is StepFailure.STATE_BYTES and not done.applied
+    assert done.error is not None and "over the 1024-byte limit" in done.error

@@ -11,7 +11,7 @@ from projections.commitments import CommitmentProjection
 from projections.model import LogPosition, Message, MessageError
 from projections.overview import ChannelOverviewProjection
 from projections.recap import RecapPhase
-from projections.termination import Complete, Continue, MaxMessages, TerminationContext
+from projections.termination import MaxMessages
 from streams.dead_letters import (
     DEAD_LETTER_COPY_LIMIT,
     DEAD_LETTER_MAX_BYTES,
@@ -19,8 +19,9 @@ from streams.dead_letters import (
 )
 from streams.records import (
     PARTITION_CACHE_KEYS,
-    ChannelConfig,
+    DriverEvent,
     MisplacedRecord,
+    ProjectionChange,
     RecapRecord,
     SummaryRecord,
     key_partition,
@@ -29,8 +30,6 @@ from streams.records import (
     validate_record,
 )
 from streams.registry import ProjectionImportError, load_projection, registered_projections
-from streams.settings import Settings
-from streams.worker.configs import ChannelConfigs
 
 
 def test_validate_record_checks_key_against_channel() -> None:
@@ -128,40 +127,6 @@ def test_dead_letter_keeps_text_or_bytes_and_caps_size() -> None:
     assert null.original is None and null.original_base64 is None
 
 
-class CountingTable(dict[str, object]):
-    def __init__(self, *args: object) -> None:
-        super().__init__(*args)
-        self.reads = 0
-
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
-        self.reads += 1
-        return super().get(key, default)
-
-
-def test_channel_configs_parse_once_until_written_or_forgotten() -> None:
-    table = CountingTable({"c": {"channel": "c", "termination": ["max-messages:2"]}})
-    configs = ChannelConfigs(table, Settings())
-
-    assert isinstance(
-        configs.conditions("c").evaluate(TerminationContext(message_count=2)), Complete
-    )
-    assert configs.get("c") is not None and configs.get("other") is None
-    assert isinstance(
-        configs.conditions("other").evaluate(TerminationContext(message_count=9)), Continue
-    )
-    assert table.reads == 2  # once per channel, a miss included
-
-    configs.put(ChannelConfig(channel="c", termination=["max-messages:5"]))
-    assert not isinstance(
-        configs.conditions("c").evaluate(TerminationContext(message_count=2)), Complete
-    )
-    table["other"] = {"channel": "other", "summary_after_messages": 3}  # e.g. recovery
-    assert configs.get("other") is None  # still the cached miss
-    configs.forget()
-    config = configs.get("other")
-    assert config is not None and config.summary_after_messages == 3
-
-
 def test_step_keeps_state_when_a_projection_raises_and_decides_on_the_rest() -> None:
     class Broken:
         name = "broken"
@@ -254,3 +219,18 @@ def test_the_latest_summary_and_recap_read_from_their_topics_are_shown_as_views(
         "recap": recap,
     }
     assert recap_view("c", None) == {"channel": "c", "phase": "IDLE", "text": None, "recap": None}
+
+
+def test_driver_event_bytes_match_the_schema() -> None:
+    event = DriverEvent(
+        source="channel:a",
+        channel="a",
+        message_id="m",
+        partition=1,
+        offset=2,
+        projections={"p": ProjectionChange(version=1, changes={"k": [2]}, live={"k": [1, 2]})},
+        decision={"decision": "CONTINUE"},
+        errors={"q": "ValueError: no"},
+    )
+    assert DriverEvent.model_validate(orjson.loads(event.to_bytes())) == event
+    assert orjson.loads(event.to_bytes())["event_version"] == 3

@@ -12,7 +12,7 @@ from streams.replay import Difference
 from tests.unit.streams.replay.support import BUILTINS, folded
 
 
-def test_run_shadow_check_samples_owned_channels_and_reports(
+def test_run_shadow_check_samples_the_channels_it_is_given_and_reports(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import asyncio
@@ -36,9 +36,6 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
             raws = {name: table.get(channel) for name, table in self.folds.items()}
             return {name: Folded.model_validate(raw) if raw else None for name, raw in raws.items()}
 
-        def messages_partition(self, channel: str) -> int | None:
-            return 0 if channel.startswith("mine/") else None
-
     checked: list[Any] = []
     found = Difference("mine/a", "overview", "state", folded(3, {"n": 1}), folded(3, {"n": 5}))
 
@@ -52,6 +49,7 @@ def test_run_shadow_check_samples_owned_channels_and_reports(
     async def report(difference: Difference) -> None:
         reported.append(difference)
 
-    result = asyncio.run(checks_module.run_shadow_check(Host(), 5, random.Random(0), report))
-    assert checked == [{"mine/a": {"overview": folded(3, {"n": 1})}}]  # only owned channels
+    run = checks_module.run_shadow_check(Host(), ["mine/a"], 5, random.Random(0), report)
+    result = asyncio.run(run)
+    assert checked == [{"mine/a": {"overview": folded(3, {"n": 1})}}]  # only those given
     assert result == reported == [found]

@@ -1,52 +1,103 @@
-"""The in-memory bodies the summary stage keeps while messages are pending: bounded by count
-and characters, oldest forgotten first (the log still has them)."""
+"""The in-memory bodies the summary and recap stages keep while they may need them: a cache
+of channels bounded in bytes, the least recently used forgotten first (the log still has
+them), and what memory lacks read back through the fold's gate."""
 
 from __future__ import annotations
 
-from projections.model import Message, MessageType
-from streams.worker.bodies import MessageBodies
+from typing import Any
+
+from projections.model import Message, MessageType, encode_message
+from streams.memory import ByteCache
+from streams.worker.bodies import LogBodies, MessageBodies, Wanted, message_bytes
+from tests.unit.streams.worker.offline import offline_worker
 
 
-def said(i: int, chars: int = 2) -> Message:
-    return Message(channel="c", sender="s", type=MessageType.STATUS, content=str(i).rjust(chars))
+def said(i: int, chars: int = 2, channel: str = "c") -> Message:
+    return Message(
+        channel=channel, sender="s", type=MessageType.STATUS, content=str(i).rjust(chars)
+    )
+
+
+def bodies_of(budget: int = 100_000) -> MessageBodies:
+    return MessageBodies(ByteCache("bodies", budget))
 
 
 def test_bodies_are_kept_per_channel_and_forgotten_through_an_offset() -> None:
-    bodies = MessageBodies(max_messages=100, max_chars=10_000)
+    bodies = bodies_of()
     for i in range(5):
-        bodies.keep("a", i, said(i))
-        bodies.keep("b", 10 + i, said(10 + i))
-
+        bodies.keep("a", 0, i, said(i))
+        bodies.keep("b", 1, 10 + i, said(10 + i))
     bodies.drop_through("a", 2)
-
     assert sorted(bodies.of("a")) == [3, 4] and sorted(bodies.of("b")) == list(range(10, 15))
-    assert len(bodies) == 7 and bodies.chars == 14
+    assert bodies.cache.size_of("a") == 2 * message_bytes(said(3))
     bodies.drop_through("a", 4)
     bodies.drop_through("unknown", 4)
-    assert bodies.of("a") == {} and len(bodies) == 5
+    assert bodies.of("a") == {} and "a" not in bodies.cache
 
 
-def test_the_count_bound_forgets_the_oldest_first() -> None:
-    bodies = MessageBodies(max_messages=3, max_chars=10_000)
-    for i in range(5):
-        bodies.keep("a" if i % 2 else "b", i, said(i))
-
-    assert len(bodies) == 3
-    assert sorted(bodies.of("a")) == [3] and sorted(bodies.of("b")) == [2, 4]
-
-
-def test_the_character_bound_holds_and_a_kept_body_is_not_counted_twice() -> None:
-    bodies = MessageBodies(max_messages=100, max_chars=250)
-    for i in range(5):
-        bodies.keep("a", i, said(i, chars=100))
-        bodies.keep("a", i, said(i, chars=100))  # redelivered
-
-    assert bodies.chars <= 250 and sorted(bodies.of("a")) == [3, 4]
-    assert bodies.chars == 200
+def test_the_byte_bound_forgets_the_least_recently_used_channel_and_counts_a_body_once() -> None:
+    one = message_bytes(said(0))
+    bodies = bodies_of(budget=5 * one)
+    for i in range(3):
+        bodies.keep("a", 0, i, said(i))
+        bodies.keep("a", 0, i, said(i))  # redelivered: counted once
+    bodies.keep("b", 1, 10, said(10))
+    bodies.keep("b", 1, 11, said(11))
+    assert bodies.cache.bytes == 5 * one
+    bodies.keep("b", 1, 12, said(12))  # over the bound: "a", the least recently used, goes
+    assert bodies.of("a") == {} and sorted(bodies.of("b")) == [10, 11, 12]
 
 
 def test_of_is_a_copy() -> None:
-    bodies = MessageBodies()
-    bodies.keep("a", 0, said(0))
+    bodies = bodies_of()
+    bodies.keep("a", 0, 0, said(0))
     bodies.of("a").clear()
     assert sorted(bodies.of("a")) == [0]
+
+
+class Log:
+    """A fake `RangeReader` over one partition."""
+
+    def __init__(self, records: dict[int, tuple[bytes, bytes]]) -> None:
+        self.records = records
+        self.reads: list[tuple[int, int, int | None]] = []
+
+    async def read(
+        self, partition: int, first: int, last: int, take: Any, limit: int | None = None
+    ) -> list[tuple[int, Any]]:
+        self.reads.append((first, last, limit))
+        found = []
+        for offset in range(first, last + 1):
+            if offset in self.records:
+                key, value = self.records[offset]
+                record = type(
+                    "R", (), {"key": key, "value": value, "offset": offset, "timestamp": 0}
+                )
+                taken = take(record)
+                if taken is not None:
+                    found.append((offset, taken))
+                    if limit is not None and len(found) >= limit:
+                        break
+        return found
+
+
+async def test_what_is_wanted_is_read_back_through_the_gate_and_kept_again() -> None:
+    chorus = offline_worker("context").runtime
+    partition = chorus.ownership.partition_of("c")
+    log = Log(
+        {
+            0: (b"c", encode_message(said(0))),
+            1: (b"other", encode_message(said(1, channel="other"))),
+            2: (b"c", b"{not json"),  # the fold dead-lettered it
+            3: (b"c", encode_message(said(3))),
+            5: (b"c", encode_message(said(5))),
+            6: (b"c", encode_message(said(6))),
+        }
+    )
+    bodies = LogBodies(chorus, MessageBodies(ByteCache("bodies", 100_000)))
+    bodies.reader = log  # type: ignore[assignment]
+    wanted = Wanted(frozenset({0, 2, 3}), ((5, 6, 1),))
+    found = await bodies.read_back("c", partition, wanted, lambda message: True)
+    assert sorted(found) == [0, 3, 5]  # the run stops at its limit
+    assert sorted(bodies.memory.of("c")) == [0, 3, 5]
+    assert sorted(log.reads) == [(0, 3, None), (5, 6, 1)]

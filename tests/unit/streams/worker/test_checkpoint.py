@@ -5,7 +5,7 @@ Faust table, app and producer are stand-ins with the interfaces the module uses.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from unittest.mock import patch
 
@@ -14,7 +14,13 @@ import pytest
 from aiokafka.errors import NotLeaderForPartitionError
 
 import streams.worker.checkpoint
+from streams.memory import ByteCache
 from streams.worker.checkpoint import Checkpoint, Codec, RefusedWrite
+from tests.unit.streams.worker.offline import offline_worker
+
+
+def cache(budget: int = 100_000) -> ByteCache[Any, Any]:
+    return ByteCache("test", budget)
 
 
 class Topic:
@@ -94,7 +100,8 @@ class Kafka:
 
             async def later() -> None:
                 await gate.wait()
-                future.set_result(Metadata(100 * len(self.sent)))
+                if not future.done():  # its checkpoint may have been cancelled
+                    future.set_result(Metadata(100 * len(self.sent)))
 
             self.waiting.add(asyncio.ensure_future(later()))
         else:
@@ -105,7 +112,6 @@ class Kafka:
 @dataclass
 class Producer:
     kafka: Kafka
-    buffer: Any = field(default_factory=lambda: type("Buffer", (), {"state": "running"})())
 
     def _ensure_producer(self) -> Kafka:
         return self.kafka
@@ -179,12 +185,12 @@ async def test_reads_see_changes_at_once_and_a_checkpoint_writes_each_key_once()
     app = App()
     table = Table("folds")
     state = checkpoint(app)
-    folds = state.table(table, cache=10)
+    folds = state.table(table, cache=cache())
     for count in range(1, 4):
         folds.set("a", {"n": count}, partition=1, offset=count)
     folds.set("b", {"n": 1}, partition=2)
-    assert folds.get("a") == {"n": 3} and table.data == {}
-    assert sorted(folds) == ["a", "b"] and dict(folds.items()) == {"a": {"n": 3}, "b": {"n": 1}}
+    assert folds.get("a", 1) == {"n": 3} and table.data == {}
+    assert list(folds.scan(1, "", "z")) == [("a", {"n": 3})]
 
     assert await state.checkpoint() == 2
     assert sorted((t, p, r) for t, p, r in app.kafka.sent) == [
@@ -208,11 +214,11 @@ async def test_a_codec_decodes_once_and_encodes_once_per_checkpoint() -> None:
         return tuple(value)
 
     state = checkpoint(app)
-    boxes = state.table(table, cache=10, codec=Codec(encode=list, decode=decode))
-    assert boxes.get("a") == (1,) and boxes.get("a") == (1,) and decoded == [[1]]
+    boxes = state.table(table, cache=cache(), codec=Codec(encode=list, decode=decode))
+    assert boxes.get("a", 0) == (1,) and boxes.get("a", 0) == (1,) and decoded == [[1]]
     boxes.set("a", (1, 2), partition=0)
     await state.checkpoint()
-    assert table.data["a"] == [1, 2] and boxes.get("a") == (1, 2) and decoded == [[1]]
+    assert table.data["a"] == [1, 2] and boxes.get("a", 0) == (1, 2) and decoded == [[1]]
 
 
 async def test_held_records_are_acknowledged_only_after_the_changelog_has_their_state() -> None:
@@ -230,7 +236,7 @@ async def test_held_records_are_acknowledged_only_after_the_changelog_has_their_
         await asyncio.sleep(0)
     assert app.kafka.sent and not writing.done()
     assert not any(event.message.acked for event in events) and app.consumer.commits == 0
-    assert folds.get("a") == {"n": 2}  # readable while it is written
+    assert folds.get("a", 0) == {"n": 2}  # readable while it is written
     app.kafka.gate.set()
     await asyncio.wait_for(writing, 1)
     assert all(event.message.acked for event in events) and app.consumer.commits == 1
@@ -289,14 +295,14 @@ async def test_a_value_over_the_record_limit_is_refused_and_the_store_keeps_its_
         refused.append(write)
 
     state = checkpoint(app, record_limit=16, on_refused=report)
-    guarded = state.table(table, cache=10)
+    guarded = state.table(table, cache=cache())
     unguarded = state.table(Table("folds"), guard=False)
     guarded.set("a", "x" * 40, partition=3, offset=9)
     guarded.set("c", "z" * 40, partition=1, offset=4, topic="other")
     guarded.set("b", "small", partition=3)
     unguarded.set("a", "y" * 40, partition=3)
     assert await state.checkpoint() == 2
-    assert table.data == {"a": "old", "b": "small"} and guarded.get("a") == "old"
+    assert table.data == {"a": "old", "b": "small"} and guarded.get("a", 3) == "old"
     assert [(r.table, r.key, r.size, r.limit, r.topic, r.partition, r.offset) for r in refused] == [
         ("recaps", "a", 42, 16, "src", 3, 9),  # made by a record of the source topic
         ("recaps", "c", 42, 16, "other", 1, 4),  # made by a record of another topic
@@ -326,13 +332,7 @@ async def test_while_faust_waits_for_every_acknowledgement_what_is_held_is_check
     and the checkpoint timer stops with the app, so the app checkpoints meanwhile."""
     import faust
 
-    from streams.settings import Settings
-    from streams.worker.runtime import Runtime
-
-    chorus = Runtime(
-        Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1"),
-        broker="127.0.0.1:1",
-    )
+    chorus = offline_worker().runtime
     event = held(chorus.checkpoint, 0)
 
     async def until_acknowledged(app: Any, consumer: Any, logger: Any) -> None:
@@ -357,14 +357,114 @@ async def test_columns_of_one_key_are_one_record_per_checkpoint() -> None:
     columns = Columns(state, table)
     pending = columns.column("pending", Codec(encode=list, decode=tuple))
     recap = columns.column("recap")
-    assert pending.get("a") == (1,) and recap.get("a") is None
+    assert pending.get("a", 0) == (1,) and recap.get("a", 0) is None
 
     pending.set("a", (1, 2), partition=0, offset=7)
     recap.set("a", {"phase": "ACTIVE"}, partition=0, offset=7)
     recap.set("b", {"phase": "IDLE"}, partition=1, offset=8)
-    assert dict(pending.items()) == {"a": (1, 2)} and recap.get("b") == {"phase": "IDLE"}
+    assert pending.get("a", 0) == (1, 2) and recap.get("b", 1) == {"phase": "IDLE"}
     assert await state.checkpoint() == 2  # one record per key, both columns in it
     assert table.data == {
         "a": {"pending": [1, 2], "recap": {"phase": "ACTIVE"}},
         "b": {"recap": {"phase": "IDLE"}},
     }
+
+
+async def test_a_value_its_codec_cannot_encode_is_refused_and_nothing_stays_held() -> None:
+    """Issue 40: an encode error left the checkpoint's held events unacknowledged for ever
+    (Faust's wait before a rebalance never ended) and dropped the other changes."""
+    app = App()
+    refused: list[RefusedWrite] = []
+
+    async def report(write: RefusedWrite) -> None:
+        refused.append(write)
+
+    def encode(value: str) -> str:
+        if value == "bad":
+            raise ValueError("cannot encode")
+        return value
+
+    state = checkpoint(app, on_refused=report)
+    table = Table("folds")
+    folds = state.table(table, codec=Codec(encode=encode, decode=lambda value: value))
+    event = held(state, 0)
+    folds.set("a", "bad", partition=0, offset=3)
+    folds.set("b", "good", partition=0)
+    assert await state.checkpoint() == 1
+    assert event.message.acked and state.held == 0
+    assert table.data == {"b": "good"}
+    assert [(r.key, r.offset) for r in refused] == [("a", 3)]
+    assert "could not be encoded (ValueError: cannot encode)" in refused[0].reason
+
+
+async def test_a_checkpoint_cancelled_half_way_gives_everything_back_for_the_next() -> None:
+    app = App()
+    app.kafka.gate = asyncio.Event()  # the broker does not answer
+    state = checkpoint(app)
+    table = Table("folds")
+    folds = state.table(table)
+    event = held(state, 0)
+    folds.set("a", 1, partition=0)
+    writing = asyncio.create_task(state.checkpoint())
+    await asyncio.wait_for(until(lambda: bool(app.kafka.sent)), 1)
+    folds.set("b", 2, partition=0)  # changed meanwhile: after the one being written
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    assert not event.message.acked and state.held == 1
+    assert folds.changed == 2 and folds.get("a", 0) == 1
+    app.kafka.gate.set()
+    assert await asyncio.wait_for(state.checkpoint(), 1) == 2
+    assert event.message.acked and table.data == {"a": 1, "b": 2}
+
+
+async def test_a_delete_is_a_tombstone_and_reads_as_absent() -> None:
+    app = App()
+    table = Table("index")
+    table.data["a"] = 1
+    state = checkpoint(app)
+    index = state.table(table, cache=cache())
+    assert index.get("a", 0) == 1
+    index.delete("a", 0)
+    assert index.get("a", 0) is None and list(index.scan(0, "", "z")) == []
+    assert await state.checkpoint() == 1
+    assert app.kafka.sent == [("app-index-changelog", 0, [(b'"a"', None)])]
+    assert table.data == {} and index.get("a", 0) is None
+
+
+async def test_a_scan_reads_a_range_in_key_order_with_the_changes_not_written_yet() -> None:
+    app = App()
+    table = Table("index")
+    table.data.update({"k|1": 0, "k|3": 0, "k|5": 0, "other": 0})
+    state = checkpoint(app)
+    index = state.table(table)
+    index.set("k|2", 0, partition=0)
+    index.delete("k|3", 0)
+    index.set("k|9", 0, partition=1)  # another partition's
+    assert [k for k, _ in index.scan(0, "k|", "k|6")] == ["k|1", "k|2", "k|5"]
+    assert [k for k, _ in index.scan(0, "k|", "k|6", reverse=True)] == ["k|5", "k|2", "k|1"]
+
+
+async def test_partitions_moving_forget_theirs_and_keep_the_others() -> None:
+    """Issue 40: after a revoke, changes of partitions gone stayed and were written to a
+    changelog another worker owned; every cache was cleared, even for partitions kept."""
+    app = App()
+    table = Table("folds")
+    table.data.update({"kept": 1, "gone": 2, "taken": 3})
+    state = checkpoint(app)
+    values = cache()
+    folds = state.table(table, cache=values)
+    for key, partition in (("kept", 0), ("gone", 1), ("taken", 2)):
+        assert folds.get(key, partition) is not None
+    folds.set("gone-change", 9, partition=1)
+    folds.set("kept-change", 8, partition=0)
+    state.moved(gone={1}, taken={2})
+    assert ("folds", "kept") in values and ("folds", "gone") not in values
+    assert ("folds", "taken") not in values
+    assert await state.checkpoint() == 1
+    assert [(p, records) for _, p, records in app.kafka.sent] == [(0, [(b'"kept-change"', b"8")])]
+
+
+async def until(done: Any) -> None:
+    while not done():
+        await asyncio.sleep(0.001)

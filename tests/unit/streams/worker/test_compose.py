@@ -11,8 +11,8 @@ from collections.abc import Collection
 import pytest
 
 from streams.settings import Settings
+from streams.topology import Role
 from streams.worker.compose import Stage, Worker, build_worker
-from streams.worker.runtime import Role
 from streams.worker.stages.summaries import Summariser
 
 
@@ -26,16 +26,19 @@ def test_the_fold_role_writes_only_the_fold_and_reads_the_rest_from_the_topics()
     app = worker.runtime.app
     assert app.conf.id == "chorus" and app.conf.web_port == 6066
     assert worker.folder is not None and worker.expiry is not None
-    # Summaries and recaps are the context role's: the views read them from their topics
-    # (into memory, no table) through a consumer of their own, and keep the recent messages
-    # the fold hands them (the log is read once: no other reader of chorus.messages).
+    # Summaries and recaps are the context role's: the views follow their topics (where
+    # each channel's latest is, in a table; read back by position) and keep the recent
+    # messages the fold hands them (the log is read once: no other reader of the messages).
     assert worker.views is not None and worker.window is not None
     assert worker.summariser is None and worker.recapper is None
-    assert set(app.agents) == {"channel-config", "fold-messages"}
-    followed = set(worker.views.follower.readers)
-    assert followed == {"offline.summaries", "offline.recaps"}
+    agents = {"channel-config", "fold-messages", "latest-summaries", "latest-recaps"}
+    assert set(app.agents) == agents
+    assert {a.channel.get_topic_name() for n, a in app.agents.items() if "latest" in n} == {
+        "offline.summaries",
+        "offline.recaps",
+    }
     assert worker.folder.readers == [worker.window.on_record]
-    assert "fold-positions" in app.tables
+    assert {"fold-positions", "latest", "deadlines"} <= set(app.tables)
     assert not any(name.startswith(("summary-", "recap-")) for name in app.tables)
 
 
@@ -64,13 +67,13 @@ def test_impossible_combinations_are_refused(
 def test_the_context_role_is_an_app_of_its_own_without_fold_tables() -> None:
     worker = _build(None, role="context")
     app = worker.runtime.app
-    assert app.conf.id == "chorus-context-v2" and app.conf.web_port == 6067
+    assert app.conf.id == "chorus-context-v3" and app.conf.web_port == 6067
     assert worker.folder is None and worker.expiry is None and worker.feed is not None
     assert isinstance(worker.summariser, Summariser)
     assert worker.recapper is not None and "channel-state" in app.tables
     assert "fold-messages" not in app.agents and "feed-messages" in app.agents
-    assert "summary-state-changes" not in app.agents  # it reads the log once, no driver event
-    assert not worker.runtime.folds and not any(name.startswith("fold-") for name in app.tables)
+    assert {"record-summaries", "record-recaps"} <= set(app.agents)  # its own outputs
+    assert worker.runtime.folds is None and not any(n.startswith("fold-") for n in app.tables)
     assert str(app.conf.datadir).endswith("context")
 
 

@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
+from projections.termination import Complete, Continue, TerminationContext
+from streams.memory import ByteCache
 from streams.records import ChannelConfig
 from streams.settings import Settings
-from streams.worker.configs import ChannelConfigs, parse_config
+from streams.worker.configs import NO_CONFIG_BYTES, ChannelConfigs, parse_config
 
 
 def test_parse_config_checks_the_termination_specs() -> None:
@@ -37,26 +39,49 @@ class CountingTable(dict[str, Any]):
         return super().get(key, default)
 
 
-def test_a_channel_is_read_once_until_it_changes_or_is_forgotten() -> None:
-    table = CountingTable()
-    configs = ChannelConfigs(table, Settings())
-    assert configs.get("team/a") is None
-    configs.conditions("team/a")
-    assert table.reads == 1
+class OnePartition:
+    def partition_of(self, channel: str) -> int:
+        return 0
 
-    configs.put(ChannelConfig(channel="team/a", summary_after_messages=5))
-    found = configs.get("team/a")
-    assert found is not None and found.summary_after_messages == 5
-    assert table.reads == 2
 
-    configs.forget()
-    configs.get("team/a")
+def configs_of(table: dict[str, Any], settings: Settings | None = None) -> ChannelConfigs:
+    cache: ByteCache[str, Any] = ByteCache("configs", 100_000)
+    return ChannelConfigs(table, settings or Settings(), cache, OnePartition())  # type: ignore[arg-type]
+
+
+def test_a_channel_is_read_once_until_it_changes_or_its_partition_moves() -> None:
+    table = CountingTable({"c": {"channel": "c", "termination": ["max-messages:2"]}})
+    configs = configs_of(table)
+    done = configs.conditions("c").evaluate(TerminationContext(message_count=2))
+    assert isinstance(done, Complete)
+    assert configs.get("c") is not None and configs.get("other") is None
+    going = configs.conditions("other").evaluate(TerminationContext(message_count=9))
+    assert isinstance(going, Continue)
+    assert table.reads == 2  # once per channel, a miss included
+
+    configs.put(ChannelConfig(channel="c", termination=["max-messages:5"]))
+    found = configs.conditions("c").evaluate(TerminationContext(message_count=2))
+    assert not isinstance(found, Complete)
     assert table.reads == 3
+    table["other"] = {"channel": "other", "summary_after_messages": 3}  # e.g. recovery
+    assert configs.get("other") is None  # still the cached miss
+    configs.cache.forget_partitions([0])  # the partition moved
+    config = configs.get("other")
+    assert config is not None and config.summary_after_messages == 3
+
+
+def test_configs_are_cached_within_a_byte_bound() -> None:
+    table = CountingTable()
+    configs = configs_of(table)
+    configs.cache.budget = 2 * NO_CONFIG_BYTES
+    for channel in ("a/1", "a/2", "a/3", "a/1"):
+        configs.get(channel)
+    assert table.reads == 4 and configs.cache.keys() == ["a/3", "a/1"]
 
 
 def test_a_channel_setting_is_its_own_else_the_workers() -> None:
     own = ChannelConfig(channel="team/a", recap_debounce_seconds=5, summary_after_messages=3)
-    configs = ChannelConfigs(
+    configs = configs_of(
         {"team/a": own.model_dump(mode="json")},
         Settings(recap_debounce_seconds=40, summary_after_messages=20, summary_after_seconds=9),
     )

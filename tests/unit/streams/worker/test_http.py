@@ -22,7 +22,8 @@ from projections.recap import RecapPhase
 from streams.records import RecapRecord, SummaryRecord
 from streams.settings import Settings, bearer_header
 from streams.worker import http
-from streams.worker.compose import Worker, build_worker
+from streams.worker.compose import Worker
+from tests.unit.streams.worker.offline import TopicRecords, offline_worker
 from tests.unit.streams.worker.test_read_model import FakeRuntime, conversation
 
 CHANNEL = "team/plan"
@@ -38,9 +39,8 @@ class Request:
 
 
 @pytest.fixture
-def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
-    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    built = build_worker(settings, broker="127.0.0.1:1")
+async def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
+    built = offline_worker()
     chorus = built.runtime
     fake = FakeRuntime(conversation())
     monkeypatch.setattr(http, "routable", lambda _: True)
@@ -50,13 +50,19 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
 
     monkeypatch.setattr(chorus.app.router, "route_topic_req", here)
     monkeypatch.setattr(chorus, "folds_of", fake.folds_of)
-    monkeypatch.setattr(chorus, "messages_partition", lambda channel: 0)
-    monkeypatch.setattr(chorus, "messages_partitions", lambda: 4)
-    assert built.views is not None and built.window is not None
+    monkeypatch.setattr(chorus.ownership, "owned_partitions", lambda: frozenset({0, 1, 2, 3}))
+    monkeypatch.setattr(chorus.ownership, "partition_of", lambda channel: 0)
+    monkeypatch.setattr(chorus.ownership, "messages_partitions", lambda: 4)
+    views = built.views
+    assert views is not None and built.window is not None
+    summaries, recaps = TopicRecords(CHANNEL.encode()), TopicRecords(CHANNEL.encode())
+    monkeypatch.setattr(views.summaries, "reader", summaries)
+    monkeypatch.setattr(views.recaps, "reader", recaps)
     summary = SummaryRecord(
         channel=CHANNEL, text="What was said.", narrative="What was said.", last_offset=0
     )
-    built.views.summaries.on_record(CHANNEL, 0, 7, summary.to_bytes())
+    summaries.records[(0, 7)] = summary.to_bytes()
+    await views.summaries_followed.take(CHANNEL.encode(), summary.to_bytes(), 0, 7)
     recap = RecapRecord(
         channel=CHANNEL,
         text="Load tests.",
@@ -64,7 +70,8 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
         phase=RecapPhase.COMPLETED,
         covered_offset=1,
     )
-    built.views.recaps.on_record(CHANNEL, 0, 2, recap.to_bytes())
+    recaps.records[(0, 2)] = recap.to_bytes()
+    await views.recaps_followed.take(CHANNEL.encode(), recap.to_bytes(), 0, 2)
     for offset, message in enumerate(conversation()):
         built.window.on_record(CHANNEL.encode(), encode_message(message), 0, offset, 0)
     return built
@@ -176,7 +183,7 @@ async def test_an_owner_that_cannot_be_routed_to_is_a_503_to_retry(
 async def test_a_page_that_raises_is_a_logged_500_with_its_reason(
     worker: Worker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(_: Any) -> list[str]:
+    def broken(*_: Any) -> list[str]:
         raise KeyError("overview")
 
     monkeypatch.setattr(http, "local_channels", broken)

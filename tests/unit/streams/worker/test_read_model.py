@@ -4,6 +4,7 @@ views answer from the fold and the latest records, the budget and channel-name r
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
 
@@ -17,9 +18,11 @@ from projections.overview import ChannelOverviewProjection
 from projections.projection import Folded
 from projections.recap import RecapPhase
 from projections.termination import parse_conditions
-from streams.kafka.follow import Current, Latest
+from streams.memory import ByteCache
 from streams.records import RecapRecord, SummaryRecord
+from streams.worker.followed import Current, Latest
 from streams.worker.read_model import (
+    TITLE_BYTES,
     Titles,
     UnknownChannel,
     channel_context,
@@ -44,8 +47,7 @@ class FakeRuntime:
                 s.projection.name: s.folded for s in step(PROJECTIONS, stored, message, offset)
             }
         self.stored = stored
-        self.folds = {p.name: {} for p in PROJECTIONS}
-        self.channel_config: dict[str, Any] = {}
+        self.configs = SimpleNamespace(get=lambda channel: None)
 
     def folds_of(self, channel: str) -> dict[str, Folded | None]:
         return dict(self.stored) if channel == "team/plan" else {}
@@ -281,13 +283,14 @@ def test_a_context_takes_the_standing_it_is_given_and_the_narratives_only() -> N
 
 def test_titles_are_read_again_only_when_the_window_or_summary_changed_and_are_bounded() -> None:
     said = Message(channel="team/plan", sender="ann", type=MessageType.STATUS, content="Lunch?")
-    titles = Titles(kept=2)
+    kept = ByteCache[Any, Any]("titles", 2 * TITLE_BYTES)
+    titles = Titles(kept)
     window = Recent([(0, said)])
     with patch("streams.worker.read_model.channel_title", return_value="Lunch") as read:
-        assert titles.of("a/1", window, None, None) == "Lunch"
-        assert titles.of("a/1", window, None, None) == "Lunch"
+        assert titles.of("a/1", 0, window, None, None) == "Lunch"
+        assert titles.of("a/1", 0, window, None, None) == "Lunch"
         assert read.call_count == 1
-        titles.of("a/2", window, None, None)
-        titles.of("a/3", window, None, None)
-    assert list(titles.titles) == ["a/2", "a/3"]
-    assert titles.of("b/1", Recent([]), None, "From the recap") == "From the recap"
+        titles.of("a/2", 1, window, None, None)
+        titles.of("a/3", 2, window, None, None)
+    assert kept.keys() == ["a/2", "a/3"]
+    assert titles.of("b/1", 3, Recent([]), None, "From the recap") == "From the recap"

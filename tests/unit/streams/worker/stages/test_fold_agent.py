@@ -17,9 +17,9 @@ import streams.worker.stages.fold
 from streams.kafka.batches import Published, PublishFailed, Record, Refused
 from streams.records import DeadLetter, DriverEvent, MisplacedRecord, key_partition
 from streams.settings import Settings
-from streams.worker.compose import Worker, build_worker
 from streams.worker.runtime import Runtime
-from streams.worker.stages.fold import Folder
+from streams.worker.stages.fold import MISPLACED_ENTRY_BYTES, Folder
+from tests.unit.streams.worker.offline import offline_settings, offline_worker
 
 # Offline, the consumer knows no partition count: the settings' (4) is the topic's.
 HOME = key_partition(b"off/line", 4)
@@ -28,14 +28,6 @@ HOME = key_partition(b"off/line", 4)
 async def until(done: Callable[[], bool]) -> None:
     while not done():
         await asyncio.sleep(0.001)
-
-
-def offline_worker(**settings: Any) -> Worker:
-    """The fold role with no broker: Faust's test harness drives its agents."""
-    return build_worker(
-        Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1", **settings),
-        broker="127.0.0.1:1",
-    )
 
 
 def offline_runtime() -> Runtime:
@@ -105,7 +97,8 @@ async def test_each_record_the_fold_takes_reaches_its_readers_once_in_log_order(
             await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
             await agent.put(b"\x00not json", key=b"off/line", partition=HOME)
             await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
-    assert [offset for offset, _ in worker.window.windows["off/line"]] == [0, 1, 2]
+    window = worker.window.windows.get("off/line")
+    assert window is not None and [offset for offset, _ in window.records] == [0, 1, 2]
     assert worker.window.live_from == {HOME: 0}
 
 
@@ -149,7 +142,9 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
     assert not [r for r in caplog.records if "jumped" in r.getMessage()]
     # No table holds anything of the misplaced channel, checkpointed or not.
     for table in chorus.checkpoint.tables:
-        assert not [k for k in table if away in str(k)], table.name
+        for partition in range(4):
+            keys = [key for key, _ in table.scan(partition, "", "\uffff")]
+            assert not [k for k in keys if away in str(k)], table.name
     assert chorus.meter.registry.get_sample_value("chorus_misplaced_records_total") == 2
     # Explained once per channel; later ones only at debug level.
     warned = [r for r in caplog.records if r.levelno >= logging.WARNING and away in r.getMessage()]
@@ -157,11 +152,10 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
 
 
 async def test_misplaced_records_are_explained_once_per_channel_within_a_bound(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(streams.worker.stages.fold, "MISPLACED_LOGGED_LIMIT", 2)
-    settings = Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1")
-    folder = Folder(Runtime(settings, broker="127.0.0.1:1"))
+    folder = Folder(Runtime(offline_settings(), broker="127.0.0.1:1"))
+    folder._misplaced_logged.budget = 2 * MISPLACED_ENTRY_BYTES  # two channels remembered
 
     caplog.set_level(logging.WARNING, logger="streams.worker.stages.fold")
     with captured():
@@ -305,8 +299,8 @@ async def test_folds_stay_in_memory_until_a_checkpoint_writes_each_changed_key_o
     assert all(message.acked for message in held)
     assert stored.get("off/line")["offset"] == 2
     assert chorus.positions.table.get(str(HOME)) == 3
-    chorus.forget_cached()
-    folder._loaded.clear()
+    assert chorus.folds is not None
+    chorus.folds.cache.clear()
     assert chorus.folds_of("off/line").get("overview") == overview  # read back from the store
 
 
@@ -345,8 +339,8 @@ async def test_commitments_fold_on_the_same_after_a_checkpoint_and_a_cache_miss(
             for index, one in enumerate(messages):
                 if index == 4:
                     await chorus.checkpoint.checkpoint()
-                    chorus.forget_cached()
-                    folder._loaded.clear()  # the next fold reads the tables only
+                    assert chorus.folds is not None
+                    chorus.folds.cache.clear()  # the next fold reads the tables only
                 await agent.put(
                     one.model_dump_json().encode(), key=channel.encode(), partition=HOME
                 )

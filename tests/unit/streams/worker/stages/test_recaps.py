@@ -8,12 +8,12 @@ from rich.console import Console
 from projections.model import ActorType, Message, MessageType
 from projections.recap import RecapPhase
 from projections.recap.title import channel_title
+from projections.recap.window import windowed_message
 from projections.summarise.llm import Completion
 from streams.interfaces.watch import render, status_line
 from streams.worker.stages.recaps import (
     RECAP_CODEC,
     ChannelRecap,
-    windowed_message,
     with_message,
     write_recap,
 )
@@ -186,3 +186,114 @@ def test_watch_renders_status_lines_and_recaps() -> None:
     console = Console(record=True, width=120)
     console.print(render([], "cannot reach the worker"))
     assert "cannot reach the worker" in console.export_text()
+
+
+class CountingModel:
+    """A recap model that answers at once and counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, system: str, user: str, max_tokens: int) -> Completion:
+        self.calls += 1
+        return Completion(
+            text="A recap by the model.",
+            model="fake",
+            prompt_tokens=1,
+            completion_tokens=1,
+            latency_ms=1.0,
+        )
+
+
+async def test_channels_going_quiet_together_are_recapped_within_the_llm_budget() -> None:
+    """The furnace, bounded and visible: a tick takes at most what the queue has room for
+    (newest activity first; the rest wait in the index), the model writes at most
+    CHORUS_RECAP_LLM_PER_MINUTE recaps a minute, the others are extractive, and every
+    channel gets its recap."""
+    import asyncio
+    from typing import Any
+    from unittest.mock import patch
+
+    from streams.kafka.batches import Published
+    from streams.records import RecapRecord, key_partition
+    from streams.worker.runtime import Runtime
+    from streams.worker.stages.recaps import RECAP_QUEUE, RECAP_WRITERS, LlmBudget
+    from tests.unit.streams.worker.offline import offline_worker
+
+    worker = offline_worker("context", stages=("summaries", "recaps"))
+    chorus, recapper = worker.runtime, worker.recapper
+    assert recapper is not None
+    chorus.ownership.owned_partitions = lambda: frozenset(range(4))  # type: ignore[method-assign]
+    model = CountingModel()
+    recapper.client = model  # type: ignore[assignment]
+    recapper.budget = LlmBudget(5, clock=lambda: 0.0)  # five, and the minute never passes
+    channels = [f"quiet/c{n}" for n in range(3 * RECAP_QUEUE)]
+    offsets = dict.fromkeys(range(4), 0)
+    recapper.clock = lambda: NOW
+    for channel in channels:
+        partition = key_partition(channel.encode(), 4)
+        await recapper.on_message(
+            msg(f"about {channel}", channel=channel), partition, offsets[partition]
+        )
+        offsets[partition] += 1
+    published: list[RecapRecord] = []
+
+    async def publish(_: Runtime, topic: Any, records: Any) -> Published:
+        published.extend(RecapRecord.model_validate_json(value) for _, value, _ in records)
+        return Published(list(range(len(records))), [])
+
+    later = NOW + timedelta(minutes=5)
+    with patch.object(Runtime, "publish", publish):
+        writers = [asyncio.ensure_future(recapper.write_queued()) for _ in range(RECAP_WRITERS)]
+        try:
+            taken = await recapper.check_deadlines(later)
+            assert taken == RECAP_QUEUE  # the rest wait in the index
+            assert chorus.meter.recaps_deferred._value.get() >= 1
+            while len({r.channel for r in published if r.phase is RecapPhase.COMPLETED}) < len(
+                channels
+            ):
+                await recapper.queue.join()
+                await recapper.check_deadlines(later)
+                await asyncio.sleep(0.25)  # the outbox's linger
+        finally:
+            for writer in writers:
+                writer.cancel()
+    completed = [r for r in published if r.phase is RecapPhase.COMPLETED]
+    assert sorted(r.channel for r in completed) == sorted(channels)  # every one, once
+    assert model.calls == 5
+    tiers = [r.tier for r in completed]
+    assert tiers.count("synthesised") == 5 and tiers.count("extractive") == len(channels) - 5
+    assert chorus.meter.recaps_over_budget._value.get() == len(channels) - 5
+
+
+async def test_a_recap_generating_when_its_partition_moved_is_recapped_when_it_is_back() -> None:
+    """Issue 40: a generation in flight when its partition moved away stayed in flight for
+    ever here, so once the partition came back the channel was never recapped again."""
+    from streams.records import RecapRecord, key_partition
+    from tests.unit.streams.worker.offline import offline_worker
+
+    worker = offline_worker("context", stages=("summaries", "recaps"))
+    chorus, recapper = worker.runtime, worker.recapper
+    assert recapper is not None
+    channel = "moving/c1"
+    partition = key_partition(channel.encode(), 4)
+    owned = {partition}
+    chorus.ownership.owned_partitions = lambda: frozenset(owned)  # type: ignore[method-assign]
+    recapper.clock = lambda: NOW
+    await recapper.on_message(msg("hello", channel=channel), partition, 0)
+    later = NOW + timedelta(minutes=1)
+    assert await recapper.check_deadlines(later) == 1  # taken: in flight here
+    generation = recapper.recap_of(channel, partition).status.generation
+    started = RecapRecord(
+        channel=channel, text=None, phase=RecapPhase.GENERATING, generation=generation
+    )
+    recapper.clock = lambda: later
+    recapper.on_recap(channel.encode(), started.to_bytes(), partition, 0)  # read back
+    assert recapper.recap_of(channel, partition).status.phase is RecapPhase.GENERATING
+    recapper.queue.get_nowait()  # the writer never ran: the worker gave the channel up
+    owned.clear()
+    chorus.ownership.assigned(frozenset())  # moved away ...
+    owned.add(partition)
+    chorus.ownership.assigned(frozenset(owned))  # ... and back
+    orphaned = later + recapper.orphaned_after + timedelta(seconds=1)
+    assert await recapper.check_deadlines(orphaned) == 1  # found orphaned, taken again

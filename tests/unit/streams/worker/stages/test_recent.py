@@ -10,12 +10,17 @@ from unittest.mock import patch
 
 import orjson
 
+from projections.recap.window import RECAP_WINDOW
 from streams.records import key_partition
-from streams.settings import Settings
 from streams.worker.runtime import Runtime
 from streams.worker.stages import recent as recent_module
-from streams.worker.stages.recaps import RECAP_WINDOW
-from streams.worker.stages.recent import RECENT_RECORDS, RecentMessages
+from streams.worker.stages.recent import (
+    RECENT_RECORDS,
+    WINDOW_BYTES,
+    WINDOW_RECORD_BYTES,
+    RecentMessages,
+)
+from tests.unit.streams.worker.offline import offline_worker
 
 PARTITIONS = 4
 CHANNEL = "store/age"
@@ -24,21 +29,6 @@ PARTITION = key_partition(CHANNEL.encode(), PARTITIONS)
 OTHER = next(
     f"x/c{n}" for n in range(100) if key_partition(f"x/c{n}".encode(), PARTITIONS) != PARTITION
 )
-
-
-class Owner:
-    """The part of `Runtime` the windows read."""
-
-    settings = Settings(store="memory://", bootstrap_servers="x:1")
-    messages = type("Topic", (), {"get_topic_name": lambda _: "t.messages"})()
-
-    def messages_partition(self, channel: str) -> int | None:
-        return key_partition(channel.encode(), PARTITIONS)
-
-    def messages_partitions(self) -> int:
-        return PARTITIONS
-
-    validate = Runtime.validate
 
 
 class Log:
@@ -69,11 +59,24 @@ def said(content: str, kind: str = "STATUS", channel: str = CHANNEL, **extra: An
     )
 
 
+def owning(chorus: Runtime, partitions: set[int]) -> None:
+    """The group assigned `partitions` to `chorus`."""
+    chorus.ownership.owned_partitions = lambda: frozenset(partitions)  # type: ignore[method-assign]
+    chorus.ownership.assigned(frozenset(partitions))
+
+
 def windows(log: Log | None = None) -> RecentMessages:
     """Windows of a worker that owns the channel's partition."""
-    recent = RecentMessages(Owner(), log)  # type: ignore[arg-type]
-    recent.moved({PARTITION})
+    chorus = offline_worker().runtime
+    recent = RecentMessages(chorus, log)  # type: ignore[arg-type]
+    chorus.ownership.on_moved(recent.moved)
+    owning(chorus, {PARTITION})
     return recent
+
+
+def window_of(recent: RecentMessages, channel: str) -> list[int]:
+    window = recent.windows.get(channel)
+    return [] if window is None else [offset for offset, _ in window.records]
 
 
 async def test_a_view_shows_the_conversation_folded_so_far_through_the_fold_s_gate() -> None:
@@ -89,14 +92,14 @@ async def test_a_view_shows_the_conversation_folded_so_far_through_the_fold_s_ga
     assert found.messages[1][1].content == "x" * 299 + "…"  # cut as the recap window cuts
     assert found.last_change == (3, 5_300) and found.last_record_ms == 5_300
     recent.on_record(key, said("plan the release"), PARTITION, 0, 5_000)  # redelivered
-    assert [o for o, _ in recent.windows[CHANNEL]] == [0, 1, 2, 3, 4]
+    assert window_of(recent, CHANNEL) == [0, 1, 2, 3, 4]
 
 
 async def test_a_window_is_bounded_and_shows_at_most_the_recap_window() -> None:
     recent = windows()
     for offset in range(3 * RECENT_RECORDS):
         recent.on_record(CHANNEL.encode(), said(f"m{offset}"), PARTITION, offset, offset)
-    assert len(recent.windows[CHANNEL]) == RECENT_RECORDS
+    assert len(window_of(recent, CHANNEL)) == RECENT_RECORDS
     found = await recent.recent(CHANNEL, through=10**6)
     assert len(found.messages) == RECAP_WINDOW
     assert found.messages[-1][1].content == f"m{3 * RECENT_RECORDS - 1}"
@@ -105,17 +108,15 @@ async def test_a_window_is_bounded_and_shows_at_most_the_recap_window() -> None:
 async def test_past_the_bounds_windows_and_bodies_are_dropped_and_read_back() -> None:
     log = Log()
     recent = windows(log)
-    with (
-        patch.object(recent_module, "RECENT_KEPT_CHANNELS", 2),
-        patch.object(recent_module, "RECENT_KEPT_BYTES", 200),
-    ):
-        for offset, channel in enumerate(["a/1", "b/1", CHANNEL, CHANNEL, CHANNEL]):
-            value = said(f"m{offset}", channel=channel)
-            log.records[offset] = (channel.encode(), value)
-            recent.on_record(channel.encode(), value, PARTITION, offset, offset)
-        assert list(recent.windows) == ["b/1", CHANNEL]  # a/1, the least recently active
-        assert recent.size <= 200 and (CHANNEL, 2) not in recent.bodies
-        found = await recent.recent(CHANNEL, through=4)
+    recent.windows.budget = 2 * WINDOW_BYTES + 4 * WINDOW_RECORD_BYTES  # two small windows
+    recent.bodies.budget = 200
+    for offset, channel in enumerate(["a/1", "b/1", CHANNEL, CHANNEL, CHANNEL]):
+        value = said(f"m{offset}", channel=channel)
+        log.records[offset] = (channel.encode(), value)
+        recent.on_record(channel.encode(), value, PARTITION, offset, offset)
+    assert recent.windows.keys() == ["b/1", CHANNEL]  # a/1, the least recently active
+    assert recent.bodies.bytes <= 200 and (CHANNEL, 2) not in recent.bodies
+    found = await recent.recent(CHANNEL, through=4)
     assert [m.content for _, m in found.messages] == ["m2", "m3", "m4"]
     assert (2, 2) in log.reads  # what memory let go, read back from the log
 
@@ -134,26 +135,26 @@ async def test_after_a_move_a_window_is_read_back_from_before_the_agent_took_ove
     assert [offset for offset, _ in found.messages] == [21, 24, 27, 30]
     await recent.recent(CHANNEL, through=30)
     assert len(log.reads) == 1  # once per channel until partitions move
-    recent.moved({PARTITION + 1})  # the partition moved away: its windows forgotten
-    assert not recent.windows and not recent.filled and PARTITION not in recent.live_from
+    owning(recent.chorus, {PARTITION + 1})  # the partition moved away: its windows forgotten
+    assert recent.windows.get(CHANNEL) is None and PARTITION not in recent.live_from
 
 
 async def test_a_channel_this_worker_does_not_own_or_has_not_folded_shows_nothing() -> None:
     recent = windows()
     recent.on_record(CHANNEL.encode(), said("hello"), PARTITION, 0, 0)
     assert (await recent.recent(CHANNEL, through=None)).messages == []
-    with patch.object(Owner, "messages_partition", lambda self, channel: None):
-        assert (await recent.recent(CHANNEL, through=0)).messages == []
+    recent.chorus.ownership.owned_partitions = lambda: frozenset()  # type: ignore[method-assign]
+    assert (await recent.recent(CHANNEL, through=0)).messages == []
 
 
 async def test_a_partition_taken_over_again_forgets_its_old_windows() -> None:
     other = key_partition(OTHER.encode(), PARTITIONS)
     recent = windows()
-    recent.moved({PARTITION, other})
+    owning(recent.chorus, {PARTITION, other})
     recent.on_record(CHANNEL.encode(), said("before"), PARTITION, 0, 0)
     recent.on_record(OTHER.encode(), said("elsewhere", channel=OTHER), other, 0, 0)
-    recent.moved({other})
-    recent.moved({PARTITION, other})  # away and back: what came between is not in its window
+    owning(recent.chorus, {other})
+    owning(recent.chorus, {PARTITION, other})  # away and back: what came between is not kept
     assert CHANNEL not in recent.windows and PARTITION not in recent.live_from
     assert OTHER in recent.windows and recent.live_from[other] == 0  # another partition's stay
 
@@ -169,4 +170,6 @@ async def test_before_the_fold_hands_over_a_record_a_view_reads_back_to_the_fold
     for offset in range(3, 6):
         recent.on_record(CHANNEL.encode(), said(f"m{offset}"), PARTITION, offset, offset)
     assert [o for o, _ in (await recent.recent(CHANNEL, through=5)).messages] == [0, 1, 2, 3, 4, 5]
-    assert log.reads == [(0, 2)] and CHANNEL in recent.filled
+    assert log.reads == [(0, 2)]
+    window = recent.windows.get(CHANNEL)
+    assert window is not None and window.filled

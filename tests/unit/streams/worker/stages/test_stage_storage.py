@@ -1,41 +1,39 @@
 """How the summary and recap stages (the context role) store messages: the summary stage
-keeps positions only (bodies in memory, else the log), the recap window one key per slot,
-and in-memory indexes for the timers. Through Faust's test harness: no Kafka, sends captured."""
+keeps positions only (bodies in memory, else the log), the recap window positions, and the
+deadline index the timers read. Through Faust's test harness: no Kafka, sends captured."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from types import SimpleNamespace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest.mock import patch
 
 import orjson
 
+from projections.recap.window import RECAP_WINDOW
 from projections.summarise.pending import MAX_COMPACTED_PARTS, spoken
 from streams.kafka.batches import Published, Record
-from streams.records import SummaryRecord
-from streams.settings import Settings
-from streams.worker.compose import build_worker
+from streams.records import SummaryRecord, key_partition
 from streams.worker.runtime import Runtime
-from streams.worker.stages.recaps import RECAP_WINDOW
+from streams.worker.stages.recaps import Recapper
 from streams.worker.stages.summaries import Summariser, header_batch, header_of
+from tests.unit.streams.worker.offline import TopicRecords, offline_worker
 
 CHANNEL = "store/age"
+HOME = key_partition(CHANNEL.encode(), 4)
+FAR = datetime.now(UTC) + timedelta(days=30)
 
 
 async def fold_messages(
     count: int, published: Sequence[SummaryRecord] = (), **settings: Any
-) -> tuple[Runtime, Any, Any]:
-    worker = build_worker(
-        Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1", **settings),
-        broker="127.0.0.1:1",
-        stages=("summaries", "recaps"),
-        role="context",
-    )
+) -> tuple[Runtime, Summariser, Recapper]:
+    worker = offline_worker("context", stages=("summaries", "recaps"), **settings)
     chorus, summariser, recapper = worker.runtime, worker.summariser, worker.recapper
     assert isinstance(summariser, Summariser) and recapper is not None
+    summaries = TopicRecords(CHANNEL.encode())
+    summariser.latest.reader = summaries  # type: ignore[assignment]
 
     async def discard(*_: Any, **__: Any) -> None:
         return None
@@ -48,14 +46,11 @@ async def fold_messages(
             for n in range(count):
                 message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS"}
                 message["content"] = f"m{n}"
-                await agent.put(orjson.dumps(message), key=CHANNEL.encode())
-        # What the follower reads of the summaries topic, in order, after the messages.
+                await agent.put(orjson.dumps(message), key=CHANNEL.encode(), partition=HOME)
+        # What the agent reads of the summaries topic, in order, after the messages.
         for offset, record in enumerate(published):
-            summariser.latest.on_consumed(
-                SimpleNamespace(  # type: ignore[arg-type]
-                    key=CHANNEL.encode(), value=record.to_bytes(), partition=0, offset=offset
-                )
-            )
+            summaries.records[(HOME, offset)] = record.to_bytes()
+            await summariser.followed.take(CHANNEL.encode(), record.to_bytes(), HOME, offset)
         await chorus.checkpoint.checkpoint()  # what the tables hold from now on
     return chorus, summariser, recapper
 
@@ -71,14 +66,14 @@ async def test_pending_batch_is_positions_and_no_table_holds_a_message_body() ->
 
     header = stored(chorus)["pending"]
     assert header["offsets"] == [0, 1, 2, 3, 4] and "items" not in header
-    assert not any("summary-items" in name for name in chorus.app.tables)
     # The bodies are in memory (the log is their copy), so no read goes to Kafka here.
-    batch = summariser.batch_of(CHANNEL)
-    messages = await summariser.messages_of(CHANNEL, batch, partition=0)
+    batch = summariser.batch_of(CHANNEL, HOME)
+    messages = await summariser.messages_of(CHANNEL, batch, HOME)
     assert [m.content for m in messages] == ["m0", "m1", "m2", "m3", "m4"]
-    # Not due yet (5 of 50 messages): the timer index holds the time threshold.
+    # Not due yet (5 of 50 messages): the deadline index holds the time threshold.
     assert batch.pending_since is not None
-    assert summariser.due_at[CHANNEL] > batch.pending_since
+    ((entry,),) = [summariser.index.due(HOME, FAR, 10)]
+    assert entry.channel == CHANNEL and entry.at > batch.pending_since
 
 
 async def test_recap_window_is_positions_read_back_oldest_first() -> None:
@@ -88,13 +83,16 @@ async def test_recap_window_is_positions_read_back_oldest_first() -> None:
     status = stored(chorus)["recap"]  # what the changelog holds
     assert "window" not in status and status["message_count"] == count
     assert status["window_offsets"] == list(range(7, count))
-    assert not any("recap-window" in name for name in chorus.app.tables)
-    recap = recapper.recap_of(CHANNEL)
-    window = await recapper.window_of(CHANNEL, recap)
+    recap = recapper.recap_of(CHANNEL, HOME)
+    window = await recapper.window_of(CHANNEL, recap, HOME)
     assert [m.content for m in window] == [f"m{n}" for n in range(7, count)]
     # Memory holds the window only: what left it is forgotten (the log still has it).
     assert sorted(recapper.bodies.memory.of(CHANNEL)) == list(range(7, count))
-    assert recapper.statuses[CHANNEL] == recap.status
+    # One index entry for the countdown, put when it started (not one per message): it
+    # fires at or before the countdown's end, and is moved there then.
+    ((entry,),) = [recapper.index.due(HOME, FAR, 10)]
+    due_at = recap.status.due_at
+    assert entry.channel == CHANNEL and due_at is not None and entry.at <= due_at
 
 
 async def test_a_summary_trims_the_header_and_forgets_the_bodies_it_covers() -> None:
@@ -102,13 +100,11 @@ async def test_a_summary_trims_the_header_and_forgets_the_bodies_it_covers() -> 
     chorus, summariser, _ = await fold_messages(5, [covered], summary_after_messages=50)
 
     assert stored(chorus)["pending"]["offsets"] == [3, 4]
+    assert stored(chorus)["summary"] == [HOME, 0, 2]  # where it is, what it covers through
     kept = summariser.bodies.memory.of(CHANNEL)
     assert {offset: m.content for offset, m in kept.items()} == {3: "m3", 4: "m4"}
-    assert summariser.covered_offset(CHANNEL) == 2
-    summariser.moved({1})  # its partition (0) went to another worker
-    assert summariser.covered_offset(CHANNEL) == -1
-    summariser.on_summary(covered, 0)  # read again once the partition is back
-    assert summariser.covered_offset(CHANNEL) == 2
+    assert summariser.covered_offset(CHANNEL, HOME) == 2
+    assert await summariser.narrative(CHANNEL) == "so far"  # read back by its position
 
 
 def test_a_stored_header_reads_back_as_its_batch() -> None:
@@ -130,13 +126,13 @@ async def test_a_burst_of_ten_times_the_bound_is_compacted_never_dropped() -> No
 
     header = stored(chorus)["pending"]
     assert len(header["offsets"]) == bound
-    batch = summariser.batch_of(CHANNEL)
+    batch = summariser.batch_of(CHANNEL, HOME)
     spans = [(item.start, item.offset) for item in batch.items]
     # The batch in flight (0-4) is left as it is: its summary trims exactly those.
     assert spans[:5] == [(n, n) for n in range(5)] and spans[-1][1] == count - 1
     assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans))
     assert batch.covers == count
-    messages = await summariser.messages_of(CHANNEL, batch, partition=0)
+    messages = await summariser.messages_of(CHANNEL, batch, HOME)
     said = [content for m in messages for _, content in spoken(m)]
     assert said == [f"m{n}" for n in range(count)]
     start, end = spans[5]
@@ -164,9 +160,9 @@ async def test_bodies_memory_let_go_are_read_back_and_what_the_log_lacks_is_coun
 
     summariser.bodies.reader.read = log_without_them  # type: ignore[method-assign]
     with patch.object(Runtime, "publish", capture):
-        await summariser.summarise(CHANNEL, summariser.batch_of(CHANNEL), partition=3)
+        await summariser.summarise(CHANNEL, summariser.batch_of(CHANNEL, HOME), HOME)
 
-    assert asked == [(3, 0, 1, None)]
+    assert asked == [(HOME, 0, 1, None)]
     record = SummaryRecord.model_validate_json(sent[0])
     assert (record.first_offset, record.last_offset, record.total_messages) == (0, 4, 5)
     assert record.annotations["unreadItems"] == "2" and "m4" in record.text
@@ -178,7 +174,7 @@ async def test_a_compacted_run_is_read_back_no_further_than_what_it_shows() -> N
         count, summary_after_messages=50, summary_max_pending=bound
     )
     summariser.bodies.memory.drop_through(CHANNEL, count)  # as after a restart
-    batch = summariser.batch_of(CHANNEL)
+    batch = summariser.batch_of(CHANNEL, HOME)
     asked: list[tuple[int, int, int | None]] = []
 
     async def log_of(partition: int, first: int, last: int, _: Any, limit: int | None = None):  # type: ignore[no-untyped-def]
@@ -186,7 +182,7 @@ async def test_a_compacted_run_is_read_back_no_further_than_what_it_shows() -> N
         return []
 
     summariser.bodies.reader.read = log_of  # type: ignore[method-assign]
-    await summariser.messages_of(CHANNEL, batch, partition=0)
+    await summariser.messages_of(CHANNEL, batch, HOME)
 
     compacted = [(i.start, i.offset, MAX_COMPACTED_PARTS) for i in batch.items if i.compacted]
     singles = [i.offset for i in batch.items if not i.compacted]
@@ -201,33 +197,59 @@ async def test_an_older_summary_read_again_never_replaces_the_latest() -> None:
     newer = SummaryRecord(channel=CHANNEL, text="New.", narrative="New.", last_offset=4)
     older = SummaryRecord(channel=CHANNEL, text="Old.", narrative="Old.", last_offset=2)
     _, summariser, _ = await fold_messages(5, [newer, older], summary_after_messages=50)
-    assert summariser.covered_offset(CHANNEL) == 4
-    assert summariser.narrative(CHANNEL) == "New."
+    assert summariser.covered_offset(CHANNEL, HOME) == 4
+    assert await summariser.narrative(CHANNEL) == "New."
 
 
-async def test_the_timers_rebuild_their_indexes_from_the_tables() -> None:
-    """After a restart or a partition move the in-memory indexes are empty: the timers'
-    full scans find the pending batches and the recap statuses in the tables."""
-    chorus, summariser, recapper = await fold_messages(5, summary_after_messages=50)
-    due_at, statuses = dict(summariser.due_at), dict(recapper.statuses)
-    assert due_at and statuses
-    summariser.due_at.clear()
-    recapper.statuses.clear()
-    chorus.forget_cached()  # the scans are due at the next tick
-    await summariser.check_time_thresholds()
-    await recapper.check_deadlines()
-    assert summariser.due_at == due_at and recapper.statuses == statuses
+async def test_what_falls_due_is_in_the_tables_and_a_tick_launches_it() -> None:
+    """The deadline index is a table: with every cache forgotten (a restart), the summary
+    time threshold's tick finds the channel due and launches its batch."""
+    chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
+    chorus.ownership.owned_partitions = lambda: frozenset({HOME})  # type: ignore[method-assign]
+    for cache in chorus.caches:
+        cache.clear()
+    launched: list[str] = []
+
+    async def summarise(channel: str, *_: Any) -> None:
+        launched.append(channel)
+
+    with patch.object(summariser, "summarise", summarise):
+        assert await summariser.check_time_thresholds(datetime.now(UTC)) == 0  # not yet
+        assert await summariser.check_time_thresholds(FAR) == 1
+        await asyncio_idle()
+    assert launched == [CHANNEL]
+    assert summariser.index.due(HOME, FAR, 10) == []  # fired and gone
 
 
-async def test_no_batch_is_summarised_while_its_latest_summary_is_read_back() -> None:
-    """After a restart or a move, a channel's partition of the summaries topic is read from
-    its beginning: a summary launched before would not build on the latest."""
-    from datetime import timedelta
-
+async def test_no_batch_is_summarised_while_its_latest_summary_is_caught_up_with() -> None:
+    """After a restart or a move, the agent reads the summaries partition from its committed
+    offset: a summary launched before it caught up would not build on the latest."""
     _, summariser, _ = await fold_messages(3, summary_after_messages=50)
-    batch = summariser.batch_of(CHANNEL)
-    later = datetime.now(UTC) + timedelta(days=1)  # past the time threshold
-    summariser.latest.restoring[3] = 10
-    assert not summariser.maybe_launch(CHANNEL, batch, 3, later)
-    del summariser.latest.restoring[3]
-    assert summariser.maybe_launch(CHANNEL, batch, 3, later)
+    batch = summariser.batch_of(CHANNEL, HOME)
+    summariser.followed.catching_up.add(HOME)
+    assert not summariser.maybe_launch(CHANNEL, batch, HOME, FAR)
+    summariser.followed.catching_up.discard(HOME)
+    assert summariser.maybe_launch(CHANNEL, batch, HOME, FAR)
+
+
+async def asyncio_idle() -> None:
+    import asyncio
+
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_a_config_that_brings_a_threshold_sooner_indexes_the_batch_by_it() -> None:
+    from streams.records import ChannelConfig
+
+    chorus, summariser, _ = await fold_messages(3, summary_after_seconds=3600)
+    batch = summariser.batch_of(CHANNEL, HOME)
+    assert batch.pending_since is not None
+    soon = batch.pending_since + timedelta(seconds=1)
+    assert summariser.index.due(HOME, soon + timedelta(seconds=1), 10) == []
+    config = ChannelConfig(channel=CHANNEL, summary_after_seconds=1)
+    chorus.configs.cache.put(CHANNEL, (config, chorus.configs.conditions(CHANNEL)), 100, HOME)
+    for changed in chorus.configs.listeners:  # as the config stage's put tells them
+        changed(CHANNEL, HOME)
+    ((entry,),) = [summariser.index.due(HOME, soon + timedelta(seconds=1), 10)]
+    assert entry.channel == CHANNEL

@@ -66,7 +66,7 @@ async def test_the_stage_seeks_a_stalled_partition_back_and_resumes_it() -> None
         messages=chorus.messages,
         meter=chorus.meter,
         next_offset={0: 12, 1: 7}.get,
-        owned_partitions=lambda: frozenset({0, 1}),
+        ownership=SimpleNamespace(owned_partitions=lambda: frozenset({0, 1})),
     )
     guard = StallGuard(runtime)  # type: ignore[arg-type]
     # 38 records wait on partition 0, none on partition 1

@@ -1,0 +1,154 @@
+"""What a process keeps in memory, bounded in bytes: the one kind of cache every part of
+`streams` uses (`ByteCache`), and one budget (`CHORUS_MEMORY_MB`) split into named shares
+(`MemoryBudget`), so a role's memory does not grow with the number of channels it has
+ever seen.
+
+A `ByteCache` holds what can be read back from somewhere else (a table's store, the log, a
+compacted topic): at its bound it forgets the least recently used entries, and a reader
+that misses reads back. Each entry belongs to a partition of the topics it was read from,
+so when partitions move away only theirs are forgotten (`forget_partitions`), as Quix
+Streams revokes state per partition; the others stay warm.
+
+What happens at the bound: `put` makes room by evicting from the least recently used end,
+never the entry it is putting; an entry larger than the whole cache is not kept at all
+(it counts as evicted). Each eviction is reported to `on_evict` (a metric).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+MIB = 1024 * 1024
+
+
+class ByteCache(Generic[K, V]):
+    """The least recently used entries up to `budget` bytes (see the module).
+
+    `size` is what the caller says an entry costs (its encoded bytes, times an overhead
+    where it keeps decoded objects): the cache trusts it."""
+
+    def __init__(
+        self,
+        name: str,
+        budget: int,
+        on_evict: Callable[[str, int], None] | None = None,
+    ) -> None:
+        """`on_evict(name, entries)`: told how many entries were evicted at the bound."""
+        self.name = name
+        self.budget = budget
+        self.on_evict = on_evict
+        # key -> (value, size, partition), the least recently used first
+        self._entries: OrderedDict[K, tuple[V, int, int]] = OrderedDict()
+        self._by_partition: dict[int, set[K]] = {}
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def get(self, key: K) -> V | None:
+        """The value of `key`, now the most recently used; None when not kept."""
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        self._entries.move_to_end(key)
+        return found[0]
+
+    def peek(self, key: K) -> V | None:
+        """The value of `key` without using it (None when not kept)."""
+        found = self._entries.get(key)
+        return None if found is None else found[0]
+
+    def partition_of(self, key: K) -> int | None:
+        """The partition `key` was kept for (None when it is not kept)."""
+        found = self._entries.get(key)
+        return None if found is None else found[2]
+
+    def size_of(self, key: K) -> int:
+        """What `key` is counted for (0 when it is not kept)."""
+        found = self._entries.get(key)
+        return 0 if found is None else found[1]
+
+    def put(self, key: K, value: V, size: int, partition: int) -> bool:
+        """Keep `value` for `key` (of `partition`), costing `size` bytes; False when it is
+        larger than the whole cache and so not kept."""
+        self.pop(key)
+        if size > self.budget:
+            self._evicted(1)
+            return False
+        self._entries[key] = (value, size, partition)
+        self._by_partition.setdefault(partition, set()).add(key)
+        self.bytes += size
+        evicted = 0
+        while self.bytes > self.budget:
+            oldest = next(iter(self._entries))
+            self.pop(oldest)
+            evicted += 1
+        self._evicted(evicted)
+        return True
+
+    def pop(self, key: K) -> V | None:
+        """Forget `key`; its value, or None when it was not kept."""
+        found = self._entries.pop(key, None)
+        if found is None:
+            return None
+        value, size, partition = found
+        self.bytes -= size
+        keys = self._by_partition.get(partition)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_partition[partition]
+        return value
+
+    def forget_partitions(self, partitions: Iterable[int]) -> None:
+        """Forget every entry of `partitions` (moved away, or restored from a changelog)."""
+        for partition in list(partitions):
+            for key in list(self._by_partition.get(partition, ())):
+                self.pop(key)
+
+    def keep_only(self, partitions: Iterable[int]) -> None:
+        """Forget every entry of a partition not in `partitions`."""
+        kept = set(partitions)
+        self.forget_partitions([p for p in self._by_partition if p not in kept])
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._by_partition.clear()
+        self.bytes = 0
+
+    def keys(self) -> list[K]:
+        """The keys kept, the least recently used first."""
+        return list(self._entries)
+
+    def _evicted(self, count: int) -> None:
+        if count and self.on_evict is not None:
+            self.on_evict(self.name, count)
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """A role's memory budget (`total` bytes) split into named shares (fractions of it)."""
+
+    total: int
+    shares: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        if abs(sum(self.shares.values()) - 1.0) > 1e-9:
+            raise ValueError(f"memory shares must add up to 1, got {dict(self.shares)}")
+
+    def share(self, name: str) -> int:
+        """The bytes of share `name`."""
+        return int(self.total * self.shares[name])
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{name} {self.share(name) / MIB:.0f}" for name in self.shares)
+        return f"{self.total / MIB:.0f} MiB: {parts}"

@@ -1,0 +1,48 @@
+"""streams.memory: the one cache kind (bounded in bytes, forgotten per partition, evictions
+told) and the memory budget's shares."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.memory import MIB, ByteCache, MemoryBudget
+
+
+def test_the_least_recently_used_go_first_at_the_byte_bound_never_the_one_put() -> None:
+    evicted: list[tuple[str, int]] = []
+    cache: ByteCache[str, int] = ByteCache("c", 100, lambda name, n: evicted.append((name, n)))
+    cache.put("a", 1, 40, 0)
+    cache.put("b", 2, 40, 1)
+    assert cache.get("a") == 1  # a is now the most recently used
+    cache.put("c", 3, 40, 0)  # 120 > 100: b goes
+    assert cache.keys() == ["a", "c"] and cache.bytes == 80 and evicted == [("c", 1)]
+    cache.put("a", 9, 100, 0)  # the whole budget: everything else goes, not the one put
+    assert cache.keys() == ["a"] and cache.get("a") == 9 and cache.bytes == 100
+
+
+def test_an_entry_larger_than_the_cache_is_not_kept() -> None:
+    evicted: list[int] = []
+    cache: ByteCache[str, int] = ByteCache("c", 100, lambda _, n: evicted.append(n))
+    cache.put("a", 1, 10, 0)
+    assert not cache.put("a", 2, 101, 0)
+    assert "a" not in cache and cache.bytes == 0 and evicted == [1]
+
+
+def test_partitions_are_forgotten_by_themselves() -> None:
+    cache: ByteCache[str, int] = ByteCache("c", 1000)
+    for n, partition in enumerate([0, 1, 2, 1]):
+        cache.put(f"k{n}", n, 10, partition)
+    cache.forget_partitions([1])
+    assert cache.keys() == ["k0", "k2"] and cache.bytes == 20
+    cache.keep_only([2])
+    assert cache.keys() == ["k2"]
+    assert cache.partition_of("k2") == 2 and cache.size_of("k2") == 10
+    assert cache.peek("k2") == 2 and cache.pop("k2") == 2 and len(cache) == 0
+
+
+def test_a_budget_is_split_into_shares_that_add_up_to_it() -> None:
+    budget = MemoryBudget(100 * MIB, {"rocksdb": 0.25, "folds": 0.75})
+    assert budget.share("rocksdb") == 25 * MIB and budget.share("folds") == 75 * MIB
+    assert budget.describe() == "100 MiB: rocksdb 25, folds 75"
+    with pytest.raises(ValueError, match="must add up to 1"):
+        MemoryBudget(MIB, {"a": 0.5})
