@@ -19,6 +19,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 from projections.commitments import CommitmentProjection, CommitmentsState
 from projections.fastcopy import copy_with
 from projections.model import Message
@@ -27,7 +29,6 @@ from projections.projection import (
     ChannelProjection,
     Folded,
     advance,
-    encoded,
     initial_folded,
     load_state,
 )
@@ -121,7 +122,7 @@ def _kept(
 
 def oversize(dumped_state: Any, limit: int) -> str | None:
     """Why a state (already dumped to JSON types) is refused, or None when it fits."""
-    size = len(encoded(dumped_state))
+    size = len(orjson.dumps(dumped_state))
     if size <= limit:
         return None
     return (

@@ -180,21 +180,20 @@ class CommitmentsState(BaseModel):
         }
 
 
-# Dumps of recent commitments by id(commitment); each entry holds its commitment, so the id
-# cannot be reused while the entry lives. Cleared whole at the bound (about 20 MB of dumps):
-# a miss only costs the dump it saves.
-_DUMPS: dict[int, tuple[Commitment, dict[str, Any]]] = {}
-_DUMPS_KEPT = 20_000
+# Each commitment's JSON dump, by id(commitment), for as long as the commitment lives (a
+# finalizer drops it with its object, so the id cannot be reused meanwhile): bounded by the
+# commitments the worker's caches hold, which are bounded in bytes.
+_DUMPS: dict[int, dict[str, Any]] = {}
 
 
 def _dump_of(commitment: Commitment) -> dict[str, Any]:
-    found = _DUMPS.get(id(commitment))
-    if found is not None and found[0] is commitment:
-        return found[1]
-    if len(_DUMPS) >= _DUMPS_KEPT:
-        _DUMPS.clear()
+    key = id(commitment)
+    found = _DUMPS.get(key)
+    if found is not None:
+        return found
     dumped = commitment.model_dump(mode="json")
-    _DUMPS[id(commitment)] = (commitment, dumped)
+    _DUMPS[key] = dumped
+    weakref.finalize(commitment, _DUMPS.pop, key, None)
     return dumped
 
 

@@ -7,7 +7,6 @@ rebuild any state by replaying the log, so `apply` must depend only on its argum
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, Protocol, TypeVar
 
@@ -98,25 +97,6 @@ def load_state(projection: ChannelProjection[S], data: Any) -> S:
         return loaded
     result: S = data
     return result
-
-
-# The last few dumped states and their JSON: the fold step measures a state's size, and the
-# driver event then carries the same bytes, so each state is encoded once per fold.
-_ENCODED: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
-_ENCODED_KEPT = 64
-
-
-def encoded(dumped_state: Any) -> bytes:
-    """`orjson.dumps(dumped_state)`, remembered for the same object for a little while."""
-    key = id(dumped_state)
-    found = _ENCODED.get(key)
-    if found is not None and found[0] is dumped_state:
-        return found[1]
-    data = orjson.dumps(dumped_state)
-    _ENCODED[key] = (dumped_state, data)
-    if len(_ENCODED) > _ENCODED_KEPT:
-        _ENCODED.popitem(last=False)
-    return data
 
 
 def canonical_hash(data: Any) -> str:

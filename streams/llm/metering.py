@@ -82,13 +82,6 @@ class CostMeter:
             ["projection", "bound"],
             registry=self.registry,
         )
-        self.latest_dropped = Counter(
-            "chorus_latest_records_dropped",
-            "Latest summaries and recaps dropped from the fold role's memory at its bound "
-            "(read back from the topic when a view asks)",
-            ["topic"],
-            registry=self.registry,
-        )
         self.requests = Counter(
             "chorus_http_requests",
             "Requests this process's web server answered, by view",

@@ -167,7 +167,14 @@ def _checkpointed(runtime: Runtime) -> None:
         if checkpoint.due(time.monotonic()):
             await checkpoint.checkpoint()
 
-    every(runtime.app, runtime.meter, CHECKPOINT_TICK_SECONDS, "checkpoint", checkpoint_when_due)
+    every(
+        runtime.app,
+        runtime.meter,
+        CHECKPOINT_TICK_SECONDS,
+        "checkpoint",
+        checkpoint_when_due,
+        while_moving=True,  # what is held must be written while partitions are revoked
+    )
 
 
 def _track_messages_metadata(runtime: Runtime) -> None:

@@ -33,19 +33,28 @@ class Ownership:
         self.settings = settings
         self.listeners: list[Moved] = []
         self.owned: frozenset[int] = frozenset()
+        # The partitions the last assignment took over: their stores are recovered from
+        # the changelogs after it, so what was read of them meanwhile is forgotten again.
+        self.taken: frozenset[int] = frozenset()
 
         async def assigned(_: Any, tps: Collection[TopicPartition], **__: Any) -> None:
             self.assigned(frozenset(tp.partition for tp in tps if tp.topic == self.topic))
 
+        async def recovered(*_: Any, **__: Any) -> None:
+            for moved in self.listeners:
+                moved(frozenset(), self.taken, self.owned)
+
         app.on_partitions_assigned.connect(assigned)
+        app.on_rebalance_complete.connect(recovered)  # after the tables' recovery
 
     def on_moved(self, moved: Moved) -> None:
-        """`moved(gone, taken, owned)` at each assignment, in the order registered."""
+        """`moved(gone, taken, owned)` at each assignment, in the order registered, and
+        again once the tables have recovered (nothing gone, the same taken)."""
         self.listeners.append(moved)
 
     def assigned(self, owned: frozenset[int]) -> None:
         gone, taken = self.owned - owned, owned - self.owned
-        self.owned = owned
+        self.owned, self.taken = owned, taken
         for moved in self.listeners:
             moved(gone, taken, owned)
 

@@ -19,6 +19,12 @@ from streams.llm.metering import CostMeter
 Clock = Callable[[], datetime]
 
 
+def moving(app: Any) -> bool:
+    """Whether partitions are moving: a rebalance, or the tables' recovery after one (a
+    store read then may be behind its changelog)."""
+    return bool(getattr(app, "rebalancing", False) or getattr(app, "in_recovery", False))
+
+
 def every(
     app: Any,
     meter: CostMeter,
@@ -26,13 +32,18 @@ def every(
     name: str,
     tick: Callable[[datetime], Awaitable[object]],
     clock: Clock = utc_now,
+    *,
+    while_moving: bool = False,
 ) -> None:
-    """Run `tick(clock())` every `seconds` as the Faust timer `name`, measured."""
+    """Run `tick(clock())` every `seconds` as the Faust timer `name`, measured; not while
+    partitions move unless `while_moving` (what is due waits for the next tick)."""
     slowest = 0.0
 
     @app.timer(seconds, name=name)
     async def timer() -> None:
         nonlocal slowest
+        if not while_moving and moving(app):
+            return
         started = time.perf_counter()
         try:
             await tick(clock())

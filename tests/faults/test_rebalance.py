@@ -133,3 +133,56 @@ async def test_killed_group_member_hands_over_from_changelogs_and_rejoins(
         lost=0,
         applied_twice=0,
     )
+
+
+@pytest.mark.timeout(900)
+async def test_rebalances_in_the_middle_of_checkpoints_lose_nothing_and_agree_with_a_replay(
+    chorus_settings: Settings,
+    fault_workers: Callable[..., FaultWorker],
+    fault_seed: int,
+    tmp_path: Path,
+) -> None:
+    """Issue 40: a member joins and leaves the group three times while messages flow and
+    checkpoints run back to back (every 200 ms): each rebalance revokes partitions in the
+    middle of a checkpoint's write. Nothing is lost, nothing applied twice, every channel
+    equals a replay of its log, and every message has its driver event."""
+    settings = chorus_settings
+    rng = random.Random(fault_seed + 5)
+    await prepare_topics(settings)
+    channels = channel_names(40, "churn")
+    total = scaled(4_000, minimum=400)
+    messages = traffic(channels, total, seed=fault_seed + 5)
+    busy = {"CHORUS_STANDBY_REPLICAS": "1", "CHORUS_CHECKPOINT_MS": "200"}
+    stays = fault_workers(**busy)
+    await asyncio.to_thread(stays.start, 120.0)
+    producing = Producing(settings, messages, rate=total / 60.0)
+    production = asyncio.create_task(producing.run())
+    joins = []
+    for round_ in range(3):
+        await asyncio.sleep(rng.uniform(3.0, 8.0))
+        joiner = fault_workers(
+            **busy,
+            CHORUS_WEB_PORT=str(free_web_port(taken=int(stays.env["CHORUS_WEB_PORT"]))),
+            CHORUS_DATA_DIR=str(tmp_path / f"joiner-{round_}"),
+        )
+        started = time.monotonic()
+        await asyncio.to_thread(joiner.start, 120.0)
+        joins.append(round(time.monotonic() - started, 1))
+        await asyncio.sleep(rng.uniform(2.0, 6.0))
+        joiner.stop()  # SIGTERM: it hands its partitions back, mid-checkpoint
+    await asyncio.wait_for(production, 300)
+    assert not producing.failed and len(producing.acked) == total
+
+    log = await read_messages(settings)
+    await check_live_states([stays.base_url], log, timeout=600)
+    events = await check_driver_events(settings, log, timeout=120)
+    assert stays.alive()
+    report(
+        "rebalances in the middle of checkpoints (a member joins and leaves three times)",
+        messages=total,
+        channels=len(log.by_channel),
+        joins_ready_s=joins,
+        driver_events=events,
+        lost=0,
+        applied_twice=0,
+    )

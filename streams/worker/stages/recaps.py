@@ -348,7 +348,8 @@ class Recapper:
         if not (orphaned or due(status, now)):
             self.index.move(entry, partition, wakes_at(status))
             return False
-        self.index.remove(entry, partition)
+        # The entry stays until the recap read back moves the status on (then it is moved
+        # or removed as above): a worker that dies meanwhile leaves it to the next one.
         self.generating[channel] = status.generation
         self.queue.put_nowait((channel, partition))
         return True

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from faust.types import TP as TopicPartition
 
 from streams.worker.runtime import Runtime
-from streams.worker.timers import every
+from streams.worker.timers import every, moving
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class StallGuard:
         """Seek back and resume every owned partition whose consumer stopped delivering;
         not while partitions move or tables recover."""
         app = self.chorus.app
-        if app.rebalancing or getattr(app, "in_recovery", False):
+        if moving(app):
             return []
         topic = self.chorus.messages.get_topic_name()
         next_offsets = {
