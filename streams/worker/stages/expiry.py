@@ -35,7 +35,7 @@ from projections.commitments import (
     next_deadline,
     overdue,
 )
-from projections.model import encode_message
+from projections.model import encode_message, utc_now
 from streams.worker.deadlines import Deadlines, Due
 from streams.worker.folds import Fold, FoldTables
 from streams.worker.runtime import Runtime
@@ -153,7 +153,7 @@ def _state(projection: Any, fold: Fold | None) -> CommitmentsState | None:
     return state if isinstance(state, CommitmentsState) else None
 
 
-def install(chorus: Runtime, clock: Clock | None = None) -> CommitmentExpiry:
+def install(chorus: Runtime, clock: Clock = utc_now) -> CommitmentExpiry:
     """The expiry stage (the fold role): its timer; the fold stage tells it what it folds
     (`CommitmentExpiry.on_folded`, wired by `streams.worker.compose`)."""
     expiry = CommitmentExpiry(chorus)
@@ -163,13 +163,12 @@ def install(chorus: Runtime, clock: Clock | None = None) -> CommitmentExpiry:
             await expiry.index_partition(partition)
 
     chorus.app.on_rebalance_complete.connect(recovered)  # after the tables' recovery
-    extra = {"clock": clock} if clock is not None else {}
     every(
         chorus.app,
         chorus.meter,
         chorus.settings.expiry_check_seconds,
         "expire-commitments",
         expiry.expire_overdue,
-        **extra,
+        clock,
     )
     return expiry
