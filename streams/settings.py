@@ -23,10 +23,14 @@ CONTEXT_WEB_PORT_OFFSET = 1
 
 # Settings that went away, refused (not ignored) for one release: what replaced each.
 RETIRED = {
-    "fold_url": "the context role reads no fold: summaries and recaps are narratives, and "
-    "the fold role renders their commitments when a view is read",
-    "context_url": "the fold role reads the latest summaries and recaps from the "
-    "chorus.summaries and chorus.recaps topics",
+    "fold_url": "the roles share data through Kafka topics only (the context role reads no "
+    "fold: summaries and recaps are narratives, and the fold role renders their commitments "
+    "when a view is read)",
+    "context_url": "the roles share data through Kafka topics only (the fold role reads the "
+    "latest summaries and recaps from the chorus.summaries and chorus.recaps topics)",
+    "fold_batch_max": "it is CHORUS_BATCH_MAX now (it sizes the context role's batches too)",
+    "fold_batch_wait_ms": "it is CHORUS_BATCH_WAIT_MS now (it times the context role's "
+    "batches too)",
 }
 
 
@@ -79,6 +83,8 @@ class Settings(BaseSettings):
     # Retired (`RETIRED`): read only to refuse them.
     fold_url: str | None = None
     context_url: str | None = None
+    fold_batch_max: int | None = None
+    fold_batch_wait_ms: float | None = None
     projections: list[str] = Field(default_factory=list)
     standby_replicas: int = 1
     # How long a silent worker keeps its partitions before the group moves them.
@@ -96,10 +102,11 @@ class Settings(BaseSettings):
     checkpoint_ms: int = Field(default=5000, ge=10, le=60_000)
     checkpoint_max_keys: int = Field(default=20_000, ge=1)
     checkpoint_max_held: int = Field(default=50_000, ge=1)
-    # The fold agent takes up to this many records at a time, waiting at most
-    # fold_batch_wait_ms for more; their driver events go out together.
-    fold_batch_max: int = Field(default=500, ge=1)
-    fold_batch_wait_ms: float = Field(default=5.0, gt=0)
+    # Each role's agent on chorus.messages (the fold, the context role's feed) takes up to
+    # this many records at a time, waiting at most batch_wait_ms for more; a fold batch's
+    # driver events go out together.
+    batch_max: int = Field(default=500, ge=1)
+    batch_wait_ms: float = Field(default=5.0, gt=0)
     # How much a fetch brings per partition: with Faust's 1 MiB (about 750 messages of 1.4 KB)
     # the fold waited for fetches 40% of the time (measured: 3,500 → 7,200 msg/s with 4 MiB).
     # A fetch request is capped at 50 MiB whatever the partitions (aiokafka's fetch_max_bytes).
@@ -175,8 +182,7 @@ class Settings(BaseSettings):
             if getattr(self, name) is not None:
                 # Not a ValueError: pydantic passes this one on as it is (one line).
                 raise RetiredSetting(
-                    f"CHORUS_{name.upper()} is no longer read and must be unset: the roles "
-                    f"share data through Kafka topics only ({replaced_by})"
+                    f"CHORUS_{name.upper()} is no longer read and must be unset: {replaced_by}"
                 )
         return self
 

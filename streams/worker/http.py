@@ -34,9 +34,9 @@ from streams.worker.read_model import (
     Titles,
     UnknownChannel,
     channel_context,
-    channel_state,
     context_budget,
     recap_answer,
+    state_answer,
     summary_answer,
 )
 
@@ -236,7 +236,7 @@ def install(chorus: Runtime, latest: LatestViews, recent: RecentMessages) -> Non
     model = recap_model[1] if recap_model[0] else "extractive"
 
     def state(view: View, channel: str, _: Request) -> Response:
-        found = channel_state(chorus, channel)
+        found = state_answer(chorus, channel)
         if found is None:
             return view.json({"error": str(UnknownChannel(channel))}, status=404)
         return view.json(found)

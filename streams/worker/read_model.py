@@ -52,7 +52,7 @@ class UnknownChannel(LookupError):
         super().__init__(f"no messages folded for channel {channel!r}")
 
 
-def channel_state(chorus: Runtime, channel: str) -> dict[str, Any] | None:
+def state_answer(chorus: Runtime, channel: str) -> dict[str, Any] | None:
     """Every projection's fold of the channel and the decision over them (`decision`,
     `detail`, `offset`), or None when the channel is unknown here."""
     found = chorus.standing(channel)

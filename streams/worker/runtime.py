@@ -206,7 +206,7 @@ class Runtime:
         self, name: str, on_batch: Callable[[Sequence[EventT]], Awaitable[None]]
     ) -> None:
         """The role's agent `name` on chorus.messages: `on_batch` is handed what arrives, in
-        batches of at most CHORUS_FOLD_BATCH_MAX records or CHORUS_FOLD_BATCH_WAIT_MS,
+        batches of at most CHORUS_BATCH_MAX records or CHORUS_BATCH_WAIT_MS,
         between two checkpoints (`Checkpoint.between_batches`). The batch's records stay
         held until a checkpoint holds what they changed (at once when the memory bound is
         met)."""
@@ -214,8 +214,8 @@ class Runtime:
         @self.app.agent(self.messages, name=name)
         async def take(stream: Any) -> None:
             settings, checkpoint = self.settings, self.checkpoint
-            wait = settings.fold_batch_wait_ms / 1000
-            async for batch in stream.take_events(settings.fold_batch_max, wait):
+            wait = settings.batch_wait_ms / 1000
+            async for batch in stream.take_events(settings.batch_max, wait):
                 async with checkpoint.between_batches():
                     for event in batch:
                         checkpoint.hold(event)

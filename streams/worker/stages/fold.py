@@ -1,8 +1,8 @@
 """The fold role's stage: validate each record on `chorus.messages`, fold it into the
 channel's state, then wake drivers with the new state (state first, then the signal).
 
-Records arrive in batches (`Stream.take_events`, at most `FOLD_BATCH_MAX` records or
-`FOLD_BATCH_WAIT_MS`). A batch's folds change the state in memory (the checkpointed fold
+Records arrive in batches (`Stream.take_events`, at most `CHORUS_BATCH_MAX` records or
+`CHORUS_BATCH_WAIT_MS`). A batch's folds change the state in memory (the checkpointed fold
 tables, `streams.worker.checkpoint`, which every view and timer reads); its driver events go
 to the broker in record batches (`Runtime.publish`) as they are folded, `SIGNALS_AT_ONCE`
 at a time and in order (each lot once the one before is acknowledged), and the stage waits

@@ -26,9 +26,9 @@ from streams.worker.read_model import (
     Titles,
     UnknownChannel,
     channel_context,
-    channel_state,
     context_budget,
     recap_answer,
+    state_answer,
     summary_answer,
 )
 from streams.worker.stages.recent import Recent
@@ -83,7 +83,7 @@ def conversation() -> list[Message]:
 
 
 def test_the_state_view_carries_the_decision_and_every_fold() -> None:
-    found = channel_state(FakeRuntime(conversation()), "team/plan")  # type: ignore[arg-type]
+    found = state_answer(FakeRuntime(conversation()), "team/plan")  # type: ignore[arg-type]
     assert found is not None
     assert found["decision"] == {
         "decision": "FAILED",
@@ -92,7 +92,7 @@ def test_the_state_view_carries_the_decision_and_every_fold() -> None:
     }
     assert set(found["projections"]) == {"commitments", "overview"}
     assert found["projections"]["commitments"]["offset"] == 1
-    assert channel_state(FakeRuntime([]), "nobody/here") is None  # type: ignore[arg-type]
+    assert state_answer(FakeRuntime([]), "nobody/here") is None  # type: ignore[arg-type]
 
 
 def test_the_budget_rule() -> None:
