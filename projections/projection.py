@@ -161,16 +161,32 @@ def advance(
     """`fold_at` for callers that keep states in memory: `state`, when given, must be
     `folded`'s state already loaded. Returns the new fold, the loaded states before and
     after the message (the same object when it was not applied) and whether it was."""
-    current = initial_folded(projection) if folded is None else folded
-    if current.projection != projection.name or current.version != projection.version:
+    if folded is None:  # a new channel: its identity, never dumped and loaded back
+        loaded = projection.identity() if state is None else state
+        new_state = projection.apply(loaded, message)
+        return (
+            _folded(projection.name, projection.version, offset, new_state),
+            loaded,
+            new_state,
+            True,
+        )
+    if folded.projection != projection.name or folded.version != projection.version:
         raise StaleFoldError(
-            f"stored fold is {current.projection} v{current.version}, projection is "
+            f"stored fold is {folded.projection} v{folded.version}, projection is "
             f"{projection.name} v{projection.version}; rebuild it from the log"
         )
-    loaded = load_state(projection, current.state) if state is None else state
-    if offset <= current.offset:
-        return current, loaded, loaded, False
+    loaded = load_state(projection, folded.state) if state is None else state
+    if offset <= folded.offset:
+        return folded, loaded, loaded, False
     new_state = projection.apply(loaded, message)
-    dumped = current.state if new_state is loaded else dump_state(new_state)
-    folded = current.model_copy(update={"offset": offset, "state": dumped})
-    return folded, loaded, new_state, True
+    dumped = folded.state if new_state is loaded else dump_state(new_state)
+    after = Folded.model_construct(
+        projection=folded.projection, version=folded.version, offset=offset, state=dumped
+    )
+    return after, loaded, new_state, True
+
+
+def _folded(name: str, version: int, offset: int, state: Any) -> Folded:
+    return Folded.model_construct(
+        projection=name, version=version, offset=offset, state=dump_state(state)
+    )

@@ -23,4 +23,6 @@ def windowed_message(message: Message) -> Message:
     content = message.content
     if content is not None:
         content = cut(content, WINDOW_CONTENT_CHARS)
+    if content == message.content and (kept or None) == message.payload:
+        return message  # nothing to cut: the message itself (it is immutable)
     return message.model_copy(update={"content": content, "payload": kept or None})

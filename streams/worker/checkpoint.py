@@ -59,6 +59,7 @@ the write is refused instead (the table keeps its stored value for the key) and 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import heapq
 import logging
 import time
@@ -182,9 +183,12 @@ class CheckpointedTable:
         cache: ByteCache[Any, Any] | None = None,
         codec: Codec = PLAIN,
         limit: int | None = None,
+        ordered: bool = False,
     ) -> None:
         """`cache`: where clean values are kept, by (table name, key): one cache may serve
-        several tables."""
+        several tables. `ordered`: the changes not written yet are also kept in key order
+        per partition, so that a range scan reads only the changes in its range (a table
+        read by ranges, such as a time-ordered index)."""
         self.table = table
         self.name = str(table.name)
         self.store = TableStore(table)
@@ -194,6 +198,8 @@ class CheckpointedTable:
         self._limit = limit
         self._changed: dict[Any, Change] = {}
         self._writing: dict[Any, Change] = {}
+        # partition -> the encoded keys of the changes (written or not yet), sorted
+        self._ordered: dict[int, list[tuple[bytes, Any]]] | None = {} if ordered else None
 
     def get(self, key: Any, partition: int, default: Any = None) -> Any:
         """The value of `key` (of source partition `partition`): changed here, being
@@ -224,13 +230,27 @@ class CheckpointedTable:
         """`key` holds `value` from now on; `partition`: the source partition it belongs to,
         `offset` and `topic` (the checkpoint's source topic unless named): the source record
         that made it."""
-        self._changed[key] = Change(value, partition, offset, topic)
+        self._change(key, Change(value, partition, offset, topic))
 
     def delete(
         self, key: Any, partition: int, offset: int | None = None, topic: str | None = None
     ) -> None:
         """`key` holds nothing from now on (as `set`)."""
-        self._changed[key] = Change(DELETED, partition, offset, topic)
+        self._change(key, Change(DELETED, partition, offset, topic))
+
+    def _change(self, key: Any, change: Change) -> None:
+        if self._ordered is not None and key not in self._changed and key not in self._writing:
+            bisect.insort(self._ordered.setdefault(change.partition, []), (encoded_key(key), key))
+        self._changed[key] = change
+
+    def _reorder(self) -> None:
+        """The ordered keys again, from the changes (after a checkpoint, or a move)."""
+        if self._ordered is None:
+            return
+        ordered: dict[int, list[tuple[bytes, Any]]] = {}
+        for key, change in (*self._writing.items(), *self._changed.items()):
+            ordered.setdefault(change.partition, []).append((encoded_key(key), key))
+        self._ordered = {p: sorted(set(keys)) for p, keys in ordered.items()}
 
     def scan(
         self, partition: int, start: Any, stop: Any, *, reverse: bool = False
@@ -241,11 +261,20 @@ class CheckpointedTable:
         read with. The clean values read are not cached."""
         low, high = encoded_key(start), encoded_key(stop)
         overlay: dict[Any, tuple[bytes, Change]] = {}
-        for key, change in (*self._writing.items(), *self._changed.items()):
-            if change.partition == partition:
-                raw_key = encoded_key(key)
-                if low <= raw_key < high:
+        if self._ordered is not None:
+            keys = self._ordered.get(partition, [])
+            first = bisect.bisect_left(keys, (low,))
+            last = bisect.bisect_left(keys, (high,))
+            for raw_key, key in keys[first:last]:
+                change = self._changed.get(key) or self._writing.get(key)
+                if change is not None and change.partition == partition:
                     overlay[key] = (raw_key, change)
+        else:
+            for key, change in (*self._writing.items(), *self._changed.items()):
+                if change.partition == partition:
+                    raw_key = encoded_key(key)
+                    if low <= raw_key < high:
+                        overlay[key] = (raw_key, change)
         ours = sorted(
             ((raw_key, key, change.value) for key, (raw_key, change) in overlay.items()),
             key=lambda entry: entry[0],
@@ -273,6 +302,7 @@ class CheckpointedTable:
         for key in dropped:
             del self._changed[key]
         if dropped:
+            self._reorder()
             log.warning(
                 "%s: %d changes of partitions %s, which moved away, are not written",
                 self.name,
@@ -288,6 +318,7 @@ class CheckpointedTable:
         """A checkpoint failed: what it was writing is changed again (newer changes win)."""
         self._changed = {**self._writing, **self._changed}
         self._writing = {}
+        self._reorder()
 
     async def _pending(self, refused: list[RefusedWrite]) -> list[_Pending]:
         """The keys being written with their stored form and changelog record (Faust's
@@ -369,6 +400,7 @@ class CheckpointedTable:
 
     def _settle(self) -> None:
         self._writing = {}
+        self._reorder()
 
 
 class Columns:
@@ -471,14 +503,17 @@ class Checkpoint:
         cache: ByteCache[Any, Any] | None = None,
         codec: Codec = PLAIN,
         guard: bool = True,
+        ordered: bool = False,
     ) -> CheckpointedTable:
-        """`table` read through memory and written once per checkpoint."""
+        """`table` read through memory and written once per checkpoint (`ordered`: read by
+        ranges, see `CheckpointedTable`)."""
         checkpointed = CheckpointedTable(
             table,
             self.source_topic,
             cache=cache,
             codec=codec,
             limit=self.record_limit if guard else None,
+            ordered=ordered,
         )
         self.tables.append(checkpointed)
         return checkpointed

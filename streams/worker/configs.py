@@ -66,6 +66,8 @@ class ChannelConfigs:
         # Told of each channel whose config changed, with its partition: what a stage
         # derived from the old one (a deadline) it derives again.
         self.listeners: list[Callable[[str, int], None]] = []
+        # A channel without a config has the default conditions: parsed once.
+        self.default = parse_conditions([])
 
     def _entry(self, channel: str) -> Entry:
         entry = self.cache.get(channel)
@@ -73,7 +75,8 @@ class ChannelConfigs:
             partition = self.ownership.partition_of(channel)
             raw = self.store.get(channel, partition)
             config = ChannelConfig.model_validate(orjson.loads(raw)) if raw else None
-            entry = (config, parse_conditions(config.termination if config else []))
+            conditions = parse_conditions(config.termination) if config else self.default
+            entry = (config, conditions)
             size = len(raw) * CONFIG_OVERHEAD if raw else NO_CONFIG_BYTES
             self.cache.put(channel, entry, size, partition)
         return entry

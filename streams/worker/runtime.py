@@ -142,7 +142,7 @@ class Runtime:
         # neither role applies a message past a gap.
         self.positions = self.checkpoint.table(self.table(POSITIONS_TABLE[role]))
         # What falls due when, per channel (`streams.worker.deadlines`): scanned, not cached.
-        self.deadlines = self.checkpoint.table(self.table(DEADLINES_TABLE))
+        self.deadlines = self.checkpoint.table(self.table(DEADLINES_TABLE), ordered=True)
         self.ownership.on_moved(self._moved)
 
     def _moved(self, gone: frozenset[int], taken: frozenset[int], _: frozenset[int]) -> None:

@@ -432,17 +432,29 @@ async def test_a_delete_is_a_tombstone_and_reads_as_absent() -> None:
     assert table.data == {} and index.get("a", 0) is None
 
 
-async def test_a_scan_reads_a_range_in_key_order_with_the_changes_not_written_yet() -> None:
+@pytest.mark.parametrize("ordered", [False, True])
+async def test_a_scan_reads_a_range_in_key_order_with_the_changes_not_written_yet(
+    ordered: bool,
+) -> None:
     app = App()
+    app.kafka.gate = asyncio.Event()  # a checkpoint under way: its keys are being written
     table = Table("index")
     table.data.update({"k|1": 0, "k|3": 0, "k|5": 0, "other": 0})
     state = checkpoint(app)
-    index = state.table(table)
+    index = state.table(table, ordered=ordered)
     index.set("k|2", 0, partition=0)
+    writing = asyncio.create_task(state.checkpoint())
+    await asyncio.wait_for(until(lambda: bool(app.kafka.sent)), 1)
     index.delete("k|3", 0)
     index.set("k|9", 0, partition=1)  # another partition's
-    assert [k for k, _ in index.scan(0, "k|", "k|6")] == ["k|1", "k|2", "k|5"]
-    assert [k for k, _ in index.scan(0, "k|", "k|6", reverse=True)] == ["k|5", "k|2", "k|1"]
+    index.set("k|0", 0, partition=0)
+    assert [k for k, _ in index.scan(0, "k|", "k|6")] == ["k|0", "k|1", "k|2", "k|5"]
+    assert [k for k, _ in index.scan(0, "k|1", "k|6", reverse=True)] == ["k|5", "k|2", "k|1"]
+    app.kafka.gate.set()
+    await writing
+    assert [k for k, _ in index.scan(0, "k|", "k|6")] == ["k|0", "k|1", "k|2", "k|5"]
+    await state.checkpoint()
+    assert [k for k, _ in index.scan(0, "k|", "k|6")] == ["k|0", "k|1", "k|2", "k|5"]
 
 
 async def test_partitions_moving_forget_theirs_and_keep_the_others() -> None:

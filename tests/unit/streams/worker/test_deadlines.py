@@ -16,7 +16,7 @@ T0 = datetime(2026, 12, 4, 9, tzinfo=UTC)
 
 def index(kind: str = "recap") -> Deadlines:
     checkpoint = Checkpoint(App(), "src", interval=5.0, max_keys=100, max_held=100)
-    return Deadlines(checkpoint.table(Table("deadlines")), kind)
+    return Deadlines(checkpoint.table(Table("deadlines"), ordered=True), kind)
 
 
 def test_a_read_takes_what_is_due_earliest_first_and_nothing_later() -> None:
