@@ -101,6 +101,13 @@ class CostMeter:
             ["timer"],
             registry=self.registry,
         )
+        self.checkpoint_seconds = Histogram(
+            "chorus_checkpoint_seconds",
+            "How long each checkpoint took, the broker's acknowledgement included (it gives "
+            "the event loop back between slices of keys and while it waits)",
+            registry=self.registry,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
         self.cache_evictions = Counter(
             "chorus_cache_evictions",
             "Entries a cache forgot at its byte bound (read back from a store, the log or a "

@@ -480,7 +480,9 @@ class Checkpoint:
         record_limit: int | None = None,
         on_refused: Callable[[RefusedWrite], Awaitable[None]] | None = None,
         producer: Callable[[], Any] | None = None,
+        took: Callable[[float], None] | None = None,
     ) -> None:
+        """`took(seconds)`: told how long each checkpoint took."""
         self.app = app
         self.source_topic = source_topic
         self.interval = interval
@@ -490,6 +492,7 @@ class Checkpoint:
         self.tables: list[CheckpointedTable] = []
         self.producer = producer or (lambda: app.producer._ensure_producer())
         self._on_refused = on_refused
+        self._took = took
         self._held: list[EventT] = []
         self._last = time.monotonic()
         # Created on first use, inside the app's event loop.
@@ -553,6 +556,7 @@ class Checkpoint:
         backoff, the state staying readable meanwhile; one that fails otherwise (or is
         cancelled) gives back what it took, and raises."""
         batch_lock, write_lock = self._locks()
+        started = time.monotonic()
         async with write_lock:
             async with batch_lock:
                 tables = [table for table in self.tables if table.changed]
@@ -572,6 +576,8 @@ class Checkpoint:
             self._acknowledge(held)
         if held and not self.app.rebalancing:
             await self.app.consumer.commit()
+        if self._took is not None:
+            self._took(time.monotonic() - started)
         return written
 
     def moved(self, gone: Collection[int], taken: Collection[int]) -> None:

@@ -126,6 +126,7 @@ class Runtime:
             max_held=settings.checkpoint_max_held,
             record_limit=settings.max_message_bytes,
             on_refused=self.gate.refused_in_checkpoint,
+            took=self.meter.checkpoint_seconds.observe,
         )
         self.app.checkpoint = self.checkpoint
         self.folds: FoldTables | None = None
