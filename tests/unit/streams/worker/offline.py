@@ -29,23 +29,28 @@ def offline_worker(
 
 
 class TopicRecords:
-    """A topic's records by (partition, offset), read back as `RangeReader.read` does."""
+    """A topic's records by (partition, offset), read back as `RangeReader.read` does;
+    `reads` lists each read's (first, last, limit)."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes = b"") -> None:
         self.key = key
-        self.records: dict[tuple[int, int], bytes] = {}
+        self.records: dict[tuple[int, int], bytes | tuple[bytes, bytes]] = {}
+        self.reads: list[tuple[int, int, int | None]] = []
 
     async def read(
         self, partition: int, first: int, last: int, take: Any, limit: int | None = None
     ) -> list[tuple[int, Any]]:
+        self.reads.append((first, last, limit))
         found = []
         for offset in range(first, last + 1):
-            value = self.records.get((partition, offset))
-            if value is not None:
-                record = SimpleNamespace(offset=offset, value=value, key=self.key, timestamp=0)
-                taken = take(record)
-                if taken is not None:
-                    found.append((offset, taken))
-                    if limit is not None and len(found) >= limit:
-                        break
+            kept = self.records.get((partition, offset))
+            if kept is None:
+                continue
+            key, value = kept if isinstance(kept, tuple) else (self.key, kept)
+            record = SimpleNamespace(offset=offset, value=value, key=key, timestamp=1000 + offset)
+            taken = take(record)
+            if taken is not None:
+                found.append((offset, taken))
+                if limit is not None and len(found) >= limit:
+                    break
         return found

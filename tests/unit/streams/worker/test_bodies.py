@@ -4,12 +4,10 @@ them), and what memory lacks read back through the fold's gate."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from projections.model import Message, MessageType, encode_message
 from streams.memory import ByteCache
 from streams.worker.bodies import LogBodies, MessageBodies, Wanted, message_bytes
-from tests.unit.streams.worker.offline import offline_worker
+from tests.unit.streams.worker.offline import TopicRecords, offline_worker
 
 
 def said(i: int, chars: int = 2, channel: str = "c") -> Message:
@@ -55,45 +53,19 @@ def test_of_is_a_copy() -> None:
     assert sorted(bodies.of("a")) == [0]
 
 
-class Log:
-    """A fake `RangeReader` over one partition."""
-
-    def __init__(self, records: dict[int, tuple[bytes, bytes]]) -> None:
-        self.records = records
-        self.reads: list[tuple[int, int, int | None]] = []
-
-    async def read(
-        self, partition: int, first: int, last: int, take: Any, limit: int | None = None
-    ) -> list[tuple[int, Any]]:
-        self.reads.append((first, last, limit))
-        found = []
-        for offset in range(first, last + 1):
-            if offset in self.records:
-                key, value = self.records[offset]
-                record = type(
-                    "R", (), {"key": key, "value": value, "offset": offset, "timestamp": 0}
-                )
-                taken = take(record)
-                if taken is not None:
-                    found.append((offset, taken))
-                    if limit is not None and len(found) >= limit:
-                        break
-        return found
-
-
 async def test_what_is_wanted_is_read_back_through_the_gate_and_kept_again() -> None:
     chorus = offline_worker("context").runtime
     partition = chorus.ownership.partition_of("c")
-    log = Log(
-        {
-            0: (b"c", encode_message(said(0))),
-            1: (b"other", encode_message(said(1, channel="other"))),
-            2: (b"c", b"{not json"),  # the fold dead-lettered it
-            3: (b"c", encode_message(said(3))),
-            5: (b"c", encode_message(said(5))),
-            6: (b"c", encode_message(said(6))),
-        }
-    )
+    log = TopicRecords()
+    for offset, record in {
+        0: (b"c", encode_message(said(0))),
+        1: (b"other", encode_message(said(1, channel="other"))),
+        2: (b"c", b"{not json"),  # the fold dead-lettered it
+        3: (b"c", encode_message(said(3))),
+        5: (b"c", encode_message(said(5))),
+        6: (b"c", encode_message(said(6))),
+    }.items():
+        log.records[(partition, offset)] = record
     bodies = LogBodies(chorus, MessageBodies(ByteCache("bodies", 100_000)))
     bodies.reader = log  # type: ignore[assignment]
     wanted = Wanted(frozenset({0, 2, 3}), ((5, 6, 1),))

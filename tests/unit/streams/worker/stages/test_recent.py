@@ -4,7 +4,6 @@ taken over again starts afresh."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from unittest.mock import patch
 
@@ -20,7 +19,7 @@ from streams.worker.stages.recent import (
     WINDOW_RECORD_BYTES,
     RecentMessages,
 )
-from tests.unit.streams.worker.offline import offline_worker
+from tests.unit.streams.worker.offline import TopicRecords, offline_worker
 
 PARTITIONS = 4
 CHANNEL = "store/age"
@@ -29,28 +28,6 @@ PARTITION = key_partition(CHANNEL.encode(), PARTITIONS)
 OTHER = next(
     f"x/c{n}" for n in range(100) if key_partition(f"x/c{n}".encode(), PARTITIONS) != PARTITION
 )
-
-
-class Log:
-    """A fake `RangeReader` over one partition's records: (key, value, timestamp)."""
-
-    def __init__(self) -> None:
-        self.records: dict[int, tuple[bytes, bytes]] = {}
-        self.reads: list[tuple[int, int]] = []
-
-    async def read(
-        self, partition: int, first: int, last: int, take: Callable[[Any], Any], limit: Any = None
-    ) -> list[tuple[int, Any]]:
-        self.reads.append((first, last))
-        found = []
-        for offset in range(first, last + 1):
-            if offset in self.records:
-                key, value = self.records[offset]
-                record = type("R", (), {"key": key, "value": value, "timestamp": 1000 + offset})()
-                taken = take(record)
-                if taken is not None:
-                    found.append((offset, taken))
-        return found
 
 
 def said(content: str, kind: str = "STATUS", channel: str = CHANNEL, **extra: Any) -> bytes:
@@ -65,7 +42,7 @@ def owning(chorus: Runtime, partitions: set[int]) -> None:
     chorus.ownership.assigned(frozenset(partitions))
 
 
-def windows(log: Log | None = None) -> RecentMessages:
+def windows(log: TopicRecords | None = None) -> RecentMessages:
     """Windows of a worker that owns the channel's partition."""
     chorus = offline_worker().runtime
     recent = RecentMessages(chorus, log)  # type: ignore[arg-type]
@@ -106,32 +83,32 @@ async def test_a_window_is_bounded_and_shows_at_most_the_recap_window() -> None:
 
 
 async def test_past_the_bounds_windows_and_bodies_are_dropped_and_read_back() -> None:
-    log = Log()
+    log = TopicRecords()
     recent = windows(log)
     recent.windows.budget = 2 * WINDOW_BYTES + 4 * WINDOW_RECORD_BYTES  # two small windows
     recent.bodies.budget = 200
     for offset, channel in enumerate(["a/1", "b/1", CHANNEL, CHANNEL, CHANNEL]):
         value = said(f"m{offset}", channel=channel)
-        log.records[offset] = (channel.encode(), value)
+        log.records[(PARTITION, offset)] = (channel.encode(), value)
         recent.on_record(channel.encode(), value, PARTITION, offset, offset)
     assert recent.windows.keys() == ["b/1", CHANNEL]  # a/1, the least recently active
     assert recent.bodies.bytes <= 200 and (CHANNEL, 2) not in recent.bodies
     found = await recent.recent(CHANNEL, through=4)
     assert [m.content for _, m in found.messages] == ["m2", "m3", "m4"]
-    assert (2, 2) in log.reads  # what memory let go, read back from the log
+    assert (2, 2, None) in log.reads  # what memory let go, read back from the log
 
 
 async def test_after_a_move_a_window_is_read_back_from_before_the_agent_took_over() -> None:
-    log = Log()
+    log = TopicRecords()
     for offset in range(30):
         channel = CHANNEL if offset % 3 == 0 else "other/c"
-        log.records[offset] = (channel.encode(), said(f"m{offset}", channel=channel))
+        log.records[(PARTITION, offset)] = (channel.encode(), said(f"m{offset}", channel=channel))
     recent = windows(log)
     recent.on_record(CHANNEL.encode(), said("live"), PARTITION, 30, 30)
     with patch.object(recent_module, "RECENT_READ_BACK", 10):
         found = await recent.recent(CHANNEL, through=30)
     # At most RECENT_READ_BACK records before the first the fold handed over (offset 30).
-    assert log.reads[0] == (20, 29)
+    assert log.reads[0] == (20, 29, None)
     assert [offset for offset, _ in found.messages] == [21, 24, 27, 30]
     await recent.recent(CHANNEL, through=30)
     assert len(log.reads) == 1  # once per channel until partitions move
@@ -162,14 +139,14 @@ async def test_a_partition_taken_over_again_forgets_its_old_windows() -> None:
 async def test_before_the_fold_hands_over_a_record_a_view_reads_back_to_the_fold_s_offset() -> None:
     """Taken over with nothing handed over yet: what the fold folded is read back once, and
     every record of the channel after it comes from the fold."""
-    log = Log()
+    log = TopicRecords()
     for offset in range(6):
-        log.records[offset] = (CHANNEL.encode(), said(f"m{offset}"))
+        log.records[(PARTITION, offset)] = (CHANNEL.encode(), said(f"m{offset}"))
     recent = windows(log)
     assert [o for o, _ in (await recent.recent(CHANNEL, through=2)).messages] == [0, 1, 2]
     for offset in range(3, 6):
         recent.on_record(CHANNEL.encode(), said(f"m{offset}"), PARTITION, offset, offset)
     assert [o for o, _ in (await recent.recent(CHANNEL, through=5)).messages] == [0, 1, 2, 3, 4, 5]
-    assert log.reads == [(0, 2)]
+    assert log.reads == [(0, 2, None)]
     window = recent.windows.get(CHANNEL)
     assert window is not None and window.filled
