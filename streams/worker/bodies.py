@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 # What a message weighs in memory besides its content (the model and its fields).
 MESSAGE_BYTES = 600
+# Offsets of several channels read back together are read in one range while they are no
+# further apart than this (a read decodes every record of its range).
+READ_TOGETHER_GAP = 2_000
 
 
 def message_bytes(message: Message) -> int:
@@ -123,6 +126,44 @@ class LogBodies:
             )
         return found
 
+    async def read_back_many(
+        self,
+        partition: int,
+        wanted: dict[str, frozenset[int]],
+        accept: Callable[[Message], bool],
+    ) -> dict[str, dict[int, Message]]:
+        """The single offsets `wanted` of many channels of `partition`, read from the log
+        (kept in memory again): offsets no more than READ_TOGETHER_GAP apart are read in
+        one range, so channels whose messages sit together cost one read, not one each."""
+        owner = {offset: channel for channel, offsets in wanted.items() for offset in offsets}
+        found: dict[str, dict[int, Message]] = {channel: {} for channel in wanted}
+        for first, last in _clusters(sorted(owner), READ_TOGETHER_GAP):
+            take = functools.partial(self._owned_by, owner, partition, accept)
+            for offset, message in await self.reader.read(partition, first, last, take):
+                channel = owner[offset]
+                found[channel][offset] = message
+                self.memory.keep(channel, partition, offset, message)
+            log.info(
+                "read %d channels back from partition %s, offsets %s-%s",
+                len(wanted),
+                partition,
+                first,
+                last,
+            )
+        return found
+
+    def _owned_by(
+        self,
+        owner: dict[int, str],
+        partition: int,
+        accept: Callable[[Message], bool],
+        record: ConsumerRecord,
+    ) -> Message | None:
+        channel = owner.get(record.offset)
+        if channel is None:
+            return None
+        return self._accepted(channel, partition, accept, None, record)
+
     def _accepted(
         self,
         channel: str,
@@ -144,3 +185,15 @@ class LogBodies:
         if not accept(message):
             return None
         return self.kept_as(message) if self.kept_as else message
+
+
+def _clusters(offsets: list[int], gap: int) -> list[tuple[int, int]]:
+    """(first, last) ranges covering the sorted `offsets`, a new one where two are more
+    than `gap` apart."""
+    ranges: list[tuple[int, int]] = []
+    for offset in offsets:
+        if ranges and offset - ranges[-1][1] <= gap:
+            ranges[-1] = (ranges[-1][0], offset)
+        else:
+            ranges.append((offset, offset))
+    return ranges

@@ -8,9 +8,10 @@ index (`streams.worker.deadlines`, kind `recap`) says which channels to look at:
 put when a countdown starts (a quiet channel's first message), when a retry is scheduled,
 and when a generation starts (to find it orphaned if its worker dies); a countdown that
 moves later leaves its entry to fire early and be moved, so a busy channel costs an index
-write per debounce, not per message. The timer `recap-deadlines` reads the entries due,
-newest first, and hands them to a queue (RECAP_QUEUE) that a few tasks write from; a
-burst of channels going quiet together waits in the index and never stalls the role.
+write per debounce, not per message. The timer `recap-deadlines` takes the entries due,
+newest first, in lots (RECAP_LOT, RECAP_LOTS at once): a lot's windows are read back from
+the log together, its recaps written and produced together; a burst of channels going
+quiet together waits in the index and never stalls the role.
 
 The furnace's budget (CHORUS_RECAP_LLM_PER_MINUTE): with a model configured, at most that
 many recaps a minute are written by it; the others due meanwhile are written extractive
@@ -80,11 +81,10 @@ KIND = "recap"
 RECAP_MAX_TOKENS = 160
 RETRY_BACKOFF_SECONDS = 2.0
 RETRY_MAX_BACKOFF_SECONDS = 300.0
-# Recaps taken for writing and not written yet, at most; the others due wait in the index.
-RECAP_QUEUE = 64
-# The tasks that write them: each waits for its record's lot to be acknowledged (the
-# outbox's linger), so they overlap; the model's calls are bounded by its own concurrency.
-RECAP_WRITERS = RECAP_QUEUE
+# Recaps a tick takes for writing at once (a lot: their windows read back together, their
+# records produced together), and lots written at once; more due wait in the index.
+RECAP_LOT = 64
+RECAP_LOTS = 2
 # A generation read back as started and not ended after this long (beyond the model's own
 # time and retries) is orphaned: the worker that started it died or gave the channel up.
 ORPHANED_AFTER_SECONDS = 60.0
@@ -218,9 +218,9 @@ class Recapper:
         )
         self.index = Deadlines(chorus.deadlines, KIND)
         # channel -> the generation taken for writing here and not read back yet: in flight
-        # only (bounded by the queue and the tasks), forgotten with its partition.
+        # only (bounded by the lots being written), forgotten with its partition.
         self.generating: dict[str, int] = {}
-        self.queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue(RECAP_QUEUE)
+        self.lots: set[asyncio.Task[None]] = set()
         self.outbox = chorus.outbox(chorus.recaps)
         self.orphaned_after = timedelta(
             seconds=ORPHANED_AFTER_SECONDS
@@ -320,24 +320,38 @@ class Recapper:
         self.store(channel, updated, partition, offset, topic)
 
     async def check_deadlines(self, now: datetime) -> int:
-        """Take the recaps due in the owned partitions, newest first, into the queue while
-        it has room (the rest wait in the index); move the entries that fired early or for
-        nothing. How many were taken."""
-        taken = 0
-        for partition in sorted(self.chorus.ownership.owned_partitions()):
-            room = self.queue.maxsize - self.queue.qsize()
-            if room <= 0:
+        """Take the recaps due in the owned partitions, the newest activity first, into a
+        lot of at most RECAP_LOT (more due wait in the index), moving the entries that fired
+        early or for nothing, and start writing the lot; at most RECAP_LOTS lots are written
+        at once. How many were taken."""
+        if len(self.lots) >= RECAP_LOTS:
+            self.chorus.meter.recaps_deferred.inc()
+            return 0
+        candidates = [
+            (entry, partition)
+            for partition in sorted(self.chorus.ownership.owned_partitions())
+            for entry in self.index.due(
+                partition, now, RECAP_LOT + len(self.generating), newest_first=True
+            )
+        ]
+        candidates.sort(key=lambda found: found[0].at, reverse=True)
+        lot: list[tuple[str, int]] = []
+        for entry, partition in candidates:
+            if len(lot) >= RECAP_LOT:
                 self.chorus.meter.recaps_deferred.inc()
                 break
-            entries = self.index.due(partition, now, room + len(self.generating), newest_first=True)
-            for entry in entries:
-                if self.queue.full():
-                    self.chorus.meter.recaps_deferred.inc()
-                    break
-                if self.take(entry, partition, now):
-                    taken += 1
-        self.chorus.meter.recap_queue.set(self.queue.qsize())
-        return taken
+            if self.take(entry, partition, now):
+                lot.append((entry.channel, partition))
+        if lot:
+            task = asyncio.ensure_future(self.write_lot(lot))
+            self.lots.add(task)
+            task.add_done_callback(self.lots.discard)
+        self.chorus.meter.recap_queue.set(self.in_flight())
+        return len(lot)
+
+    def in_flight(self) -> int:
+        """Recaps taken for writing, not read back yet."""
+        return len(self.generating)
 
     def take(self, entry: Due, partition: int, now: datetime) -> bool:
         channel = entry.channel
@@ -351,18 +365,31 @@ class Recapper:
         # The entry stays until the recap read back moves the status on (then it is moved
         # or removed as above): a worker that dies meanwhile leaves it to the next one.
         self.generating[channel] = status.generation
-        self.queue.put_nowait((channel, partition))
         return True
 
-    async def write_queued(self) -> None:
-        """One of the tasks that write the recaps taken (until cancelled)."""
-        while True:
-            channel, partition = await self.queue.get()
-            try:
-                await self.generate(channel, self.recap_of(channel, partition), partition)
-            finally:
-                self.queue.task_done()
-                self.chorus.meter.recap_queue.set(self.queue.qsize())
+    async def write_lot(self, lot: list[tuple[str, int]]) -> None:
+        """Write the recaps of `lot`: the windows memory lacks read back from the log
+        together (`LogBodies.read_back_many`: channels whose messages sit together cost one
+        read), then each recap, their records in one produce request or a few."""
+        lacking: dict[int, dict[str, frozenset[int]]] = {}
+        for channel, partition in lot:
+            kept = self.bodies.memory.of(channel)
+            window = self.recap_of(channel, partition).window_offsets
+            missing = frozenset(o for o in window if o not in kept)
+            if missing:
+                lacking.setdefault(partition, {})[channel] = missing
+        try:
+            for partition, wanted in lacking.items():
+                await self.bodies.read_back_many(partition, wanted, is_conversation_change)
+        except Exception:  # each recap reads what it still lacks by itself
+            log.exception("reading %d recap windows back failed", len(lot))
+        await asyncio.gather(
+            *(
+                self.generate(channel, self.recap_of(channel, partition), partition)
+                for channel, partition in lot
+            )
+        )
+        self.chorus.meter.recap_queue.set(self.in_flight())
 
     async def generate(self, channel: str, recap: ChannelRecap, partition: int) -> None:
         client = self.client if self.client is not None and self.budget.take() else None
@@ -426,10 +453,6 @@ def install(chorus: Runtime, narrative: NarrativeOf, clock: Clock = utc_now) -> 
         narrative,
         clock,
     )
-
-    @chorus.app.task
-    async def write_recaps() -> None:
-        await asyncio.gather(*(recapper.write_queued() for _ in range(RECAP_WRITERS)))
 
     every(
         chorus.app,

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -304,19 +304,34 @@ class Summariser:
     def maybe_launch(
         self, channel: str, batch: PendingBatch, partition: int, now: datetime
     ) -> bool:
+        """Summarise the channel's batch in a task of its own if it is due."""
+        chosen = self.claim(channel, batch, partition, now)
+        if chosen is None:
+            return False
+        self.start(self.summarise(channel, chosen, partition))
+        return True
+
+    def claim(
+        self, channel: str, batch: PendingBatch, partition: int, now: datetime
+    ) -> PendingBatch | None:
+        """The part of `batch` to summarise now (its first `summary_after_messages`), marked
+        in flight, or None: not due, one in flight already, or the channel's latest summary
+        not caught up with yet."""
         if self.launched.get(channel, -1) > self.covered_offset(channel, partition):
-            return False
+            return None
         if not self.followed.caught_up(partition):  # its latest summary may not be read yet
-            return False
+            return None
         after_messages, after_seconds = self.thresholds(channel)
         if not due(batch, after_messages=after_messages, after_seconds=after_seconds, now=now):
-            return False
+            return None
         chosen = next_batch(batch, after_messages)
         self.launched[channel] = chosen.last_offset
-        task = asyncio.ensure_future(self.summarise(channel, chosen, partition))
+        return chosen
+
+    def start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        return True
 
     async def summarise(self, channel: str, batch: PendingBatch, partition: int) -> None:
         try:
@@ -329,27 +344,47 @@ class Summariser:
             self.launched.pop(channel, None)
 
     async def check_time_thresholds(self, now: datetime) -> int:
-        """Launch the batches whose time threshold passed (the message threshold fires
-        inline), from the index's due entries in the owned partitions; how many."""
+        """Summarise the batches whose time threshold passed (the message threshold fires
+        inline), from the index's due entries in the owned partitions: each partition's
+        in one task, their bodies read back from the log together. How many."""
         launched = 0
         for partition in sorted(self.chorus.ownership.owned_partitions()):
             if not self.followed.caught_up(partition):
                 continue
-            for entry in self.index.due(partition, now, SUMMARIES_PER_TICK):
+            lot: list[tuple[str, PendingBatch]] = []
+            limit = SUMMARIES_PER_TICK + len(self.launched)
+            for entry in self.index.due(partition, now, limit):
                 batch = self.batch_of(entry.channel, partition)
                 at = self.due_at(entry.channel, batch)
                 if at is None or at > now:  # emptied or moved on: the entry moves with it
                     self.index.move(entry, partition, at)
                     continue
-                if self.launched.get(entry.channel, -1) > self.covered_offset(
-                    entry.channel, partition
-                ):
-                    self.index.remove(entry, partition)  # its summary, read back, says next
-                    continue
-                if self.maybe_launch(entry.channel, batch, partition, now):
-                    launched += 1
-                    self.index.remove(entry, partition)
+                # The entry stays until the summary read back moves the batch on: a worker
+                # that dies meanwhile leaves it to the next one.
+                chosen = self.claim(entry.channel, batch, partition, now)
+                if chosen is not None:
+                    lot.append((entry.channel, chosen))
+                if len(lot) >= SUMMARIES_PER_TICK:
+                    break
+            if lot:
+                self.start(self.summarise_lot(partition, lot))
+                launched += len(lot)
         return launched
+
+    async def summarise_lot(self, partition: int, lot: list[tuple[str, PendingBatch]]) -> None:
+        """Summarise `lot`'s batches of `partition`: the single messages memory lacks read
+        back from the log together (`LogBodies.read_back_many`), then each batch."""
+        lacking: dict[str, frozenset[int]] = {}
+        for channel, batch in lot:
+            singles = wanted_of(missing(batch, self.bodies.memory.of(channel))).singles
+            if singles:
+                lacking[channel] = singles
+        if lacking:
+            try:
+                await self.bodies.read_back_many(partition, lacking, summarisable)
+            except Exception:  # each batch reads what it still lacks by itself
+                log.exception("reading %d pending batches back failed", len(lacking))
+        await asyncio.gather(*(self.summarise(channel, batch, partition) for channel, batch in lot))
 
 
 async def summarise_batch(

@@ -1,6 +1,7 @@
 """The recap stage's pure helpers (the context role) and the watch view, without Kafka."""
 
 from datetime import UTC, datetime, timedelta
+from unittest.mock import AsyncMock, patch
 
 import orjson
 from rich.console import Console
@@ -206,19 +207,20 @@ class CountingModel:
 
 
 async def test_channels_going_quiet_together_are_recapped_within_the_llm_budget() -> None:
-    """The furnace, bounded and visible: a tick takes at most what the queue has room for
-    (newest activity first; the rest wait in the index), the model writes at most
+    """The furnace, bounded and visible: a tick takes at most a lot (the newest activity
+    first; the rest wait in the index), the model writes at most
     CHORUS_RECAP_LLM_PER_MINUTE recaps a minute, the others are extractive, and every
-    channel gets its recap."""
+    channel gets its recap, its window read back from the log together with its lot's."""
     import asyncio
     from typing import Any
     from unittest.mock import patch
 
+    from projections.model import encode_message
     from streams.kafka.batches import Published
     from streams.records import RecapRecord, key_partition
     from streams.worker.runtime import Runtime
-    from streams.worker.stages.recaps import RECAP_QUEUE, RECAP_WRITERS, LlmBudget
-    from tests.unit.streams.worker.offline import offline_worker
+    from streams.worker.stages.recaps import RECAP_LOT, LlmBudget
+    from tests.unit.streams.worker.offline import TopicRecords, offline_worker
 
     worker = offline_worker("context", stages=("summaries", "recaps"))
     chorus, recapper = worker.runtime, worker.recapper
@@ -227,43 +229,51 @@ async def test_channels_going_quiet_together_are_recapped_within_the_llm_budget(
     model = CountingModel()
     recapper.client = model  # type: ignore[assignment]
     recapper.budget = LlmBudget(5, clock=lambda: 0.0)  # five, and the minute never passes
-    channels = [f"quiet/c{n}" for n in range(3 * RECAP_QUEUE)]
-    offsets = dict.fromkeys(range(4), 0)
     recapper.clock = lambda: NOW
+    log = TopicRecords()
+    recapper.bodies.reader = log  # type: ignore[assignment]
+    channels = [f"quiet/c{n}" for n in range(3 * RECAP_LOT)]
+    offsets = dict.fromkeys(range(4), 0)
     for channel in channels:
         partition = key_partition(channel.encode(), 4)
-        await recapper.on_message(
-            msg(f"about {channel}", channel=channel), partition, offsets[partition]
-        )
+        said = msg(f"about {channel}", channel=channel)
+        log.records[(partition, offsets[partition])] = (channel.encode(), encode_message(said))
+        await recapper.on_message(said, partition, offsets[partition])
         offsets[partition] += 1
+    recapper.bodies.memory.cache.clear()  # as after a restart: windows are read back
+    recaps = TopicRecords()
+    recapper.latest.reader = recaps  # type: ignore[assignment]
     published: list[RecapRecord] = []
 
     async def publish(_: Runtime, topic: Any, records: Any) -> Published:
         published.extend(RecapRecord.model_validate_json(value) for _, value, _ in records)
         return Published(list(range(len(records))), [])
 
+    def written() -> set[str]:
+        return {r.channel for r in published if r.phase is RecapPhase.COMPLETED}
+
     later = NOW + timedelta(minutes=5)
     with patch.object(Runtime, "publish", publish):
-        writers = [asyncio.ensure_future(recapper.write_queued()) for _ in range(RECAP_WRITERS)]
-        try:
-            taken = await recapper.check_deadlines(later)
-            assert taken == RECAP_QUEUE  # the rest wait in the index
-            assert chorus.meter.recaps_deferred._value.get() >= 1
-            while len({r.channel for r in published if r.phase is RecapPhase.COMPLETED}) < len(
-                channels
-            ):
-                await recapper.queue.join()
-                await recapper.check_deadlines(later)
-                await asyncio.sleep(0.25)  # the outbox's linger
-        finally:
-            for writer in writers:
-                writer.cancel()
-    completed = [r for r in published if r.phase is RecapPhase.COMPLETED]
-    assert sorted(r.channel for r in completed) == sorted(channels)  # every one, once
+        assert await recapper.check_deadlines(later) == RECAP_LOT  # the rest wait
+        assert chorus.meter.recaps_deferred._value.get() >= 1
+        recapper.clock = lambda: later  # the records are read back when they are due
+        while len(written()) < len(channels):
+            await recapper.check_deadlines(later)
+            await asyncio.gather(*recapper.lots)
+            for record in [r for r in published if r.channel in recapper.generating]:
+                partition = key_partition(record.channel.encode(), 4)
+                offset = len(recaps.records)  # the agent reads it back, at its offset
+                recaps.records[(partition, offset)] = (record.channel.encode(), record.to_bytes())
+                recapper.on_recap(record.channel.encode(), record.to_bytes(), partition, offset)
+    assert sorted(r.channel for r in published if r.phase is RecapPhase.COMPLETED) == sorted(
+        channels
+    )  # every one, once
     assert model.calls == 5
-    tiers = [r.tier for r in completed]
+    tiers = [r.tier for r in published if r.phase is RecapPhase.COMPLETED]
     assert tiers.count("synthesised") == 5 and tiers.count("extractive") == len(channels) - 5
     assert chorus.meter.recaps_over_budget._value.get() == len(channels) - 5
+    # Each lot's windows were read back together: a read or two a lot, not one a channel.
+    assert len(log.reads) <= 4 * 3
 
 
 async def test_a_recap_generating_when_its_partition_moved_is_recapped_when_it_is_back() -> None:
@@ -282,7 +292,9 @@ async def test_a_recap_generating_when_its_partition_moved_is_recapped_when_it_i
     recapper.clock = lambda: NOW
     await recapper.on_message(msg("hello", channel=channel), partition, 0)
     later = NOW + timedelta(minutes=1)
-    assert await recapper.check_deadlines(later) == 1  # taken: in flight here
+    writing = patch.object(recapper, "write_lot", AsyncMock())
+    with writing:  # the writer never runs: the worker gives the channel up meanwhile
+        assert await recapper.check_deadlines(later) == 1  # taken: in flight here
     generation = recapper.recap_of(channel, partition).status.generation
     started = RecapRecord(
         channel=channel, text=None, phase=RecapPhase.GENERATING, generation=generation
@@ -290,10 +302,10 @@ async def test_a_recap_generating_when_its_partition_moved_is_recapped_when_it_i
     recapper.clock = lambda: later
     recapper.on_recap(channel.encode(), started.to_bytes(), partition, 0)  # read back
     assert recapper.recap_of(channel, partition).status.phase is RecapPhase.GENERATING
-    recapper.queue.get_nowait()  # the writer never ran: the worker gave the channel up
     owned.clear()
     chorus.ownership.assigned(frozenset())  # moved away ...
     owned.add(partition)
     chorus.ownership.assigned(frozenset(owned))  # ... and back
     orphaned = later + recapper.orphaned_after + timedelta(seconds=1)
-    assert await recapper.check_deadlines(orphaned) == 1  # found orphaned, taken again
+    with patch.object(recapper, "write_lot", AsyncMock()):
+        assert await recapper.check_deadlines(orphaned) == 1  # found orphaned, taken again
