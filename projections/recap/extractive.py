@@ -29,6 +29,8 @@ _NEXT_STEP = re.compile(
     r"plan to|todo|to do|action item|by (?:monday|tuesday|wednesday|thursday|friday|tomorrow))\b",
     re.IGNORECASE,
 )
+# Words of a message a recap's point quotes at most.
+POINT_WORDS = 14
 RECAP_MIN_WORDS = 40
 RECAP_MAX_WORDS = 80
 NOTHING_TO_RECAP = "Nothing to recap yet."
@@ -142,7 +144,9 @@ def _points(spoken: Sequence[Message], counts: KeyphraseCounts, used: set[str]) 
 
 
 def _point(message: Message, counts: KeyphraseCounts) -> str:
-    return sentence(f"{person(message.sender)}: {_bestsentence(_said(message) or '', counts, 14)}")
+    return sentence(
+        f"{person(message.sender)}: {_bestsentence(_said(message) or '', counts, POINT_WORDS)}"
+    )
 
 
 def _summary_points(summary: str | None, counts: KeyphraseCounts, seen: str) -> list[str]:
