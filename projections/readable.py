@@ -14,7 +14,7 @@ from typing import Any
 
 from projections.commitments import EXCERPT_LENGTH
 from projections.text.ids import address_name, person, scrub_ids
-from projections.text.lines import cut
+from projections.text.lines import ELLIPSIS, closing, cut
 
 __all__ = [
     "OUTCOME_WORDS",
@@ -71,9 +71,14 @@ class CommitmentView:
         return f"{owner} owes {person(self.requester)}"
 
     def what(self, max_chars: int = EXCERPT_LENGTH) -> str:
+        """What was asked, quoted; cut to `max_chars`, and what the fold's excerpt cut
+        inside closed ("…" then its quotes and brackets)."""
         if not self.asked:
             return f"a {self.kind.lower()}"
-        return f"“{cut(scrub_ids(self.asked), max_chars)}”"
+        asked = cut(scrub_ids(self.asked), max_chars)
+        if asked.endswith(ELLIPSIS):
+            asked += closing(asked)
+        return f"“{asked}”"
 
     def involves(self, agent: str) -> bool:
         """True when `agent` owes it, asked for it or was handed it (`role:worker-a` is

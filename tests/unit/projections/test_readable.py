@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from projections.commitments import CommitmentProjection, CommitmentsState
@@ -69,3 +70,10 @@ def test_an_agent_is_named_by_any_of_its_addresses() -> None:
     delegated = next(v for v in commitment_views(state()) if v.state == "DELEGATED")
     assert delegated.involves("worker-c") and delegated.involves("planner")
     assert not delegated.involves("rey")
+
+
+def test_what_was_asked_closes_what_the_excerpt_cut_inside() -> None:
+    view = commitment_views(state())[0]
+    cut_short = replace(view, asked="Port the lexer (and the parser…")
+    assert cut_short.what() == "“Port the lexer (and the parser…)”"
+    assert replace(view, asked="Port it (now)").what(9) == "“Port it…”"
