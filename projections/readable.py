@@ -61,14 +61,21 @@ class CommitmentView:
         return self.state in _ACTIVE_STATES
 
     @property
+    def is_question(self) -> bool:
+        """A QUERY: owed an answer, where any other request is owed what it asked."""
+        return self.kind == "QUERY"
+
+    @property
     def outcome(self) -> str | None:
         """How it ended ("declined", ...), None while it is open."""
         return None if self.is_open else OUTCOME_WORDS.get(self.state, self.state.lower())
 
     def owes(self) -> str:
-        """ "reviewer owes planner" / "someone owes planner" when nobody was named."""
+        """ "reviewer owes planner" / "someone owes planner" when nobody was named; a
+        question is owed an answer: "rey owes planner an answer"."""
         owner = person(self.obligor) if self.obligor else "someone"
-        return f"{owner} owes {person(self.requester)}"
+        answer = " an answer" if self.is_question else ""
+        return f"{owner} owes {person(self.requester)}{answer}"
 
     def what(self, max_chars: int = EXCERPT_LENGTH) -> str:
         """What was asked, quoted; cut to `max_chars`, and what the fold's excerpt cut

@@ -196,7 +196,7 @@ def test_a_large_budget_shows_every_part_in_the_order_a_late_agent_needs() -> No
     ]
     positions = [text.index(heading) for heading in order]
     assert positions == sorted(positions)
-    assert "reviewer owes planner: “Is the API frozen” (open since" in text
+    assert "reviewer owes planner an answer: “Is the API frozen” (open since" in text
     assert "worker-b owes planner: “Review the grammar” (open since" in text
     assert "declined: “Port the lexer to Rust” (owed by worker-b to planner" in text
     assert "failed: “Run the load test”" in text and "expired: “Which cache wins”" in text

@@ -56,7 +56,12 @@ def test_open_oldest_first_and_ended_most_recent_first() -> None:
 
 def test_every_line_says_where_its_commitment_stands() -> None:
     views = {v.id: v for v in commitment_views(state())}
-    assert views["m2"].line().startswith("rey owes planner: “Is it frozen” (open since 2026-03-02")
+    # A question is owed an answer; a command, what it asked.
+    assert (
+        views["m2"]
+        .line()
+        .startswith("rey owes planner an answer: “Is it frozen” (open since 2026-03-02")
+    )
     assert re.search(r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)$", views["m2"].line())
     assert views["m1"].line().startswith("declined: “Port the lexer” (owed by worker-b to planner")
     assert views["m0"].line().startswith("delegated to worker-c: “Write the docs”")
