@@ -154,6 +154,14 @@ def _commitments(state: Mapping[str, Any]) -> list[str]:
         f"Commitments: {int(state.get('opened') or 0)} opened, {len(opened)} open, "
         f"{total} ended" + (f" ({how})" if how else "") + "."
     ]
+    untracked = int(state.get("untracked") or 0)
+    if untracked:
+        # What the active-commitments bound left out: the lists below never show them.
+        lines.append(
+            f"{untracked:,} more {'request was' if untracked == 1 else 'requests were'} not "
+            "tracked: the channel was at its cap of active commitments "
+            "(CHORUS_COMMITMENTS_MAX_ACTIVE); none of them is listed here."
+        )
     if opened:
         lines.append(f"Open ({len(opened)}, newest first):")
         lines.extend(f"- {view.line()}" for view in opened)

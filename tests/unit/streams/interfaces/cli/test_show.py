@@ -101,6 +101,18 @@ def test_state_says_where_the_channel_stands_in_sentences() -> None:
     assert "{" not in text
 
 
+def test_state_at_the_active_commitments_cap_says_what_it_did_not_track() -> None:
+    view = state_view()
+    commitments = view["projections"]["commitments"]["state"]
+    commitments["untracked"] = 14_900
+    lines = state_text(view).splitlines()
+    assert "Commitments: 3 opened, 1 open, 2 ended (1 fulfilled, 1 expired)." in lines
+    assert (
+        "14,900 more requests were not tracked: the channel was at its cap of active "
+        "commitments (CHORUS_COMMITMENTS_MAX_ACTIVE); none of them is listed here."
+    ) in lines
+
+
 def test_state_names_a_configured_termination() -> None:
     text = state_text(state_view({"termination": ["max-messages:3"]}))
     assert "Termination: max-messages:3." in text.splitlines()
