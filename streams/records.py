@@ -69,6 +69,11 @@ class DecisionRecord(BaseModel):
     detail: Any = None
     offset: int | None = None
 
+    def __str__(self) -> str:
+        """The decision in words, for a person: "COMPLETE All commitments resolved (1
+        fulfilled)", "CONTINUE"."""
+        return f"{self.decision} {self.detail}" if self.detail else str(self.decision)
+
 
 class DriverEvent(WireRecord):
     """A wake signal that carries what the fold changed and the live state (version 3).
