@@ -37,6 +37,16 @@ _PARENTHETICAL = re.compile(
     re.IGNORECASE,
 )
 _PARENTHETICALS = ("you know", "i mean")
+# A false start: a word begun and begun again ("th the", "w we", "s sort of"): one or two
+# lower-case letters that are no word of their own, then a word they begin. Chat's "u" and
+# "r" (you, are) are words there.
+_WORDS_OF_TWO = frozenset(
+    re.findall(
+        r"\w+",
+        "a i u r am an as at be by do go he hi if in is it me my no of ok on or so to up us we",
+    )
+)
+_FALSE_START = re.compile(r"(?<![\w'’-])([a-z]{1,2})\s+(?=\1[a-z])")
 _REPEATED_WORD = re.compile(r"\b(\w[\w'’]*+(?:\s++\w[\w'’]*+)?)(?:\s+\1\b)+", re.IGNORECASE)
 # What `clean` looks for before a pass: the \w tokens (a filler or a repeat is made of them);
 # a token that is a filler, or starts one ("uh" of "uh-huh").
@@ -60,6 +70,10 @@ _TRAILING_OFF = "..."
 FIRST_GROUP = operator.methodcaller("group", 1)
 
 
+def _false_start(found: re.Match[str]) -> str:
+    return found.group(0) if found.group(1) in _WORDS_OF_TWO else ""
+
+
 def _punctuation_once(found: re.Match[str]) -> str:
     return found.group(1) or _TRAILING_OFF
 
@@ -79,7 +93,9 @@ def clean(text: str) -> str:
         text = _FILLER.sub(" ", text)
     if any(phrase in low for phrase in _PARENTHETICALS):
         text = _PARENTHETICAL.sub(" ", text)
-    if len(text) != len(low):  # a filler went: what is left may repeat
+    if any(len(token) <= 2 and token not in _WORDS_OF_TWO for token in tokens):
+        text = _FALSE_START.sub(_false_start, text)
+    if len(text) != len(low):  # a filler or a false start went: what is left may repeat
         tokens = _TOKEN.findall(text.lower())
     text = " ".join(text.split())
     if "'" in text:

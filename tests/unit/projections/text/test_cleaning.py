@@ -38,3 +38,10 @@ def test_hedges_and_a_trailing_off_stay() -> None:
     assert clean("I think it 's kind of slow , I guess ...") == (
         "I think it's kind of slow, I guess..."
     )
+
+
+def test_a_false_start_goes_and_a_short_word_stays() -> None:
+    assert clean("So it th they don't all , for the s sort of stuff") == (
+        "So it they don't all, for the sort of stuff"
+    )
+    assert clean("are u up? go to today , a anything") == "are u up? go to today, a anything"
