@@ -6,11 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-unit test-faults test-llm broker broker-stop lint bench venv clean
 
+# pip's own output (and the build backend's warnings about editable installs) goes to
+# .venv/pip.log, shown only when an install fails: it does not open `make run`.
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,demo]'
-	touch $(STAMP)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "Installing chorus and its dependencies into $(VENV) (log: $(VENV)/pip.log)"
+	@($(BIN)/pip install --quiet --upgrade pip && $(BIN)/pip install --quiet -e '.[dev,demo]') \
+		> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
+	@touch $(STAMP)
 
 venv: $(STAMP)
 

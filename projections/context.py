@@ -42,7 +42,7 @@ from projections.model import Message, MessageType
 from projections.readable import CommitmentView, is_agent
 from projections.summarise.llm import estimate_tokens
 from projections.text.ids import person
-from projections.text.lines import counted
+from projections.text.lines import ELLIPSIS, closing, counted
 
 __all__ = [
     "DEFAULT_CONTEXT_TOKENS",
@@ -61,7 +61,8 @@ __all__ = [
     "narrative_lines",
 ]
 
-TRUNCATED = " … [truncated]"
+TRUNCATED_MARK = "[truncated]"
+TRUNCATED = f" {ELLIPSIS} {TRUNCATED_MARK}"
 # How every view names an offset of the log: a position on the channel's partition, which
 # other channels share, never a count of the channel's messages.
 PARTITION_OFFSET = "partition offset"
@@ -257,12 +258,17 @@ def _longest(count: int, fits: Callable[[int], bool]) -> int:
 
 
 def _cut(text: str, keep: int) -> str:
-    """The first `keep` characters, backed off to a word boundary, then the mark."""
+    """The first `keep` characters, backed off to a word boundary, then the mark; a quote
+    or bracket the cut fell inside is closed after its "…"."""
     head = text[:keep]
     if keep < len(text):
         boundary = head.rfind(" ")
         head = head[:boundary] if boundary > keep // 2 else head
-    return head.rstrip() + TRUNCATED
+    head = head.rstrip()
+    closed = closing(head)
+    if not closed:
+        return head + TRUNCATED
+    return f"{head} {ELLIPSIS}{closed} {TRUNCATED_MARK}"
 
 
 def _header_part(page: _Page, header: ChannelHeader) -> None:
@@ -295,7 +301,7 @@ def _list_part(
     def section(count: int) -> str:
         shown = [f"- {line}" for line in lines[:count]]
         if count < total:
-            shown.append(f"- … and {total - count} more [truncated]")
+            shown.append(f"- {ELLIPSIS} and {total - count} more {TRUNCATED_MARK}")
         return "\n".join([title(total), *shown])
 
     if page.fits(section(total)):

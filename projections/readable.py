@@ -14,7 +14,7 @@ from typing import Any
 
 from projections.commitments import EXCERPT_LENGTH
 from projections.text.ids import address_name, person, scrub_ids
-from projections.text.lines import cut
+from projections.text.lines import ELLIPSIS, closing, cut
 
 __all__ = [
     "OUTCOME_WORDS",
@@ -61,19 +61,31 @@ class CommitmentView:
         return self.state in _ACTIVE_STATES
 
     @property
+    def is_question(self) -> bool:
+        """A QUERY: owed an answer, where any other request is owed what it asked."""
+        return self.kind == "QUERY"
+
+    @property
     def outcome(self) -> str | None:
         """How it ended ("declined", ...), None while it is open."""
         return None if self.is_open else OUTCOME_WORDS.get(self.state, self.state.lower())
 
     def owes(self) -> str:
-        """ "reviewer owes planner" / "someone owes planner" when nobody was named."""
+        """ "reviewer owes planner" / "someone owes planner" when nobody was named; a
+        question is owed an answer: "rey owes planner an answer"."""
         owner = person(self.obligor) if self.obligor else "someone"
-        return f"{owner} owes {person(self.requester)}"
+        answer = " an answer" if self.is_question else ""
+        return f"{owner} owes {person(self.requester)}{answer}"
 
     def what(self, max_chars: int = EXCERPT_LENGTH) -> str:
+        """What was asked, quoted; cut to `max_chars`, and what the fold's excerpt cut
+        inside closed ("…" then its quotes and brackets)."""
         if not self.asked:
             return f"a {self.kind.lower()}"
-        return f"“{cut(scrub_ids(self.asked), max_chars)}”"
+        asked = cut(scrub_ids(self.asked), max_chars)
+        if asked.endswith(ELLIPSIS):
+            asked += closing(asked)
+        return f"“{asked}”"
 
     def involves(self, agent: str) -> bool:
         """True when `agent` owes it, asked for it or was handed it (`role:worker-a` is

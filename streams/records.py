@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from aiokafka.partitioner import murmur2
@@ -17,6 +17,7 @@ from projections.projection import Folded, changes_of, live_of
 from projections.recap.phase import RecapPhase
 from projections.summarise.state import narrative_of, state_part, with_state
 from projections.termination import DecisionName
+from streams.settings import Settings
 
 
 class WireRecord(BaseModel):
@@ -67,6 +68,11 @@ class DecisionRecord(BaseModel):
     decision: DecisionName
     detail: Any = None
     offset: int | None = None
+
+    def __str__(self) -> str:
+        """The decision in words, for a person: "COMPLETE All commitments resolved (1
+        fulfilled)", "CONTINUE"."""
+        return f"{self.decision} {self.detail}" if self.detail else str(self.decision)
 
 
 class DriverEvent(WireRecord):
@@ -155,6 +161,17 @@ class ChannelConfig(WireRecord):
     summary_after_seconds: float | None = Field(default=None, gt=0)
     recap_debounce_seconds: float | None = Field(default=None, gt=0)
     updated_at: datetime = Field(default_factory=utc_now)
+
+
+ConfiguredSetting = Literal[
+    "summary_after_messages", "summary_after_seconds", "recap_debounce_seconds"
+]
+
+
+def configured(config: ChannelConfig | None, name: ConfiguredSetting, defaults: Settings) -> Any:
+    """A channel's own `name` (a field of ChannelConfig), else the worker's setting of the
+    same name (`defaults`): what the stages use, and the CLI says."""
+    return getattr(config, name, None) or getattr(defaults, name)
 
 
 class SummaryRecord(WireRecord):

@@ -19,7 +19,7 @@ from projections.summarise.llm import UnusableAnswer
 from projections.text.cleaning import clean
 from projections.text.ids import person, scrub_ids
 from projections.text.keyphrases import KeyphraseCounts, count_keyphrases, salience, top_keyphrases
-from projections.text.lines import ELLIPSIS
+from projections.text.lines import ELLIPSIS, merged
 from projections.text.sentences import SENTENCE_END
 from projections.text.words import content_words, is_backchannel
 
@@ -29,6 +29,8 @@ _NEXT_STEP = re.compile(
     r"plan to|todo|to do|action item|by (?:monday|tuesday|wednesday|thursday|friday|tomorrow))\b",
     re.IGNORECASE,
 )
+# Words of a message a recap's point quotes at most.
+POINT_WORDS = 14
 RECAP_MIN_WORDS = 40
 RECAP_MAX_WORDS = 80
 NOTHING_TO_RECAP = "Nothing to recap yet."
@@ -52,7 +54,7 @@ def clip(text: str, words: int) -> str:
     except UnusableAnswer:
         # Content that is nothing but a bullet marker is still what was said.
         return one_line(text)
-    return clipped[:-2] + ELLIPSIS if clipped.endswith("." + ELLIPSIS) else clipped
+    return clipped
 
 
 def _said(message: Message) -> str | None:
@@ -111,7 +113,7 @@ def _progress(spoken: Sequence[Message], used: set[str]) -> list[str]:
     found: list[str] = []
     if done:
         results = [f"{person(m.sender)} {clip(_said(m) or 'finished', 12)}" for m in done]
-        found.append(sentence("Done: " + "; ".join(r.rstrip(".") for r in results)))
+        found.append(sentence("Done: " + "; ".join(merged([r.rstrip(".") for r in results]))))
     last_done = max((spoken.index(m) for m in done), default=-1)
     setbacks = [m for m in spoken[last_done + 1 :] if m.type in _SETBACK_TYPES]
     if setbacks:
@@ -129,8 +131,14 @@ def _progress(spoken: Sequence[Message], used: set[str]) -> list[str]:
 
 def _points(spoken: Sequence[Message], counts: KeyphraseCounts, used: set[str]) -> list[Message]:
     """The discussion's points, most salient first, alternating speakers where it can: a
-    discussion has more than one side."""
-    fresh = [m for m in spoken if m.id not in used and _said(m)]
+    discussion has more than one side. What was said again is one point, its first saying."""
+    said_before: set[str] = set()
+    fresh = []
+    for message in spoken:
+        said = _said(message) if message.id not in used else None
+        if said and said.casefold() not in said_before:
+            said_before.add(said.casefold())
+            fresh.append(message)
     # Only short remarks in view: they are still what was said last.
     substantial = [m for m in fresh if _substantial(_said(m))] or fresh
     ranked = sorted(substantial, key=lambda m: _rank(_said(m) or "", counts), reverse=True)
@@ -142,7 +150,9 @@ def _points(spoken: Sequence[Message], counts: KeyphraseCounts, used: set[str]) 
 
 
 def _point(message: Message, counts: KeyphraseCounts) -> str:
-    return sentence(f"{person(message.sender)}: {_bestsentence(_said(message) or '', counts, 14)}")
+    return sentence(
+        f"{person(message.sender)}: {_bestsentence(_said(message) or '', counts, POINT_WORDS)}"
+    )
 
 
 def _summary_points(summary: str | None, counts: KeyphraseCounts, seen: str) -> list[str]:

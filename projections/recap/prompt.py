@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from projections.model import ActorType, Message, MessageType
 from projections.summarise.llm import UnusableAnswer
 from projections.text.ids import person, scrub_ids
-from projections.text.lines import ELLIPSIS, cut
+from projections.text.lines import cut, ended
 from projections.text.words import is_backchannel
 
 # --------------------------------------------------------------------------- transcript
@@ -133,7 +133,8 @@ BULLET = re.compile(r"^\s*(?:[-*•‣▪·–—]+|\d{1,3}[.)])\s+")
 
 
 def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
-    """Force model output into one line of at most `max_words` words and `max_chars` chars.
+    """Force model output into one line of at most `max_words` words and `max_chars` chars;
+    a cut ends in "…" and closes the quotes and brackets it cut inside.
 
     Small models ignore "no bullets, no line breaks" often enough that the rule has to be
     enforced here rather than trusted. Raises UnusableAnswer when nothing is left, so the
@@ -145,15 +146,10 @@ def clean_recap(text: str, max_words: int = 80, max_chars: int = 600) -> str:
     words = " ".join(lines).split()
     if not words:
         raise UnusableAnswer("recap is empty after cleaning")
-    cut = len(words) > max_words
-    words = words[:max_words]
-    joined = " ".join(words)
-    if len(joined) > (max_chars - 1 if cut else max_chars):
-        cut = True
-        # Room for the ellipsis; prefer the last whole word that fits.
-        head = joined[: max_chars - 1]
-        boundary = head.rfind(" ")
-        joined = head[:boundary] if boundary > 0 else head
-    if cut:
-        joined = joined.rstrip(" ,;:-–—") + ELLIPSIS
-    return joined
+    kept = " ".join(words[:max_words])
+    if len(words) <= max_words:
+        return cut(kept, max_chars, at_word=True)
+    shown = ended(kept)  # cut at a word: said so, and cut again when that is too long
+    return (
+        shown if len(shown) <= max_chars else cut(kept, min(max_chars, len(kept) - 1), at_word=True)
+    )

@@ -19,9 +19,14 @@ __all__ = [
 ]
 
 SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+# Discourse markers a sentence opens with and that say nothing of it: "so", "okay", "yeah",
+# "and" before a word ("So far…", "Well done" and "So much…" are not markers); "right",
+# "now", "then", "like", "anyway", "actually" only set off by punctuation ("Right now…",
+# "Like the old remote…" say something). Contrast ("but", "though") always stays.
 _LEADING_DISCOURSE = re.compile(
-    r"^(?:(?:so|well|okay|ok|yeah|yes|right|and|but|alright|now|anyway|like|actually|then)"
-    r"\b[\s,]*)+",
+    r"^(?:(?:(?:so|well|okay|ok|yeah|yes|alright|and)\b"
+    r"(?!\s+(?:far|much|many|long|done|enough)\b)"
+    r"|(?:right|now|then|like|anyway|actually)\s*(?=[,.!?]|$))[\s,.!?]*)+",
     re.IGNORECASE,
 )
 _DECISION = re.compile(

@@ -1,12 +1,13 @@
 """A channel's title, what it is about: its top keyphrases joined ("Remote control, button,
 battery") within `TITLE_MAX_CHARS`; before any phrase repeats, its first message with a
-word naming a subject stands in, ids out and cut to fit; a channel of nothing but
+word naming a subject stands in, ids and fillers out and cut to fit; a channel of nothing but
 backchannel has none."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from projections.text.cleaning import clean
 from projections.text.ids import scrub_ids
 from projections.text.keyphrases import top_keyphrases
 from projections.text.lines import cut
@@ -40,4 +41,4 @@ def title(
         return _capitalised(", ".join(shown))
     if fallback is None or is_backchannel(fallback):
         return None
-    return cut(scrub_ids(fallback), max_chars)
+    return cut(clean(scrub_ids(fallback)), max_chars)

@@ -12,7 +12,7 @@ import operator
 import re
 from collections.abc import Sequence
 
-from projections.text.cleaning import FIRST_GROUP, SPLIT_CONTRACTION_ANY, clean
+from projections.text.cleaning import FIRST_GROUP, LAUGHTER, SPLIT_CONTRACTION_ANY, clean
 from projections.text.ids import HEX_RUN, scrub_ids
 
 __all__ = [
@@ -30,6 +30,8 @@ __all__ = [
 # Function words, contractions and what people say while thinking: none of it names a
 # subject. The one list: the digest's term model and the keyphrases both read it (a union of
 # their two former lists; on QMSum it raised the digest's ROUGE-1/2 on train and val alike).
+# Reporting verbs ("asked", "said") name no subject either: a narrated request's "asked
+# worker-a:" is how it was said, not what about.
 _STOPWORD_TEXT = """
     a able about above across actually after again against ago agree ah all already alright
     also am an and another any anybody anyone anything anyway anyways are aren aren't around
@@ -63,8 +65,18 @@ _STOPWORD_TEXT = """
     whole whom whose why why's will with within without wo won't work worked working works
     would would've wouldn't wow yeah year years yep yes yesterday yet you you'd you'll
     you're you've your yours yourself yourselves yup zero
+    answered ask asked asking asks dunno mentioned replied
 """
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+# Chat writes contractions without their apostrophe ("thats", "doesnt", "Ill"): the same
+# words, but for those that are words of their own ("shell", "hell", "shed", "wed").
+_CONTRACTION_WORDS = frozenset({"hell", "shell", "shed", "wed"})
+_STOPWORD_LIST = _STOPWORD_TEXT.split()
+STOPWORDS = frozenset(_STOPWORD_LIST) | (
+    frozenset(word.replace("'", "") for word in _STOPWORD_LIST if "'" in word) - _CONTRACTION_WORDS
+)
+# Laughter ("haha", "lol"), and a word drawn out ("coooool", "sooo"): never a subject.
+_LAUGHTER = re.compile(LAUGHTER, re.IGNORECASE)
+_DRAWN_OUT = re.compile(r"(\w)\1{2,}")
 # A letter, or letters with inner apostrophes and hyphens; written as one branch, not two,
 # so a one-letter word is not matched twice (the same matches, about a third faster).
 WORD = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?")
@@ -73,10 +85,17 @@ WORD = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?")
 @functools.lru_cache(maxsize=8192)
 def content_key(word: str) -> str | None:
     """`word` as the subject it names (lower case, a light plural fold), or None when it
-    names none: a stopword, a word under three letters, a contraction, "mm-hmm"."""
+    names none: a stopword, a word under three letters, a contraction, "mm-hmm", laughter,
+    a stopword drawn out ("coooool")."""
     low = word.lower()
     if len(low) < 3 or low in STOPWORDS or "'" in low or "’" in low:
         return None
+    if _LAUGHTER.fullmatch(low):
+        return None
+    if _DRAWN_OUT.search(low) is not None:
+        once, twice = _DRAWN_OUT.sub(r"\1", low), _DRAWN_OUT.sub(r"\1\1", low)
+        if once in STOPWORDS or twice in STOPWORDS:
+            return None
     if "-" in low and all(part in STOPWORDS or len(part) < 3 for part in low.split("-")):
         return None  # "mm-hmm", "uh-huh", "so-so"
     # A light plural fold so "buttons" and "button" count together; -ss/-us/-is stay.
@@ -91,10 +110,10 @@ def content_words(text: str) -> list[str]:
     return [key for key in keys if key is not None]
 
 
-# The fillers `clean` takes out that would otherwise read as words ("uhh", "hmmm", "ahh"),
-# and "dunno" (of the hedge "I dunno"): `term_words` leaves them out.
+# The fillers `clean` takes out that would otherwise read as words ("uhh", "hmmm", "ahh"):
+# `term_words` leaves them out.
 _FILLER_WORD = re.compile(
-    r"u+m+|u+h+|h+m+|m+-?h+m+|m+|uh-huh|um-hmm|ah+|oh+|er+|erm|eh|huh|mm-hmm|dunno", re.IGNORECASE
+    r"u+m+|u+h+|h+m+|m+-?h+m+|m+|uh-huh|um-hmm|ah+|oh+|er+|erm|eh|huh|mm-hmm", re.IGNORECASE
 )
 
 

@@ -3,9 +3,10 @@
 Starts a worker, streams the shipped multi-agent scenario (a planner, two workers and a
 reviewer; a deadline that expires) and shows commitments opening and closing, the
 termination decision, the summary, the budgeted context and the recap. Then it streams a
-real multi-party conversation and prints each fold, each summary and the idle recap. On a
-terminal the worker stays up until Ctrl-C so the suggested commands work; without one
-(CI) the demo ends by itself.
+real conversation (a QMSum meeting when ../shared/data is there, else a chitchat-dataset
+chat), dated now like the scenario, and prints each fold, each summary and the idle recap.
+On a terminal the worker stays up until Ctrl-C so the suggested commands work; without one
+(CI, a script) the demo ends by itself and says in one line how to start a worker.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from typing import Any
 
 import httpx
 import orjson
-from rich.console import Console
 
 from projections.model import Message, utc_now
 from projections.text.lines import cut
-from streams.conversations import as_messages, conversations
+from streams.conversations import Conversation, as_messages, conversations
+from streams.errors import ChorusError
+from streams.interfaces.console import text_console
 from streams.interfaces.control import configure_channel
 from streams.interfaces.worker_api import WorkerApi
 from streams.kafka.clients import local_run_dir
@@ -38,10 +40,21 @@ from streams.kafka.produce import send_messages
 from streams.ops.broker import cluster_status
 from streams.ops.topics import create_topics
 from streams.settings import Settings
-from streams.topology import ROLES
+from streams.topology import MESSAGES, ROLES
 from streams.worker.app import role_url
 
-console = Console(highlight=False)
+console = text_console()
+
+
+class NoDriverEvents(ChorusError):
+    """The demo waited for a channel's driver events and none arrived: no worker folds it."""
+
+    def __init__(self, settings: Settings, channel: str, waited: float) -> None:
+        super().__init__(
+            f"no driver event of {channel} arrived in {waited:g} s: is a worker consuming "
+            f"{settings.topic(MESSAGES)}? Start one with `chorus worker` (the same "
+            "CHORUS_BOOTSTRAP_SERVERS and CHORUS_TOPIC_PREFIX), or drop --no-worker."
+        )
 
 
 def start_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
@@ -71,8 +84,8 @@ def short(text: str | None, width: int = 70) -> str:
     return cut(" ".join((text or "").split()), width)
 
 
-async def show_driver_events(settings: Settings, channel: str, total: int) -> None:
-    seen = 0
+async def show_driver_events(settings: Settings, channel: str, total: int, seen: list[int]) -> None:
+    """Print the channel's driver events until `total` were seen, counting them in `seen`."""
     async for record in read_topic(
         settings,
         settings.topic("driver-events"),
@@ -84,19 +97,23 @@ async def show_driver_events(settings: Settings, channel: str, total: int) -> No
         live = event["projections"]["overview"]["live"]
         if live is None:  # left out of an event too large to send whole
             continue
-        seen += 1
+        seen.append(event["offset"])
         console.print(
             f"[dim]#{event['offset']:>3}[/dim] fold → {live['message_count']} msgs, "
             f"{live['participant_count']} people, open commitments {live['open_commitments']}, "
             f"decision {event['decision']['decision']}"
         )
-        if seen >= total:
+        if len(seen) >= total:
             return
 
 
 SCENARIO = Path(__file__).resolve().parent / "demo_assets" / "multi-agent.jsonl"
 SCENARIO_CHANNEL = "demo/release-notes"
 SCENARIO_TERMINATION = ["all-commitments-resolved", "escalate-on-decline:0"]
+# How long the demo waits for the scenario's deadline to expire, and for the conversation's
+# driver events.
+EXPIRY_WAIT = 30
+FOLD_WAIT = 60
 CONTEXT_TOKENS = 300
 # What the demo's driver-event lines show, said once above them.
 EVENT_LINES = (
@@ -164,8 +181,9 @@ def driver_event_line(event: dict[str, Any], seen: dict[str, dict[str, Any]]) ->
     )
 
 
-async def show_commitments(settings: Settings, channel: str, expired: asyncio.Event) -> None:
-    seen: dict[str, dict[str, Any]] = {}
+async def show_commitments(
+    settings: Settings, channel: str, expired: asyncio.Event, seen: dict[str, dict[str, Any]]
+) -> None:
     async for record in read_topic(
         settings,
         settings.topic("driver-events"),
@@ -213,13 +231,17 @@ async def scenario(settings: Settings, debounce: float, rate: float, run: str) -
     console.print(f"termination: {' | '.join(SCENARIO_TERMINATION)}")
     console.print(EVENT_LINES, markup=False)
     expired = asyncio.Event()
-    watcher = asyncio.ensure_future(show_commitments(settings, channel, expired))
+    changed: dict[str, dict[str, Any]] = {}
+    watcher = asyncio.ensure_future(show_commitments(settings, channel, expired, changed))
     await asyncio.sleep(1.0)
     await stream_conversation(settings, scenario_messages(utc_now(), rate, channel, run), rate)
     try:
-        await asyncio.wait_for(expired.wait(), 30)
+        await asyncio.wait_for(expired.wait(), EXPIRY_WAIT)
     except TimeoutError:
-        console.print("[yellow]the deadline did not expire within 30 s[/yellow]")
+        if not changed:
+            watcher.cancel()
+            raise NoDriverEvents(settings, channel, EXPIRY_WAIT) from None
+        console.print(f"[yellow]the deadline did not expire within {EXPIRY_WAIT} s[/yellow]")
     await asyncio.sleep(1.0)
     watcher.cancel()
     await show_agent_view(settings, channel)
@@ -278,15 +300,25 @@ async def stream_conversation(settings: Settings, messages: list[Message], rate:
         await asyncio.sleep(1 / rate)
 
 
+def first_conversation(turns: int) -> Conversation:
+    """The first real conversation of at least `turns` turns (`streams.conversations`)."""
+    return next(c for c in conversations() if len(c.turns) >= turns)
+
+
+def conversation_messages(conversation: Conversation, channel: str) -> list[Message]:
+    """The conversation as messages sent from now, as the scenario's are."""
+    return as_messages(conversation, channel, start=utc_now())
+
+
 async def demo(settings: Settings, turns: int, rate: float, debounce: float) -> list[str]:
     """Both parts; returns the channels it wrote."""
     await create_topics(settings)
     # Each run writes channels of its own: the log keeps every earlier run's messages.
     run = uuid.uuid4().hex[:6]
     agents = await scenario(settings, debounce, rate=2.0, run=run)
-    conversation = next(c for c in conversations() if len(c.turns) >= turns)
+    conversation = first_conversation(turns)
     channel = f"demo/{conversation.name.lower()}-{run}"
-    messages = as_messages(conversation, channel)[:turns]
+    messages = conversation_messages(conversation, channel)[:turns]
     console.print(
         f"[bold]{conversation.source}[/bold]: {len(messages)} turns into channel {channel}"
     )
@@ -298,13 +330,20 @@ async def demo(settings: Settings, turns: int, rate: float, debounce: float) -> 
         recap_debounce_seconds=debounce,
         termination=["max-messages:1000", "escalate-on-decline:3"],
     )
+    folded: list[int] = []
     watchers = [
-        asyncio.ensure_future(show_driver_events(settings, channel, len(messages))),
+        asyncio.ensure_future(show_driver_events(settings, channel, len(messages), folded)),
         asyncio.ensure_future(show_summaries(settings, channel)),
     ]
     await asyncio.sleep(1.0)  # let the followers reach the end of their topics
     await stream_conversation(settings, messages, rate)
-    await asyncio.wait_for(watchers[0], 60)
+    try:
+        await asyncio.wait_for(watchers[0], FOLD_WAIT)
+    except TimeoutError:
+        watchers[1].cancel()
+        if not folded:
+            raise NoDriverEvents(settings, channel, FOLD_WAIT) from None
+        console.print(f"[yellow]{len(folded)} of {len(messages)} folded in {FOLD_WAIT} s[/yellow]")
     console.print(f"[bold]quiet now; waiting {debounce:.0f}s for the recap…[/bold]")
     await wait_for_recap(settings, channel, debounce + 30)
     watchers[1].cancel()
@@ -347,14 +386,21 @@ def suggest(channels: list[str]) -> None:
     console.print(try_these(channels, chorus_command()), markup=False, soft_wrap=True)
 
 
-def left_running(settings: Settings, command: str, own_worker: bool) -> str:
+def left_running(settings: Settings, command: str, own_worker: bool, kept: bool = True) -> str:
     """What the demo leaves running once it ends, and how to stop it: its own worker stops
-    with it; the local broker keeps running (a cluster it was pointed at is not chorus's)."""
-    worker = (
-        "The demo's worker has stopped"
-        if own_worker
-        else "The worker you started keeps running (Ctrl-C in its terminal stops it)"
-    )
+    with it (`kept`: it was kept for a terminal until Ctrl-C; else, with no terminal, how
+    to start one is said); the local broker keeps running (a cluster it was pointed at is
+    not chorus's). One line."""
+    if not own_worker:
+        worker = "The worker you started keeps running (Ctrl-C in its terminal stops it)"
+    elif kept:
+        worker = "The demo's worker has stopped"
+    else:
+        worker = (
+            "The demo's worker has stopped (no terminal to keep it for): start one with "
+            f"`{command} worker` (it runs until Ctrl-C) for the commands above and the "
+            "README's agent example"
+        )
     if settings.bootstrap_servers:
         return (
             f"{worker}; the Kafka cluster at {settings.bootstrap_servers} "
@@ -373,9 +419,10 @@ def left_running(settings: Settings, command: str, own_worker: bool) -> str:
 
 def run_demo(settings: Settings, turns: int, rate: float, debounce: float, worker: bool) -> None:
     process = start_worker(settings, Path(".chorus/demo-worker.log")) if worker else None
+    interactive = sys.stdin.isatty()
     try:
         suggest(asyncio.run(demo(settings, turns, rate, debounce)))
-        if process is not None and sys.stdin.isatty():
+        if process is not None and interactive:
             # `chorus summary` and `chorus recap` also answer from the compacted topics
             # without a worker; `context`, `state` and `watch` need this one.
             console.print("[bold]The worker keeps running for them; Ctrl-C to stop.[/bold]")
@@ -386,5 +433,7 @@ def run_demo(settings: Settings, turns: int, rate: float, debounce: float, worke
         if process is not None:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=30)
-    ended = left_running(settings, chorus_command(), own_worker=process is not None)
+    ended = left_running(
+        settings, chorus_command(), own_worker=process is not None, kept=interactive
+    )
     console.print(ended, markup=False, soft_wrap=True)

@@ -11,6 +11,7 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from streams.interfaces.console import text_console
 from streams.interfaces.worker_api import WorkerApi, WorkerUnavailable
 from streams.settings import Settings
 
@@ -60,7 +61,8 @@ async def watch(
     settings: Settings, channels: Sequence[str], refresh: float = 0.5, once: bool = False
 ) -> None:
     async with WorkerApi(settings) as api:
-        with Live(render([]), refresh_per_second=4, transient=False) as live:
+        live_view = Live(render([]), console=text_console(), refresh_per_second=4, transient=False)
+        with live_view as live:
             while True:
                 try:
                     live.update(render(await fetch(api, channels)))

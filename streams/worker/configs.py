@@ -8,7 +8,7 @@ The config stage (`streams.worker.stages.config`) is the table's only writer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from projections.model import describe_validation_error
 from projections.termination import TerminationCondition, parse_conditions
 from streams.memory import ByteCache
-from streams.records import ChannelConfig
+from streams.records import ChannelConfig, ConfiguredSetting, configured
 from streams.settings import Settings
 from streams.worker.store import TableStore
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from streams.worker.ownership import Ownership
 
 # What a channel's config may set for itself, over the worker's settings of the same name.
-SettingName = Literal["summary_after_messages", "summary_after_seconds", "recap_debounce_seconds"]
+SettingName = ConfiguredSetting
 # What a parsed config costs in memory per byte of its record (its model and conditions),
 # and what a channel without one costs.
 CONFIG_OVERHEAD = 8
@@ -89,7 +89,7 @@ class ChannelConfigs:
 
     def setting(self, channel: str, name: SettingName) -> Any:
         """The channel's own `name` (a field of ChannelConfig), else the worker's."""
-        return getattr(self.get(channel), name, None) or getattr(self.defaults, name)
+        return configured(self.get(channel), name, self.defaults)
 
     def put(self, config: ChannelConfig) -> None:
         self.table[config.channel] = config.model_dump(mode="json")

@@ -70,3 +70,19 @@ def test_each_documented_default_is_the_setting_s_default() -> None:
             if isinstance(expected, Path):
                 found = Path(found).expanduser()
             assert found == expected, name
+
+
+README = OPERATORS.parents[1] / "README.md"
+
+
+def readme_block(after: str, language: str) -> str:
+    """The first ```language block of README.md after the line starting with `after`."""
+    text = README.read_text()
+    start = text.index(f"```{language}\n", text.index(after)) + len(language) + 4
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_s_agent_is_the_example_the_quick_start_runs() -> None:
+    example = OPERATORS.parents[1] / "examples" / "first_agent.py"
+    assert readme_block("## What an agent does with it", "python") == example.read_text()
+    assert ".venv/bin/python examples/first_agent.py" in readme_block("## Quick start", "sh")

@@ -130,15 +130,15 @@ def topics() -> None:
 
 @topics.command("create")
 def topics_create() -> None:
-    """Create the chorus topics with their configs (idempotent)."""
+    """Create the chorus topics with their configs (idempotent); say what each is."""
+    from streams.interfaces.cli.show import topic_line
     from streams.ops.topics import create_topics
     from streams.topology import topic_specs
 
     settings = get_settings()
     created = run(create_topics(settings))
     for spec in topic_specs(settings):
-        state = "created" if spec.name in created else "exists"
-        click.echo(f"{spec.name}\t{state}\tpartitions={spec.partitions}\t{spec.config}")
+        click.echo(topic_line(spec, spec.name in created))
 
 
 @main.command()
@@ -292,7 +292,7 @@ def produce(
 @click.option("--channel", "channels", multiple=True, help="Only these channel keys.")
 @click.option("--follow", is_flag=True, help="Keep reading new records.")
 def consume(topic: str, from_beginning: bool, channels: tuple[str, ...], follow: bool) -> None:
-    """Print a topic's records as JSON lines (TOPIC may omit the chorus. prefix)."""
+    """Print a topic's records as JSON lines (TOPIC without a prefix reads chorus.TOPIC)."""
     from streams.kafka.consume import read_topic
 
     settings = get_settings()
@@ -419,7 +419,7 @@ def costs() -> None:
         )
 
 
-class ChannelFirstGroup(click.Group):
+class ChannelFirstGroup(ChorusGroup):
     """`chorus summary CHANNEL` shows; `chorus summary set|configure CHANNEL ...` acts."""
 
     def resolve_command(
@@ -480,12 +480,36 @@ def from_worker_or_topic(
 @json_option("The summary record with its annotations (content null when there is none yet)")
 def summary_show(channel: str, as_json: bool) -> None:
     """Print the latest summary: what it covers and when it was written, then what was said
-    and the commitments as they stand; from chorus.summaries when no worker is running."""
-    from streams.interfaces.cli.show import summary_text
+    and the commitments as they stand, then when the next one comes; from chorus.summaries
+    when no worker is running."""
+    from streams.interfaces.cli.show import summary_due, summary_text
+    from streams.records import ChannelConfig, configured
 
     channel_argument(channel)
+    settings = get_settings()
+
+    async def with_due(api: WorkerApi) -> Any:
+        view = await api.summary(channel)
+        state = await api.state(channel)
+        raw = (state or {}).get("config")
+        config = ChannelConfig.model_validate(raw) if raw else None
+        thresholds = (
+            configured(config, "summary_after_messages", settings),
+            configured(config, "summary_after_seconds", settings),
+        )
+        return {**view, "next": summary_due(state, view, thresholds)}
+
+    # Without a worker, when the next comes is said from this command's settings.
+    defaults = {
+        "after_messages": settings.summary_after_messages,
+        "after_seconds": settings.summary_after_seconds,
+        "pending": None,
+    }
+    if as_json:
+        from_worker_or_topic("summary", channel, lambda api: api.summary(channel), None)
+        return
     from_worker_or_topic(
-        "summary", channel, lambda api: api.summary(channel), None if as_json else summary_text
+        "summary", channel, with_due, lambda found: summary_text({"next": defaults, **found})
     )
 
 

@@ -1,5 +1,5 @@
-"""What `chorus summary`, `recap`, `state` and `channels` print for a person; their `--json`
-prints the answer as it is, for scripts.
+"""What `chorus summary`, `recap`, `state`, `channels` and `topics create` print for a
+person; their `--json` prints the answer as it is, for scripts.
 
 Pure: from the worker's JSON answer (or, without a worker, the view of a compacted topic's
 record) to text. Times read to the second in UTC, counts take their plural, an offset is
@@ -19,6 +19,7 @@ from projections.overview import ChannelOverviewProjection
 from projections.readable import OUTCOME_WORDS, commitment_views
 from projections.termination import DEFAULT_TERMINATION
 from projections.text.lines import counted
+from streams.topology import TopicSpec
 
 # The ended commitments `chorus state` lists (the state keeps more; `--json` has them all).
 ENDED_LISTED = 10
@@ -31,13 +32,62 @@ def when(value: Any) -> str | None:
     return f"{value:%Y-%m-%d %H:%M:%S} UTC" if isinstance(value, datetime) else None
 
 
+def spoken_duration(seconds: float) -> str:
+    """A number of seconds in the largest unit that says it whole: "90 s", "5 min", "7 days"."""
+    for size, unit in ((86_400, "day"), (3_600, "h"), (60, "min")):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return counted(count, unit) if unit == "day" else f"{count} {unit}"
+    return f"{seconds:g} s"
+
+
+def next_summary(due: Mapping[str, Any], first: bool) -> str:
+    """When the next summary comes, from `due` (`after_messages`, `after_seconds`: the
+    channel's thresholds; `pending`: messages since the last summary, None when unknown)."""
+    count, seconds = int(due["after_messages"]), float(due["after_seconds"])
+    pending = due.get("pending")
+    which = "The first" if first else "The next"
+    wait = f"{spoken_duration(seconds)} after the first of them"
+    if pending is None:
+        return (
+            f"{which} comes after {counted(count, 'message')} or {wait}, whichever is first "
+            "(the defaults; the channel's config may change them)."
+        )
+    if pending >= count:
+        return f"{which} is due now: {counted(pending, 'message')} are waiting for it."
+    if pending == 0:
+        return f"{which} comes once {counted(count, 'more message')} arrive, or {wait}."
+    more = counted(count - pending, "more message")
+    return (
+        f"{which} comes after {more} ({pending} of {count} so far) or {wait}, whichever is first."
+    )
+
+
+def summary_due(
+    state: Mapping[str, Any] | None, summary: Mapping[str, Any], thresholds: tuple[int, float]
+) -> dict[str, Any]:
+    """`next_summary`'s facts: the channel's `thresholds` (after messages, after seconds) and
+    how many messages the fold holds (EVENTs are not summarised) past those the latest
+    summary covers, from the worker's state and summary answers."""
+    folds: Mapping[str, Any] = (state or {}).get("projections") or {}
+    overview = (folds.get(ChannelOverviewProjection.name) or {}).get("state") or {}
+    said = int(overview.get("message_count") or 0) - int(
+        (overview.get("by_type") or {}).get("EVENT") or 0
+    )
+    pending = max(said - int(summary.get("total_messages") or 0), 0)
+    return {"after_messages": thresholds[0], "after_seconds": thresholds[1], "pending": pending}
+
+
 def summary_text(view: Mapping[str, Any]) -> str:
     """The channel's summary: where it stands (what it covers, when and by which tier it
-    was written), then its text (the narrative and the state part)."""
+    was written), then its text (the narrative and the state part), then when the next one
+    comes when `view` says (`next`: `next_summary`)."""
     channel = view.get("channel")
     content = view.get("content")
+    due = view.get("next")
     if not content:
-        return f"No summary of {channel} yet."
+        first = f" {next_summary(due, first=True)}" if due else ""
+        return f"No summary of {channel} yet.{first}"
     facts = [counted(int(view.get("total_messages") or 0), "message")]
     if view.get("last_offset") is not None:
         facts[0] += f" through {PARTITION_OFFSET} {view['last_offset']}"
@@ -50,7 +100,8 @@ def summary_text(view: Mapping[str, Any]) -> str:
         facts.append(f"set by {by}")
     elif tier:
         facts.append(f"tier {tier}")
-    return f"Summary of {channel} ({'; '.join(facts)}):\n{content}"
+    shown = f"Summary of {channel} ({'; '.join(facts)}):\n{content}"
+    return f"{shown}\n\n{next_summary(due, first=False)}" if due else shown
 
 
 _PHASES = {
@@ -154,6 +205,14 @@ def _commitments(state: Mapping[str, Any]) -> list[str]:
         f"Commitments: {int(state.get('opened') or 0)} opened, {len(opened)} open, "
         f"{total} ended" + (f" ({how})" if how else "") + "."
     ]
+    untracked = int(state.get("untracked") or 0)
+    if untracked:
+        # What the active-commitments bound left out: the lists below never show them.
+        lines.append(
+            f"{untracked:,} more {'request was' if untracked == 1 else 'requests were'} not "
+            "tracked: the channel was at its cap of active commitments "
+            "(CHORUS_COMMITMENTS_MAX_ACTIVE); none of them is listed here."
+        )
     if opened:
         lines.append(f"Open ({len(opened)}, newest first):")
         lines.extend(f"- {view.line()}" for view in opened)
@@ -173,3 +232,22 @@ def channels_text(decisions: Mapping[str, Any]) -> str:
         f"{name:<{width}}  {decision_phrase(decision)}"
         for name, decision in sorted(decisions.items())
     )
+
+
+def topic_line(spec: TopicSpec, created: bool) -> str:
+    """What `chorus topics create` made of a topic, in words: "chorus.messages: created; 4
+    partitions, kept forever, records up to 1,114,112 bytes"."""
+    config = spec.config
+    facts = [counted(spec.partitions, "partition")]
+    if spec.replication_factor != 1:
+        facts.append(counted(spec.replication_factor, "replica"))
+    if config.get("cleanup.policy") == "compact":
+        facts.append("compacted (the latest record of each channel is kept)")
+    else:
+        retention = int(config.get("retention.ms", "-1"))
+        facts.append(
+            "kept forever" if retention < 0 else f"kept {spoken_duration(retention / 1000)}"
+        )
+    if "max.message.bytes" in config:
+        facts.append(f"records up to {int(config['max.message.bytes']):,} bytes")
+    return f"{spec.name}: {'created' if created else 'already there'}; {', '.join(facts)}"

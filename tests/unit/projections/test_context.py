@@ -27,6 +27,7 @@ from projections.model import Message, MessageType
 from projections.readable import OUTCOME_WORDS, CommitmentView, commitment_views
 from projections.summarise import default_summariser, estimate_tokens
 from projections.summarise.pending import as_narrated, summarisable
+from projections.text.lines import is_balanced
 from tests.context_checks import contradictions as text_contradictions
 from tests.context_checks import ended_outcomes
 
@@ -195,7 +196,7 @@ def test_a_large_budget_shows_every_part_in_the_order_a_late_agent_needs() -> No
     ]
     positions = [text.index(heading) for heading in order]
     assert positions == sorted(positions)
-    assert "reviewer owes planner: “Is the API frozen” (open since" in text
+    assert "reviewer owes planner an answer: “Is the API frozen” (open since" in text
     assert "worker-b owes planner: “Review the grammar” (open since" in text
     assert "declined: “Port the lexer to Rust” (owed by worker-b to planner" in text
     assert "failed: “Run the load test”" in text and "expired: “Which cache wins”" in text
@@ -470,3 +471,12 @@ def test_the_checker_finds_an_ended_commitment_said_to_be_open() -> None:
     assert text_contradictions(history, views) == []
     listed = "Open (1):\n- [planner] asked worker-b: Port the lexer to Rust"
     assert text_contradictions(listed, views) == [listed.splitlines()[1]]
+
+
+def test_a_cut_message_closes_the_quote_it_cut_inside() -> None:
+    quoted = "He wrote “" + "word " * 400 + "” and left"
+    long = recent([message(0, MessageType.STATUS, content=quoted)])
+    head = estimate_tokens(header(0, "CONTINUE").line())
+    found = assemble_context(head + 40, header=header(0, "CONTINUE"), commitments=[], messages=long)
+    shown = found.parts["messages"]["shown"][0]["content"]
+    assert shown.endswith("…” [truncated]") and is_balanced(found.text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from projections.commitments import CommitmentProjection, CommitmentsState
@@ -55,7 +56,12 @@ def test_open_oldest_first_and_ended_most_recent_first() -> None:
 
 def test_every_line_says_where_its_commitment_stands() -> None:
     views = {v.id: v for v in commitment_views(state())}
-    assert views["m2"].line().startswith("rey owes planner: “Is it frozen” (open since 2026-03-02")
+    # A question is owed an answer; a command, what it asked.
+    assert (
+        views["m2"]
+        .line()
+        .startswith("rey owes planner an answer: “Is it frozen” (open since 2026-03-02")
+    )
     assert re.search(r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)$", views["m2"].line())
     assert views["m1"].line().startswith("declined: “Port the lexer” (owed by worker-b to planner")
     assert views["m0"].line().startswith("delegated to worker-c: “Write the docs”")
@@ -69,3 +75,10 @@ def test_an_agent_is_named_by_any_of_its_addresses() -> None:
     delegated = next(v for v in commitment_views(state()) if v.state == "DELEGATED")
     assert delegated.involves("worker-c") and delegated.involves("planner")
     assert not delegated.involves("rey")
+
+
+def test_what_was_asked_closes_what_the_excerpt_cut_inside() -> None:
+    view = commitment_views(state())[0]
+    cut_short = replace(view, asked="Port the lexer (and the parser…")
+    assert cut_short.what() == "“Port the lexer (and the parser…)”"
+    assert replace(view, asked="Port it (now)").what(9) == "“Port it…”"

@@ -234,3 +234,14 @@ def test_driver_event_bytes_match_the_schema() -> None:
     )
     assert DriverEvent.model_validate(orjson.loads(event.to_bytes())) == event
     assert orjson.loads(event.to_bytes())["event_version"] == 3
+
+
+def test_a_decision_reads_as_words() -> None:
+    from projections.termination import DecisionName
+    from streams.records import DecisionRecord
+
+    complete = DecisionRecord(
+        decision=DecisionName.COMPLETE, detail="All commitments resolved (1 fulfilled)", offset=2
+    )
+    assert str(complete) == "COMPLETE All commitments resolved (1 fulfilled)"
+    assert str(DecisionRecord(decision=DecisionName.CONTINUE)) == "CONTINUE"

@@ -36,6 +36,15 @@ def test_extractive_recap_reports_the_setback_after_the_last_result() -> None:
     assert "qa declined: no staging access to run the suite." in recap
 
 
+def test_an_entry_said_twice_is_merged_and_a_point_never_repeats() -> None:
+    twice = [make(MessageType.DONE, sender="instance:ana", content="docs/changelog.md")] * 2
+    assert "Done: ana docs/changelog.md (twice)." in extractive_recap(twice)
+    said = "The release train leaves on Friday with the parser changes."
+    echoed = [make(MessageType.STATUS, sender=name, content=said) for name in ("ann", "bob", "ann")]
+    recap = extractive_recap(echoed)
+    assert recap.count("The release train leaves") == 1, recap
+
+
 def test_extractive_recap_ignores_system_messages() -> None:
     messages = [
         make(MessageType.STATUS, sender="cron", actor=ActorType.SYSTEM, content="rotate logs"),

@@ -73,8 +73,8 @@ def test_the_scenario_recap_names_the_goal_the_open_work_and_who_owes_it() -> No
     _, title, text, shown = recap_of(timeline)
     assert len(text.split()) <= 80 and "Done: worker-a" in text, text
     assert not IDS.search(shown), shown
-    assert "Open: worker-a owes planner “Fix the sample service config" in shown
-    assert "Next: worker-a to deliver" in shown and "Done: worker-a" in shown
+    assert "Goal: Fix the sample service config" in shown and "(asked by planner)" in shown
+    assert "Open: worker-a owes planner the goal." in shown and "Done: worker-a" in shown
     assert 40 <= len(shown.split()) <= 130, shown
     assert title is not None and len(title) <= 60
     assert title != messages[0].content

@@ -191,3 +191,11 @@ def test_clean_recap_is_single_line_and_bounded(text: str, words: int, chars: in
     assert len(cleaned) <= chars
     assert len(cleaned.split()) <= words
     assert cleaned == cleaned.strip()
+
+
+def test_clean_recap_closes_a_quote_it_cut_and_drops_a_full_stop_before_the_ellipsis() -> None:
+    said = "Open: worker-a owes planner “Fix the sample service config and rerun it.” Next: go"
+    assert clean_recap(said, max_words=8) == (
+        "Open: worker-a owes planner “Fix the sample service…”"
+    )
+    assert clean_recap("One. Two. Three.", max_words=2) == "One. Two…"

@@ -17,10 +17,11 @@ def commitment(
     obligor: str | None = "role:coder",
     requester: str = "alice",
     expires_in: float | None = None,
+    kind: str = "COMMAND",
 ) -> CommitmentView:
     return CommitmentView(
         correlation_id=asked,
-        kind="COMMAND",
+        kind=kind,
         state=state,
         requester=requester,
         obligor=obligor,
@@ -30,16 +31,30 @@ def commitment(
     )
 
 
-def test_an_open_request_is_the_goal_and_its_delivery_the_next_step() -> None:
+def test_an_open_request_is_the_goal_and_said_once() -> None:
     text = with_recap_state(
         "Done: coder schema migrated.",
         [commitment("write tests for the login flow", expires_in=600)],
     )
     assert text == (
         "Goal: write tests for the login flow (asked by alice). Done: coder schema migrated. "
-        "Open: coder owes alice “write tests for the login flow”. "
-        "Next: coder to deliver “write tests for the login flow” before 12:10 UTC."
+        "Open: coder owes alice the goal (due 12:10 UTC)."
     )
+
+
+def test_an_open_question_is_owed_an_answer_not_a_delivery() -> None:
+    asked = "was this a paid photoshoot?"
+    text = with_recap_state(
+        "person-1: I finished editing a bunch of engagement pictures.",
+        [commitment(asked, obligor=None, requester="person-2", kind="QUERY")],
+    )
+    assert text == (
+        "person-1: I finished editing a bunch of engagement pictures. "
+        "Open: person-2 asked “was this a paid photoshoot?”, no answer yet."
+    )
+    named = commitment("Is it frozen", obligor="instance:rey", requester="planner", kind="QUERY")
+    expected = "Open: planner asked rey “Is it frozen”, no answer yet."
+    assert with_recap_state(None, [named]) == expected
 
 
 def test_the_recap_of_an_expired_request_says_it_expired_not_that_it_is_owed() -> None:
@@ -59,11 +74,13 @@ def test_the_recap_of_an_expired_request_says_it_expired_not_that_it_is_owed() -
     assert contradictions(text, views) == []
 
 
-def test_many_open_requests_are_counted_and_the_soonest_due_is_next() -> None:
+def test_many_open_requests_are_counted_and_the_soonest_due_is_named_first_as_next() -> None:
     owed = [commitment(f"task {n}", expires_in=600 - n) for n in range(4)]
     text = with_recap_state(None, owed)
-    assert text.startswith("Goal: task 0 (asked by alice). Open: coder owes alice “task 0”;")
-    assert "(+2 more)" in text and "Next: coder to deliver “task 3” before 12:09 UTC." in text
+    assert text == (
+        "Goal: task 0 (asked by alice). Open: coder owes alice “task 3” (due 12:09 UTC, next); "
+        "coder owes alice the goal (due 12:10 UTC) (+2 more)."
+    )
 
 
 def test_all_fulfilled_says_nothing_is_open_and_leaves_the_next_step_to_the_recap() -> None:

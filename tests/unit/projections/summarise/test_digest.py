@@ -363,3 +363,32 @@ def test_a_long_piece_is_cleaned_only_as_far_as_it_can_be_shown() -> None:
     # Mostly noise: the prefix cleans to too little to tell, so the whole piece is cleaned.
     noisy = "um uh " * 200 + "the invoice queue needs sharding"
     assert digest._shown(noisy) == real(noisy)
+
+
+async def test_a_speakers_sentences_in_a_row_are_one_line_and_no_line_repeats_its_tag() -> None:
+    result = await DigestSummariser().summarise(
+        [
+            say("ann", "The invoice queue times out past ten thousand jobs. Sharding fixes it.", 0),
+            say("ann", "The quarterly run needs the invoice queue sharded by region first.", 1),
+            say("bob", "The dashboard latency doubled after the cache eviction change.", 2),
+        ]
+    )
+    lines = [line for line in result.text.splitlines() if line.startswith("- [")]
+    assert [line.split("]")[0] for line in lines] == ["- [ann", "- [bob"]
+    assert "Sharding fixes it. The quarterly run needs" in lines[0]
+
+
+async def test_a_key_term_said_mostly_in_one_pair_shows_as_the_pair() -> None:
+    said = [
+        "The pull request adds the parser.",
+        "Review the pull request for the parser today.",
+        "The pull request breaks the lexer.",
+        "The parser and the lexer share tokens.",
+    ]
+    result = await DigestSummariser().summarise(
+        [say("ann", text, i) for i, text in enumerate(said)]
+    )
+    key_terms = next(line for line in result.text.splitlines() if line.startswith("Key terms: "))
+    terms = key_terms.removeprefix("Key terms: ").split(", ")
+    assert "pull request" in terms and "parser" in terms
+    assert "pull" not in terms and "request" not in terms

@@ -97,6 +97,14 @@ def test_the_demo_says_what_it_left_running_and_how_to_stop_it(
         f"(127.0.0.1:9092, data in {tmp_path}). Stop it with `chorus broker stop` "
         "(or `make broker-stop` in the checkout)."
     )
+    # Without a terminal the worker could not stay: one line says how to start one.
+    unattended = demo.left_running(settings, ".venv/bin/chorus", own_worker=True, kept=False)
+    assert unattended.startswith(
+        "The demo's worker has stopped (no terminal to keep it for): start one with "
+        "`.venv/bin/chorus worker` (it runs until Ctrl-C) for the commands above and the "
+        "README's agent example; the local Kafka broker keeps running"
+    )
+    assert "\n" not in unattended
     monkeypatch.setattr(demo, "cluster_status", lambda _: None)
     assert demo.left_running(settings, "chorus", own_worker=False) == (
         "The worker you started keeps running (Ctrl-C in its terminal stops it); "
@@ -105,4 +113,22 @@ def test_the_demo_says_what_it_left_running_and_how_to_stop_it(
     elsewhere = Settings(_env_file=None, bootstrap_servers="kafka:9092")  # type: ignore[call-arg]
     assert "kafka:9092 (CHORUS_BOOTSTRAP_SERVERS) is not chorus's to stop" in (
         demo.left_running(elsewhere, "chorus", own_worker=True)
+    )
+
+
+def test_the_conversation_is_dated_now_like_the_scenario() -> None:
+    before = utc_now()
+    conversation = demo.first_conversation(4)
+    messages = demo.conversation_messages(conversation, "demo/talk-abc123")
+    assert len(messages) == len(conversation.turns) and messages[0].created_at >= before
+    assert {m.channel for m in messages} == {"demo/talk-abc123"}
+
+
+def test_no_driver_event_at_all_says_which_worker_is_missing() -> None:
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    said = str(demo.NoDriverEvents(settings, "demo/talk-abc123", 60))
+    assert said == (
+        "no driver event of demo/talk-abc123 arrived in 60 s: is a worker consuming "
+        "chorus.messages? Start one with `chorus worker` (the same CHORUS_BOOTSTRAP_SERVERS "
+        "and CHORUS_TOPIC_PREFIX), or drop --no-worker."
     )

@@ -163,8 +163,9 @@ def test_a_recap_written_while_a_request_was_open_says_it_expired_once_it_did() 
         model="extractive",
         now=T0,
     )
-    assert "Open: reviewer owes planner" in before["text"]
-    assert "Next: reviewer to deliver" in before["text"]
+    # A question, owed an answer (issue 42): "Open: planner asked reviewer “…”, no answer yet".
+    assert "Open: planner asked reviewer “" in before["text"]
+    assert "no answer yet" in before["text"]
     after = recap_answer(
         "team/plan",
         standing_of(messages),
@@ -176,7 +177,7 @@ def test_a_recap_written_while_a_request_was_open_says_it_expired_once_it_did() 
         now=T0,
     )
     text = after["text"]
-    assert "owes" not in text and "deliver" not in text, text
+    assert "owes" not in text and "no answer yet" not in text, text
     assert "(expired)" in text and "Nothing is open (1 expired)." in text
     assert text.count("The channel is about release notes.") == 1
     assert after["decision"]["decision"] == "ESCALATE" and after["model"] == "tiny"

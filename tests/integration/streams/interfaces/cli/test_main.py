@@ -137,6 +137,13 @@ def test_json_for_scripts_is_the_worker_s_answer(
     assert json.loads(lines[0]) == VIEWS[view]
 
 
+def test_summary_says_when_the_next_one_comes(worker_port: int) -> None:
+    # All 4 messages the fold holds are summarised; no config: this command's defaults.
+    assert merged(worker_port, "summary", "team/plan")[-2] == (
+        "The next comes once 20 more messages arrive, or 5 min after the first of them."
+    )
+
+
 def test_state_and_channels_print_text(worker_port: int) -> None:
     assert merged(worker_port, "state", "team/plan")[:2] == [
         "Channel team/plan: COMPLETE (All done). 4 messages; state as of partition offset 3, "

@@ -38,6 +38,27 @@ def test_help_lists_every_command() -> None:
         assert f"  {command}" in result.output
 
 
+@pytest.mark.parametrize("group", [[], ["summary"], ["recap"], ["broker"], ["topics"]])
+def test_help_shows_each_commands_description_whole(group: list[str]) -> None:
+    result = chorus(*group, "--help")
+    listed = result.output.split("Commands:")[1]
+    assert result.exit_code == 0 and "..." not in listed, result.output
+    described: list[str] = []
+    for line in listed.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):  # a command's first line
+            described.append(line.split(maxsplit=1)[1])
+        elif line.strip():
+            described[-1] += " " + line.strip()
+    assert described and all(text.endswith((".", ")")) for text in described), described
+    if not group:
+        said = " ".join(listed.split())
+        assert (
+            "state Where a channel stands, from the worker that owns it: its termination "
+            "decision (CONTINUE, COMPLETE, FAILED or ESCALATE, with its detail), who takes "
+            "part, the open and the recently ended commitments, the termination conditions."
+        ) in said
+
+
 def test_an_unknown_command_is_a_usage_error() -> None:
     result = chorus("frobnicate")
     assert result.exit_code == 2

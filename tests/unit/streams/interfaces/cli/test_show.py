@@ -11,7 +11,15 @@ from projections.commitments import CommitmentProjection, expiry_event
 from projections.model import Message, MessageType
 from projections.overview import ChannelOverviewProjection
 from projections.projection import dump_state
-from streams.interfaces.cli.show import channels_text, recap_text, state_text, summary_text
+from streams.interfaces.cli.show import (
+    channels_text,
+    recap_text,
+    spoken_duration,
+    state_text,
+    summary_text,
+    topic_line,
+)
+from streams.topology import TopicSpec
 
 T0 = datetime(2026, 12, 1, 9, 0, 5, tzinfo=UTC)
 
@@ -101,6 +109,18 @@ def test_state_says_where_the_channel_stands_in_sentences() -> None:
     assert "{" not in text
 
 
+def test_state_at_the_active_commitments_cap_says_what_it_did_not_track() -> None:
+    view = state_view()
+    commitments = view["projections"]["commitments"]["state"]
+    commitments["untracked"] = 14_900
+    lines = state_text(view).splitlines()
+    assert "Commitments: 3 opened, 1 open, 2 ended (1 fulfilled, 1 expired)." in lines
+    assert (
+        "14,900 more requests were not tracked: the channel was at its cap of active "
+        "commitments (CHORUS_COMMITMENTS_MAX_ACTIVE); none of them is listed here."
+    ) in lines
+
+
 def test_state_names_a_configured_termination() -> None:
     text = state_text(state_view({"termination": ["max-messages:3"]}))
     assert "Termination: max-messages:3." in text.splitlines()
@@ -128,6 +148,55 @@ def test_a_summary_says_what_it_covers_then_its_text_without_annotations() -> No
     assert summary_text({"channel": "team/plan", "content": None}) == (
         "No summary of team/plan yet."
     )
+
+
+def test_a_summary_says_when_the_next_one_comes() -> None:
+    none_yet = {"channel": "team/plan", "content": None}
+    due = {"after_messages": 10, "after_seconds": 300.0, "pending": 3}
+    assert summary_text({**none_yet, "next": due}) == (
+        "No summary of team/plan yet. The first comes after 7 more messages (3 of 10 so far) "
+        "or 5 min after the first of them, whichever is first."
+    )
+    written = {**none_yet, "content": "Said.", "total_messages": 10}
+    assert summary_text({**written, "next": {**due, "pending": 0}}).splitlines()[-1] == (
+        "The next comes once 10 more messages arrive, or 5 min after the first of them."
+    )
+    assert summary_text({**written, "next": {**due, "pending": 12}}).splitlines()[-1] == (
+        "The next is due now: 12 messages are waiting for it."
+    )
+    # Without a worker: the thresholds only, as this command's settings have them.
+    assert summary_text({**none_yet, "next": {**due, "pending": None}}) == (
+        "No summary of team/plan yet. The first comes after 10 messages or 5 min after the "
+        "first of them, whichever is first (the defaults; the channel's config may change them)."
+    )
+
+
+def test_a_topic_is_said_in_words() -> None:
+    kept = TopicSpec("chorus.messages", 4, 1, {"cleanup.policy": "delete", "retention.ms": "-1"})
+    assert topic_line(kept, created=True) == "chorus.messages: created; 4 partitions, kept forever"
+    week = TopicSpec(
+        "chorus.driver-events",
+        4,
+        1,
+        {"cleanup.policy": "delete", "retention.ms": "604800000", "max.message.bytes": "1114112"},
+    )
+    assert topic_line(week, created=False) == (
+        "chorus.driver-events: already there; 4 partitions, kept 7 days, "
+        "records up to 1,114,112 bytes"
+    )
+    latest = TopicSpec("chorus.recaps", 1, 3, {"cleanup.policy": "compact"})
+    assert topic_line(latest, created=True) == (
+        "chorus.recaps: created; 1 partition, 3 replicas, compacted (the latest record of "
+        "each channel is kept)"
+    )
+    assert [spoken_duration(s) for s in (5, 90, 300, 5400, 7200, 86400)] == [
+        "5 s",
+        "90 s",
+        "5 min",
+        "90 min",
+        "2 h",
+        "1 day",
+    ]
 
 
 def test_a_recap_says_when_the_next_is_due_and_when_the_latest_was_written() -> None:
