@@ -108,6 +108,16 @@ class CostMeter:
             registry=self.registry,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
+        self.gc_frozen = Gauge(
+            "chorus_gc_frozen_objects",
+            "Objects the garbage collector no longer visits (frozen after each checkpoint)",
+            registry=self.registry,
+        )
+        self.gc_full = Counter(
+            "chorus_gc_full_collections",
+            "Full garbage collections run because the frozen objects grew past their mark",
+            registry=self.registry,
+        )
         self.cache_evictions = Counter(
             "chorus_cache_evictions",
             "Entries a cache forgot at its byte bound (read back from a store, the log or a "

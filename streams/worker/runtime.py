@@ -10,6 +10,8 @@ build their own). It owns no job itself:
   positions    the next offset to apply per partition: the gap guard (`in_order`)
   deadlines    the role's time-ordered index of what falls due (`streams.worker.deadlines`)
   memory       the role's memory budget (CHORUS_MEMORY_MB) and its caches
+  collector    Python's garbage collector kept off the long-lived state
+               (`streams.worker.collector`)
   folds        (fold role) the fold tables and their one cache (`streams.worker.folds`)
   channel_state (context role) the per-channel state its stages share, one record each
 
@@ -52,6 +54,7 @@ from streams.topology import (
 )
 from streams.worker.app import ChorusApp, SharedRocksDB, build_app, share_rocksdb_budget
 from streams.worker.checkpoint import Checkpoint, Columns
+from streams.worker.collector import Collector
 from streams.worker.configs import ChannelConfigs
 from streams.worker.folds import FoldTables
 from streams.worker.gate import Gate
@@ -126,8 +129,9 @@ class Runtime:
             max_held=settings.checkpoint_max_held,
             record_limit=settings.max_message_bytes,
             on_refused=self.gate.refused_in_checkpoint,
-            took=self.meter.checkpoint_seconds.observe,
+            took=self._checkpointed,
         )
+        self.collector = Collector(self.meter)
         self.app.checkpoint = self.checkpoint
         self.folds: FoldTables | None = None
         if role == "fold":
@@ -145,6 +149,10 @@ class Runtime:
         # What falls due when, per channel (`streams.worker.deadlines`): scanned, not cached.
         self.deadlines = self.checkpoint.table(self.table(DEADLINES_TABLE), ordered=True)
         self.ownership.on_moved(self._moved)
+
+    def _checkpointed(self, seconds: float) -> None:
+        self.meter.checkpoint_seconds.observe(seconds)
+        self.collector.after_checkpoint()
 
     def _moved(self, gone: frozenset[int], taken: frozenset[int], _: frozenset[int]) -> None:
         self.checkpoint.moved(gone, taken)
@@ -221,6 +229,7 @@ class Runtime:
                     for event in batch:
                         checkpoint.hold(event)
                     await on_batch(batch)
+                self.collector.after_batch()
                 if checkpoint.over_bound():
                     await checkpoint.checkpoint()
 
