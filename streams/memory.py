@@ -80,13 +80,19 @@ class ByteCache(Generic[K, V]):
     def put(self, key: K, value: V, size: int, partition: int) -> bool:
         """Keep `value` for `key` (of `partition`), costing `size` bytes; False when it is
         larger than the whole cache and so not kept."""
-        self.pop(key)
-        if size > self.budget:
-            self._evicted(1)
-            return False
-        self._entries[key] = (value, size, partition)
-        self._by_partition.setdefault(partition, set()).add(key)
-        self.bytes += size
+        kept = self._entries.get(key)
+        if kept is not None and kept[2] == partition and size <= self.budget:
+            self._entries[key] = (value, size, partition)  # in place: its partition holds it
+            self._entries.move_to_end(key)
+            self.bytes += size - kept[1]
+        else:
+            self.pop(key)
+            if size > self.budget:
+                self._evicted(1)
+                return False
+            self._entries[key] = (value, size, partition)
+            self._by_partition.setdefault(partition, set()).add(key)
+            self.bytes += size
         evicted = 0
         while self.bytes > self.budget:
             oldest = next(iter(self._entries))

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 LEAK_FACTOR = 2.0
 LEAK_FLOOR = 1_000_000
+# Counting the frozen objects walks them all: once in this many checkpoints (a minute).
+COUNT_EVERY = 12
 
 
 class Collector:
@@ -35,12 +37,16 @@ class Collector:
     def __init__(self, meter: CostMeter) -> None:
         self.meter = meter
         self.mark: int | None = None
+        self.checkpoints = 0
 
     def after_batch(self) -> None:
         gc.freeze()
 
     def after_checkpoint(self) -> None:
         gc.freeze()
+        self.checkpoints += 1
+        if self.checkpoints % COUNT_EVERY != 1:
+            return
         frozen = gc.get_freeze_count()
         self.meter.gc_frozen.set(frozen)
         if self.mark is None:
