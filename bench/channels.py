@@ -20,7 +20,8 @@ system starts; then it is started and measured:
             until both roles answer /ready.
 
 chorus runs `chorus worker` (both roles, default settings); the peer is Quix Streams running
-chorus's fold (bench/quix_peer), on the same broker, one after the other.
+chorus's fold (bench/quix_peer), on the same broker, one after the other; `fold` (named in
+`--many-systems`) is chorus's fold stage alone (bench/fold_worker.py), for where time goes.
 """
 
 from __future__ import annotations
@@ -40,7 +41,16 @@ import orjson
 
 from bench.kafka import Follower, produce, send_paced
 from bench.measure import Poll, rss_bytes, run_figures, wake_figures
-from bench.systems import Broker, Makers, System, chorus_worker, log, quix_peer, side_by_side
+from bench.systems import (
+    Broker,
+    Makers,
+    System,
+    chorus_worker,
+    fold_stage,
+    log,
+    quix_peer,
+    side_by_side,
+)
 from bench.throughput import poll_until
 from bench.wake import send_and_clock, warm_and_load
 from streams.conversations import Conversation
@@ -133,7 +143,8 @@ class Peaks:
 
 
 def processes_of(system: System) -> Callable[[], dict[str, int]]:
-    """label -> pid: chorus's two roles (and the supervisor), or the peer's one process."""
+    """label -> pid: chorus's two roles (and the supervisor), or the one process of the fold
+    stage alone or of the peer."""
 
     def found() -> dict[str, int]:
         if system.process.process is None or system.process.process.poll() is not None:
@@ -308,6 +319,7 @@ async def measure(
         (name, make)
         for name, make in (
             ("chorus", lambda: chorus_worker(broker, work, "many-chorus")),
+            ("fold", lambda: fold_stage(broker, work, "many-fold")),
             ("quix", lambda: quix_peer(broker, work, "many-quix")),
         )
         if name in systems

@@ -158,10 +158,12 @@ def channels(result: dict[str, Any]) -> list[str]:
     """The channels phase: chorus beside Quix Streams at N resident channels."""
     quix = result.get("quix", {})
     rows = []
-    for system in ("chorus", "quix"):
+    for system in ("chorus", "fold", "quix"):
         figures = result.get(system, {})
+        if system == "fold" and not figures:
+            continue  # the fold stage alone runs only when named
         if not figures or "error" in figures:
-            rows.append([system, figures.get("error", "not run")] + ["—"] * 9)
+            rows.append([system, figures.get("error", "not run")] + ["—"] * 10)
             continue
         fold, wake_ = figures.get("fold", {}), figures.get("wake", {})
         waits = wake_.get("wake_ms", {})
@@ -175,6 +177,7 @@ def channels(result: dict[str, Any]) -> list[str]:
                 system,
                 number(fold.get("msgs_per_s")),
                 ratio(fold.get("msgs_per_s"), quix.get("fold", {}).get("msgs_per_s")),
+                number(fold.get("cpu_ms_per_msg"), 2),
                 rss,
                 " / ".join(ms(waits.get(q)) for q in ("p50", "p95", "p99"))
                 + f" / {ms(wake_.get('max_ms'))}",
@@ -194,6 +197,7 @@ def channels(result: dict[str, Any]) -> list[str]:
         "system",
         "msg/s",
         "vs Quix",
+        "CPU ms/msg",
         "peak RSS MiB",
         "wake p50 / p95 / p99 / max ms",
         "never woken",

@@ -119,8 +119,17 @@ def create_role_topics(settings: Settings, roles: tuple[Role, ...] = ROLES) -> N
     asyncio.run(create_topics(settings, sorted(set(changelogs))))
 
 
+# The context role's scheduling priority below the fold role's (Linux nice): when both
+# want the CPU, the fold, which wakes agents, gets it first; summaries and recaps, which
+# nothing waits on, catch up in what is left (its own consumer group keeps its place).
+CONTEXT_NICENESS = 10
+
+
 def run_worker(settings: Settings, loglevel: str = "info", role: Role = "fold") -> None:
-    """Run one role in this process until it is stopped."""
+    """Run one role in this process until it is stopped (the context role below the fold
+    role's priority: `CONTEXT_NICENESS`)."""
+    if role == "context":
+        os.nice(CONTEXT_NICENESS)
     create_role_topics(settings, (role,))
     # Faust creates its data directory but not its parents (the context role's is inside the
     # fold role's, which may not exist yet).

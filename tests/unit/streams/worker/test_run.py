@@ -73,3 +73,26 @@ def test_the_worker_arms_its_stop_deadline_and_freezes_its_heap_on_a_signal() ->
     arm.assert_called_once_with()
     freeze.assert_called_once_with()
     graceful.assert_called_once_with(signal.SIGTERM)
+
+
+def test_the_context_role_runs_below_the_fold_roles_priority() -> None:
+    """Summaries and recaps take the CPU the fold does not need: nothing waits on them."""
+    from unittest.mock import patch
+
+    import pytest
+
+    from streams.settings import Settings
+    from streams.worker.run import CONTEXT_NICENESS, run_worker
+
+    class Started(Exception):
+        pass
+
+    settings = Settings(store="memory://", bootstrap_servers="127.0.0.1:1")
+    for role, niceness in (("context", [((CONTEXT_NICENESS,), {})]), ("fold", [])):
+        with (
+            patch("os.nice") as nice,
+            patch("streams.worker.run.create_role_topics", side_effect=Started),
+            pytest.raises(Started),
+        ):
+            run_worker(settings, role=role)  # type: ignore[arg-type]
+        assert nice.call_args_list == niceness
