@@ -118,6 +118,13 @@ class CostMeter:
             "Full garbage collections run because the frozen objects grew past their mark",
             registry=self.registry,
         )
+        self.rocksdb_bytes = Gauge(
+            "chorus_rocksdb_bytes",
+            "What the role's RocksDB databases hold in memory: their shared block cache "
+            "(memtables charged to it included) and its budget",
+            ["of"],
+            registry=self.registry,
+        )
         self.cache_evictions = Counter(
             "chorus_cache_evictions",
             "Entries a cache forgot at its byte bound (read back from a store, the log or a "

@@ -109,6 +109,11 @@ class Runtime:
         self.meter = CostMeter()
         self.memory = MemoryBudget(settings.memory_mb * MIB, MEMORY_SHARES[role])
         self.rocksdb = SharedRocksDB(self.memory.share("rocksdb"))
+        self.meter.rocksdb_bytes.labels("budget").set(self.memory.share("rocksdb"))
+        self.meter.rocksdb_bytes.labels("cache").set_function(self.rocksdb.cache.get_usage)
+        self.meter.rocksdb_bytes.labels("memtables").set_function(
+            self.rocksdb.write_buffers.get_usage
+        )
         self.caches: list[ByteCache[Any, Any]] = []
         self.ownership = Ownership(self.app, self.messages.get_topic_name(), settings)
         self.gate = Gate(
