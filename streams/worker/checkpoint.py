@@ -498,6 +498,9 @@ class Checkpoint:
         self.producer = producer or (lambda: app.producer._ensure_producer())
         self._on_refused = on_refused
         self._took = took
+        # Awaited before the held records are acknowledged: what a stage sends on their
+        # behalf beside the tables (the fold's driver events) is acknowledged first.
+        self.before_acknowledging: list[Callable[[], Awaitable[None]]] = []
         self._held: list[EventT] = []
         self._last = time.monotonic()
         # Created on first use, inside the app's event loop.
@@ -571,6 +574,8 @@ class Checkpoint:
                 self._last = time.monotonic()
             try:
                 written = await self._write(tables)
+                for wait in self.before_acknowledging:
+                    await wait()
             except BaseException:
                 for table in tables:
                     table._give_back()

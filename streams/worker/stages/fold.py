@@ -53,9 +53,11 @@ MISPLACED_ENTRY_BYTES = 200
 PUBLISH_RETRY_SECONDS = (1.0, 30.0)
 # A batch's driver events go out this many at a time as its messages are folded, so a large
 # batch (a burst, a backlog) never holds its first events while the rest folds (about 20 ms
-# of folding); each lot after the one before is acknowledged (in order), and the batch ends
-# once the broker has acknowledged them all.
+# of folding); each lot after the one before is acknowledged (in order).
 SIGNALS_AT_ONCE = 64
+# Batches whose driver events may be on their way while the next folds: past this the fold
+# waits for the broker (a bound on what is held in memory).
+BATCHES_IN_FLIGHT = 4
 
 # A stage told of each message the fold applied, as it is applied: (channel, its partition,
 # the message's offset, the steps of each projection). It reads; the fold stays the one
@@ -99,6 +101,10 @@ class Folder:
         self._misplaced_logged = chorus.cache(
             "misplaced-logged", "small", MISPLACED_LOGGED_FRACTION
         )
+        # The last lot of driver events handed to the broker (each lot waits for the one
+        # before), and the batches whose events may still be on their way.
+        self.sending: asyncio.Future[None] | None = None
+        self.in_flight = 0
 
     async def on_record(
         self,
@@ -133,9 +139,11 @@ class Folder:
 
     async def on_batch(self, batch: Sequence[EventT]) -> None:
         """Fold a batch taken from the stream (`Runtime.take_messages` holds its records
-        until a checkpoint holds what they changed), then wake drivers."""
+        until a checkpoint holds what they changed), then wake drivers: the batch's driver
+        events are on their way when this returns, after the batches before (`sent`), and
+        the next batch folds meanwhile; a checkpoint acknowledges the records only once
+        their events are acknowledged (`Checkpoint.before_acknowledging`)."""
         signals: list[Signal] = []
-        sent: asyncio.Task[None] | None = None
         limit = self.settings.max_message_bytes
         for event in batch:
             record = event.message
@@ -149,13 +157,31 @@ class Folder:
             # Encoded now: the states they carry must not change before the batch ends.
             signals += [signal_of(driver_event, limit) for driver_event in woken]
             if len(signals) >= SIGNALS_AT_ONCE:  # on their way while the rest folds
-                sent = asyncio.ensure_future(self.signal_after(sent, signals))
+                self.send(signals)
                 signals = []
                 await asyncio.sleep(0)  # let it queue its record batches now
-        await self.signal_after(sent, signals)
+        if signals:
+            self.send(signals)
+        self.in_flight += 1
+        if self.in_flight > BATCHES_IN_FLIGHT:  # the broker is behind: wait for it
+            await self.sent()
+
+    def send(self, signals: Sequence[Signal]) -> None:
+        """Publish `signals` once every lot before them is acknowledged (in order)."""
+        self.sending = asyncio.ensure_future(self.signal_after(self.sending, signals))
+
+    async def sent(self) -> None:
+        """Until every driver event handed over so far is acknowledged (or refused for
+        good, and dead-lettered)."""
+        while self.sending is not None:
+            sending = self.sending
+            await sending
+            if self.sending is sending:
+                self.sending = None
+        self.in_flight = 0
 
     async def signal_after(
-        self, earlier: asyncio.Task[None] | None, signals: Sequence[Signal]
+        self, earlier: asyncio.Future[None] | None, signals: Sequence[Signal]
     ) -> None:
         """`signal` once the `earlier` events are acknowledged: a channel's driver events
         reach the topic in the order of its messages, retries included."""
@@ -266,6 +292,6 @@ def install(
     decode and validate once, fold, write the fold tables, tell the `watchers`, then the
     driver events (the context role reads the log on its own)."""
     folder = Folder(chorus, watchers, readers)
-
+    chorus.checkpoint.before_acknowledging.append(folder.sent)
     chorus.take_messages("fold-messages", folder.on_batch)
     return folder

@@ -407,6 +407,7 @@ async def test_a_large_batch_sends_its_first_driver_events_before_it_has_folded_
     batch = status_batch(5)
     with captured(at_send) as sent:
         await folder.on_batch(batch)  # type: ignore[arg-type]
+        await folder.sent()
     # The first two went out once two of the five were folded, not after all of them.
     assert folded_at_send[:2] == [(0, 2), (1, 2)]
     assert [offset for offset, _ in folded_at_send] == [0, 1, 2, 3, 4] and len(sent) == 5
@@ -436,4 +437,37 @@ async def test_a_batchs_driver_events_reach_the_topic_in_the_order_of_its_messag
     batch = status_batch(5)
     with captured(), patch.object(Runtime, "publish", slow_first):
         await folder.on_batch(batch)  # type: ignore[arg-type]
+        await folder.sent()
     assert published == [0, 1, 2, 3, 4]
+
+
+async def test_the_next_batch_folds_while_the_driver_events_go_out_and_a_checkpoint_waits() -> None:
+    """The fold does not wait for the broker between batches; a checkpoint acknowledges the
+    held records only once their driver events are acknowledged (state, signal, commit)."""
+    worker = offline_worker()
+    chorus, folder = worker.runtime, worker.folder
+    assert folder is not None
+    gate = asyncio.Event()
+    published: list[int] = []
+
+    async def slow(_: Runtime, topic: Any, records: Sequence[Record]) -> Published:
+        await gate.wait()
+        offsets = [DriverEvent.model_validate_json(value or b"").offset for _, value, _ in records]
+        published.extend(offsets)
+        return Published(offsets, [])
+
+    acked: list[int] = []
+    with captured(), patch.object(Runtime, "publish", slow):
+        batch = status_batch(2)
+        for event in batch:
+            offset = event.message.offset
+            event.ack = lambda offset=offset: bool(acked.append(offset))
+            chorus.checkpoint.hold(event)  # type: ignore[arg-type]
+        await asyncio.wait_for(folder.on_batch(batch), 1)  # returns with events in flight
+        assert published == []
+        checkpointing = asyncio.create_task(chorus.checkpoint.checkpoint())
+        await asyncio.sleep(0.05)
+        assert not checkpointing.done() and acked == []  # waits for the driver events
+        gate.set()
+        await asyncio.wait_for(checkpointing, 1)
+    assert published == [0, 1] and acked == [0, 1]
