@@ -11,8 +11,9 @@ T = TypeVar("T")
 
 
 class VerbatimContentSummariser(Generic[T]):
-    """Previous text, then one `- <rendered>` line per item (no blank line between batches:
-    a narrative is read line by line).
+    """Previous text, a blank line, then one `- <rendered>` line per item (the summariser
+    contract of blocks' VerbatimContentSummariser; a view renders the narrative line by line,
+    `projections.context.narrative_lines`).
 
     Annotations: previous ones, plus `tier=verbatim` and `itemCount` (this batch).
     """
@@ -28,7 +29,7 @@ class VerbatimContentSummariser(Generic[T]):
         parts: list[str] = []
         before = previous_text(previous)
         if before:
-            parts.append(before.rstrip() + "\n")
+            parts.append(before.rstrip() + "\n\n")
         parts.append("\n".join(f"- {self._render(item)}" for item in items))
         annotations = base_annotations(previous)
         annotations["tier"] = self.tier

@@ -19,7 +19,7 @@ from tests.unit.projections.summarise.support import conversation, identity
 async def test_summarise_batches_over_an_iterable() -> None:
     verbatim = VerbatimContentSummariser(identity)
     results = [r async for r in summarise_batches(verbatim, [["a", "b"], ["c"]])]
-    assert [r.text for r in results] == ["- a\n- b", "- a\n- b\n- c"]
+    assert [r.text for r in results] == ["- a\n- b", "- a\n- b\n\n- c"]
     assert results[-1].annotations["itemCount"] == "1"
 
 
@@ -32,7 +32,7 @@ async def test_summarise_batches_over_an_async_iterable_with_previous() -> None:
     results = [
         r async for r in summarise_batches(VerbatimContentSummariser(identity), source(), previous)
     ]
-    assert results[-1].text == "start\n- a\n- b\n- c"
+    assert results[-1].text == "start\n\n- a\n- b\n\n- c"
     assert results[-1].annotations["domain"] == "x"
 
 

@@ -18,8 +18,9 @@ async def test_verbatim_lists_items() -> None:
 async def test_verbatim_appends_to_previous_and_keeps_annotations() -> None:
     previous = SummaryResult("existing content", {"domain": "medical", "tier": "grouped"})
     result = await VerbatimContentSummariser(identity).summarise(["new"], previous)
-    assert result.text.startswith("existing content\n- ")
-    assert result.text == "existing content\n- new"
+    # blocks' VerbatimContentSummariser (qhorus-behaviour.md §3): the previous text, a blank
+    # line, then the items. A narrative may render it as it likes; the summariser keeps this.
+    assert result.text == "existing content\n\n- new"
     assert result.annotations == {"domain": "medical", "tier": "verbatim", "itemCount": "1"}
     assert previous.annotations["tier"] == "grouped"  # the previous result is untouched
 
