@@ -278,10 +278,13 @@ class Client:
         summary_after_messages: int | None = None,
         summary_after_seconds: float | None = None,
         recap_debounce_seconds: float | None = None,
+        writers: Sequence[str] | None = None,
     ) -> ChannelConfig:
         """Change the channel's configuration (what is not given is kept), e.g. when its work
-        is over: `termination=["all-commitments-resolved", "escalate-on-decline:1"]`. An
-        unknown condition or a value out of range raises `ValueError`."""
+        is over: `termination=["all-commitments-resolved", "escalate-on-decline:1"]`.
+        `writers` (agent names or `role:x`; `[]`: anyone) limits who may write: the fold
+        dead-letters a message from any other sender. An unknown condition or a value out
+        of range raises `ValueError`."""
         return await configure_channel(
             self.settings,
             channel,
@@ -289,6 +292,7 @@ class Client:
             summary_after_messages=summary_after_messages,
             summary_after_seconds=summary_after_seconds,
             recap_debounce_seconds=recap_debounce_seconds,
+            writers=list(writers) if writers is not None else None,
         )
 
     # --- driver events ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import orjson
 from aiokafka.partitioner import murmur2
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from projections.channel import ProjectionStep
 from projections.model import LogPosition, Message, MessageError, decode_message, utc_now
@@ -17,6 +17,7 @@ from projections.projection import Folded, changes_of, live_of
 from projections.recap.phase import RecapPhase
 from projections.summarise.state import narrative_of, state_part, with_state
 from projections.termination import DecisionName
+from projections.writers import writer_refusal, writers_refusal
 from streams.settings import Settings
 
 
@@ -153,14 +154,31 @@ class DeadLetter(WireRecord):
 
 
 class ChannelConfig(WireRecord):
-    """Per-channel settings on the compacted `chorus.channel-config` topic; None = default."""
+    """Per-channel settings on the compacted `chorus.channel-config` topic; None = default.
+
+    `writers`: who may write to the channel (agent names or `role:x`; empty: anyone), the
+    rule of `projections.writers`."""
 
     channel: str
     termination: list[str] = Field(default_factory=list)
     summary_after_messages: int | None = Field(default=None, ge=1)
     summary_after_seconds: float | None = Field(default=None, gt=0)
     recap_debounce_seconds: float | None = Field(default=None, gt=0)
+    writers: list[str] = Field(default_factory=list)
     updated_at: datetime = Field(default_factory=utc_now)
+
+    @field_validator("writers")
+    @classmethod
+    def _writers_bounded(cls, value: list[str]) -> list[str]:
+        reason = writers_refusal(value)
+        if reason is not None:
+            raise ValueError(reason)
+        return value
+
+
+def refusal_under(config: ChannelConfig | None, message: Message) -> str | None:
+    """Why the channel's config refuses `message` from its sender (`writer_refusal`)."""
+    return writer_refusal(config.writers if config is not None else None, message)
 
 
 ConfiguredSetting = Literal[

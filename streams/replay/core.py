@@ -24,6 +24,7 @@ from projections.projection import (
     dump_state,
     load_state,
 )
+from projections.writers import writer_refusal
 from streams.records import validate_record
 
 TimeField = Literal["created_at", "record"]
@@ -65,6 +66,7 @@ class ReplayStats:
     filtered: int = 0  # other channels' records (`channels=`)
     beyond: int = 0  # at or after `to_offset`
     after_cutoff: int = 0  # after the channel's `as_of` cut-off
+    refused: int = 0  # from a sender outside the channel's writers (the worker dead-letters)
     errors: dict[str, int] = field(default_factory=dict)  # apply() raised, per projection
 
 
@@ -104,6 +106,9 @@ class Replayer:
     `exact`: use the worker's `step` per message (slow, but needs no round-trip law).
     `partitions`: the topic's partition count; a record that is not on its key's partition
     is rejected, as the worker rejects it (1: every record of partition 0 is at home).
+    `writers`: each channel's writers, as its config says them now (`projections.writers`):
+    a message from another sender is skipped, as the worker dead-letters it. A config is a
+    compacted record, so a replay judges every message by the writers the channel has now.
     """
 
     def __init__(
@@ -120,6 +125,7 @@ class Replayer:
         keep_messages: bool = False,
         exact: bool = False,
         partitions: int = 1,
+        writers: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.projections = list(projections)
         self.names = [p.name for p in self.projections]
@@ -135,6 +141,7 @@ class Replayer:
         self.keep_messages = keep_messages
         self.exact = exact
         self.partitions = partitions
+        self.writers = writers or {}
         self.stats = ReplayStats(errors={name: 0 for name in self.names})
         self.channels: dict[str, _Channel] = {}
         self.dirty: set[str] = set()
@@ -208,6 +215,9 @@ class Replayer:
                 message = _validate(key, record.value, max_bytes, partition, partitions, record)
             except MessageError:
                 stats.invalid += 1
+                continue
+            if self.writers and writer_refusal(self.writers.get(message.channel), message):
+                stats.refused += 1
                 continue
             if cutoff and self._after_cutoff(message, record.timestamp):
                 closed.add(key)

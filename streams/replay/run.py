@@ -12,7 +12,10 @@ from projections.projection import (
     ChannelProjection,
     Folded,
 )
+from projections.termination import parse_conditions
 from streams.kafka.clients import topic_partitions
+from streams.kafka.consume import read_topic
+from streams.records import ChannelConfig
 from streams.replay.core import LimitFor, Replayer, TimeField
 from streams.replay.log import Span, _Progress, read_spans, reading, topic_spans
 from streams.replay.parallel import (
@@ -24,7 +27,7 @@ from streams.replay.parallel import (
     share_partitions,
 )
 from streams.settings import Settings
-from streams.topology import MESSAGES
+from streams.topology import CHANNEL_CONFIG, MESSAGES
 
 
 @dataclass
@@ -40,6 +43,25 @@ class ReplayRun:
     @property
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+async def channel_writers(settings: Settings) -> dict[str, list[str]]:
+    """Each channel's writers, from the latest records of the compacted config topic (only
+    the channels that have some)."""
+    latest: dict[str, list[str]] = {}
+    async for record in read_topic(settings, settings.topic(CHANNEL_CONFIG)):
+        if record.key is None:
+            continue
+        if record.value is None:  # a tombstone: no config any more
+            latest.pop(record.key, None)
+            continue
+        try:
+            config = ChannelConfig.model_validate(record.value)
+            parse_conditions(config.termination)
+        except ValueError:  # not a config: the worker dead-letters it and keeps the last
+            continue
+        latest[record.key] = config.writers
+    return {channel: writers for channel, writers in latest.items() if writers}
 
 
 async def replay(
@@ -88,6 +110,8 @@ async def replay(
         )
         # The worker rejects a record off its key's partition of the whole topic: so does replay.
         options["partitions"] = len(await topic_partitions(kafka, topic))
+        # ... and a message from a sender outside the channel's writers.
+        options["writers"] = await channel_writers(settings)
         replayer = Replayer(projections, **options)
         for name, (partition, folds) in (seeds or {}).items():
             replayer.seed(name, partition, folds)

@@ -2,7 +2,8 @@
 passes its records through, and where whatever cannot be applied goes, with why.
 
 A record is a message only through `validate` (`streams.records.validate_record`: the rules
-and one-line reasons the fold, replay and the client share); a record refused, a projection
+and one-line reasons the fold, replay and the client share; then the channel's writers,
+`projections.writers`); a record refused, a projection
 that raised, a table write too large for its changelog, all go to `chorus.dead-letters`
 with the reason and the record's position (`dead_letter`), logged, never raised.
 """
@@ -13,10 +14,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from projections.model import LogPosition, Message
+from projections.model import LogPosition, Message, MessageError
 from streams.dead_letters import send_dead_letter
 from streams.llm.metering import CostMeter
-from streams.records import validate_record
+from streams.records import ChannelConfig, refusal_under, validate_record
 from streams.settings import Settings
 from streams.worker.checkpoint import RefusedWrite
 
@@ -34,19 +35,23 @@ class Gate:
         dead_letters: Any,
         partitions: Callable[[], int],
         meter: CostMeter,
+        config_of: Callable[[str], ChannelConfig | None] = lambda _: None,
     ) -> None:
+        """`config_of(channel)`: the channel's config (its `writers`)."""
         self.settings = settings
         self.messages_topic = messages_topic
         self.dead_letters = dead_letters
         self.partitions = partitions
         self.meter = meter
+        self.config_of = config_of
 
     def validate(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int, at_ms: int = 0
     ) -> Message:
         """The record at `partition`@`offset` of chorus.messages as a message, or
-        MessageError with the reason the fold refuses it."""
-        return validate_record(
+        MessageError with the reason the fold refuses it (a sender outside the channel's
+        writers included: `projections.writers`)."""
+        message = validate_record(
             key,
             value,
             self.settings.max_message_bytes,
@@ -54,6 +59,10 @@ class Gate:
             partition=partition,
             partitions=self.partitions(),
         )
+        refusal = refusal_under(self.config_of(message.channel), message)
+        if refusal is not None:
+            raise MessageError(refusal)
+        return message
 
     async def dead_letter(
         self,

@@ -122,6 +122,7 @@ class Runtime:
             self.dead_letters,
             self.ownership.messages_partitions,
             self.meter,
+            lambda channel: self.configs.get(channel),  # the writers of `projections.writers`
         )
         # Each role's state: read through memory, each changed key written to its table
         # and changelog once per checkpoint (`streams.worker.checkpoint`); a value that would

@@ -296,3 +296,22 @@ def test_records_without_id_or_time_take_them_from_their_position_as_in_the_work
     assert replayer.messages_of("team/alpha") == expected
     assert [m.id for m in expected] == [f"p{home}-o0", "m9"]
     assert replayer.stats.invalid == 2 and replayer.stats.folded == 2
+
+
+def test_a_sender_outside_the_channels_writers_is_skipped_as_the_worker_dead_letters_it() -> None:
+    messages = conversation(CHANNELS, 120, seed=3)
+    writers = {"team/alpha": ["planner", "role:coder"]}
+    replayer = Replayer(BUILTINS, writers=writers)
+    replayer.feed(0, records_of(messages))
+    allowed = [m for m in messages if m.channel != "team/alpha" or m.sender in ("planner", "coder")]
+    expected = Replayer(BUILTINS)
+    expected.feed(0, records_of(allowed))
+    refused = len(messages) - len(allowed)
+    assert refused > 0 and replayer.stats.refused == refused
+    assert replayer.folds("team/alpha")["overview"].state == (
+        expected.folds("team/alpha")["overview"].state
+    )
+    assert set(replayer.folds("team/alpha")["overview"].state["participants"]) <= {
+        "planner",
+        "coder",
+    }

@@ -15,7 +15,7 @@ from aiokafka.errors import MessageSizeTooLargeError
 
 import streams.worker.stages.fold
 from streams.kafka.batches import Published, PublishFailed, Record, Refused
-from streams.records import DeadLetter, DriverEvent, MisplacedRecord, key_partition
+from streams.records import ChannelConfig, DeadLetter, DriverEvent, MisplacedRecord, key_partition
 from streams.settings import Settings
 from streams.worker.runtime import Runtime
 from streams.worker.stages.fold import MISPLACED_ENTRY_BYTES, Folder
@@ -471,3 +471,34 @@ async def test_the_next_batch_folds_while_the_driver_events_go_out_and_a_checkpo
         gate.set()
         await asyncio.wait_for(checkpointing, 1)
     assert published == [0, 1] and acked == [0, 1]
+
+
+async def test_a_sender_outside_the_channels_writers_is_dead_lettered_and_never_shown() -> None:
+    worker = offline_worker()
+    chorus = worker.runtime
+    assert worker.window is not None
+    config = ChannelConfig(channel="off/line", writers=["role:ann"])
+    async with chorus.app.agents["channel-config"].test_context() as configs:
+        await configs.put(config.to_bytes(), key=b"off/line", partition=HOME)
+
+    def status(sender: str) -> bytes:
+        return orjson.dumps(
+            {"channel": "off/line", "sender": sender, "type": "STATUS", "content": sender}
+        )
+
+    with captured() as sent:
+        async with chorus.app.agents["fold-messages"].test_context() as agent:
+            await agent.put(status("ann"), key=b"off/line", partition=HOME)
+            await agent.put(status("mallory"), key=b"off/line", partition=HOME)
+
+    [letter] = [DeadLetter.model_validate_json(v) for n, v in sent if n.endswith("dead-letters")]
+    assert letter.offset == 1
+    assert letter.reason == (
+        "sender 'mallory' may not write to channel 'off/line' (its writers: role:ann)"
+    )
+    overview = chorus.folds_of("off/line").get("overview")
+    assert overview is not None and overview.state["participants"] == {"ann": 1}
+    # The views' window holds both records and shows what passes the fold's gate.
+    with patch.object(chorus.ownership, "messages_partition", lambda _: HOME):
+        shown = await worker.window.recent("off/line", 1, read_back=False)
+    assert [message.sender for _, message in shown.messages] == ["ann"]
