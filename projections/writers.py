@@ -39,16 +39,18 @@ def may_write(writers: Collection[str] | None, sender: str) -> bool:
     return not writers or any(is_agent(writer, sender) for writer in writers)
 
 
-def writer_refusal(writers: Collection[str] | None, message: Message) -> str | None:
-    """Why the channel refuses `message` from its sender, in the one line the fold's dead
-    letter and the API's refusal both give; None when the sender may write. The fold's own
-    expiry events (`projections.commitments.expiry_event`) are not an agent's messages."""
-    if may_write(writers, message.sender):
-        return None
-    if message.sender == EXPIRY_EVENT_SENDER and expiry_target(message) is not None:
+def sender_refusal(writers: Collection[str] | None, sender: str, channel: str) -> str | None:
+    """Why `sender` may not write to `channel` with these `writers`, in the one line the
+    fold's dead letter and the API's refusal both give; None when it may."""
+    if may_write(writers, sender):
         return None
     listed = ", ".join(sorted(writers or ()))
-    return (
-        f"sender {message.sender!r} may not write to channel {message.channel!r} "
-        f"(its writers: {listed})"
-    )
+    return f"sender {sender!r} may not write to channel {channel!r} (its writers: {listed})"
+
+
+def writer_refusal(writers: Collection[str] | None, message: Message) -> str | None:
+    """Why the channel refuses `message` from its sender (`sender_refusal`). The fold's own
+    expiry events (`projections.commitments.expiry_event`) are not an agent's messages."""
+    if message.sender == EXPIRY_EVENT_SENDER and expiry_target(message) is not None:
+        return None
+    return sender_refusal(writers, message.sender, message.channel)

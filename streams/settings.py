@@ -161,7 +161,23 @@ class Settings(BaseSettings):
     secondary_llm_base_url: str | None = None
     secondary_llm_model: str | None = None
 
-    @field_validator("ssl_cafile", mode="before")
+    # Agents taking part (`chorus mcp`, the worker's agent API; docs/agents.md). Over HTTP
+    # an agent is named by its bearer token, from this file: a `NAME TOKEN` line per agent,
+    # `#` comments. Unset: no agent can write over HTTP.
+    agent_tokens_file: Path | None = None
+    # Who `chorus mcp` is over stdio (`--as NAME` overrides it); unset: it only reads.
+    agent: str | None = None
+    # The longest a wait_for_reply blocks, whatever timeout it asks for.
+    agent_max_wait_seconds: float = Field(default=300.0, gt=0)
+    # Per check_messages / GET /channels/{channel}/messages: at most this many records of
+    # the channel's partition read, and at most this many messages answered; `next` says
+    # where the next call goes on.
+    agent_scan_records: int = Field(default=5000, ge=1)
+    agent_messages_limit: int = Field(default=200, ge=1)
+    # Server-sent event streams (GET /channels/{channel}/events) a worker serves at once.
+    agent_event_streams: int = Field(default=100, ge=1)
+
+    @field_validator("ssl_cafile", "agent_tokens_file", mode="before")
     @classmethod
     def _empty_path_is_unset(cls, value: object) -> object:
         return None if value == "" else value

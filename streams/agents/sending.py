@@ -1,0 +1,211 @@
+"""Sending as an agent: the message an agent asks for (it names no sender: the agent is
+who the server says it is), validated by the fold's rules, refused before it is sent when
+the channel's writers leave the agent out, then sent and acknowledged (acks=all).
+
+The writers come from the compacted `chorus.channel-config` topic, followed from its
+beginning over every partition (`WritersBook`), so any process can check them without a
+worker. The fold decides for good (`Runtime.validate`): a config written a moment before
+the message may reach the fold first, or after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from pydantic_core import ValidationError
+
+from projections.model import Message, MessageError, MessageType, utc_now
+from projections.termination import parse_conditions
+from projections.writers import sender_refusal, writer_refusal
+from streams.errors import ChorusError
+from streams.kafka.clients import bootstrap_servers, consumer, started, topic_partitions
+from streams.kafka.consume import RangeReader
+from streams.kafka.follow import Follower, LatestBook
+from streams.kafka.produce import (
+    SentMessage,
+    deliver,
+    encoded,
+    enum_member,
+    prepare,
+    started_producer,
+)
+from streams.records import ChannelConfig, key_partition
+from streams.settings import Settings
+from streams.topology import CHANNEL_CONFIG
+
+# What an agent may give for a message; the sender is never one of them.
+AGENT_FIELDS = (
+    "type",
+    "content",
+    "target",
+    "correlation_id",
+    "in_reply_to",
+    "deadline_seconds",
+    "topic",
+)
+# The fields taken as they are (`type` is checked, `deadline_seconds` made a time).
+TEXT_FIELDS = ("content", "target", "correlation_id", "in_reply_to", "topic")
+# How long a check waits for the configs to be read from the topic's beginning.
+WRITERS_READ_SECONDS = 15.0
+# The configs a WritersBook keeps in memory (the rest are read back by their position).
+WRITERS_KEPT_BYTES = 4 * 1024 * 1024
+
+
+class WritersUnknown(ChorusError):
+    """The channel configs could not be read in time: nothing is sent unchecked."""
+
+
+def agent_message(agent: str, channel: str, fields: Mapping[str, Any]) -> Message:
+    """The message `agent` sends to `channel` with `fields` (`AGENT_FIELDS`; a request
+    without a correlation_id gets one; `deadline_seconds` is a delay from now), or
+    `MessageError` with the field and the rule, as the fold words it."""
+    unknown = sorted(set(fields) - set(AGENT_FIELDS))
+    if unknown:
+        if "sender" in unknown:
+            raise MessageError("sender: not given by an agent; its identity names the sender")
+        raise MessageError(
+            f"unknown fields {', '.join(unknown)}; a message takes {', '.join(AGENT_FIELDS)}"
+        )
+    if not isinstance(fields.get("type"), str):
+        raise MessageError("type: required, one of " + ", ".join(MessageType))
+    record: dict[str, Any] = {
+        name: fields[name] for name in TEXT_FIELDS if fields.get(name) is not None
+    }
+    record["type"] = enum_member(MessageType, "type", fields["type"]).value
+    delay = fields.get("deadline_seconds")
+    if delay is not None:
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or delay <= 0:
+            raise MessageError(f"deadline_seconds: a number of seconds above 0, got {delay!r}")
+        record["deadline"] = utc_now() + timedelta(seconds=delay)
+    return prepare({**record, "channel": channel, "sender": agent})
+
+
+def _config(value: bytes) -> ChannelConfig:
+    """A config record as the config stage reads it: one it refuses raises ValidationError
+    (the book passes it over and keeps the channel's last)."""
+    config = ChannelConfig.model_validate_json(value)
+    try:
+        parse_conditions(config.termination)
+    except ValueError as error:
+        raise ValidationError.from_exception_data(
+            "ChannelConfig",
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("termination",),
+                    "input": config.termination,
+                    "ctx": {"error": error},
+                }
+            ],
+        ) from None
+    return config
+
+
+class WritersBook:
+    """Each channel's writers, from the config topic read from its beginning and followed
+    (`LatestBook` over every partition: the latest config per channel, in bounded memory)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topic = settings.topic(CHANNEL_CONFIG)
+        servers = bootstrap_servers(settings)
+        self.reader = RangeReader(settings, self.topic, servers)
+        self.book = LatestBook(self.topic, _config, self.reader, kept_bytes=WRITERS_KEPT_BYTES)
+        self.partitions: int | None = None
+        self.follower: Follower | None = None
+        self._servers = servers
+
+    async def run(self) -> None:
+        """Follow the topic until cancelled (a broker that goes away is retried)."""
+        if self.partitions is None:
+            kafka = consumer(self.settings, bootstrap_servers=self._servers, group_id=None)
+            await started(kafka, self.settings)
+            try:
+                self.partitions = len(await topic_partitions(kafka, self.topic))
+            finally:
+                await kafka.stop()
+        every = frozenset(range(self.partitions))
+        self.follower = Follower(self.settings, self._servers, [self.book], lambda: every)
+        await self.follower.run()
+
+    def _read(self, partition: int) -> bool:
+        follower = self.follower
+        return bool(follower and follower.assigned) and partition not in self.book.restoring
+
+    async def writers(self, channel: str) -> list[str]:
+        """The channel's writers as its latest config says them (empty: anyone); once the
+        topic has been read to where it ended when the book started."""
+        deadline = time.monotonic() + WRITERS_READ_SECONDS
+        while self.partitions is None or not self._read(self._partition(channel)):
+            if time.monotonic() > deadline:
+                raise WritersUnknown(
+                    f"the channel configs on {self.topic} were not read within "
+                    f"{WRITERS_READ_SECONDS:g} s: who may write to {channel!r} is unknown"
+                )
+            await asyncio.sleep(0.05)
+        latest = await self.book.latest(channel, self._partition(channel))
+        return list(latest.record.writers) if latest.record is not None else []
+
+    def _partition(self, channel: str) -> int:
+        assert self.partitions is not None
+        return key_partition(channel.encode(), self.partitions)
+
+    async def stop(self) -> None:
+        await self.reader.stop()
+
+
+class AgentSender:
+    """Sends agents' messages after the writers check; the producer and the book start on
+    first use and stop with `stop`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.writers = WritersBook(settings)
+        self._following: asyncio.Task[None] | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._lock = asyncio.Lock()
+
+    def _follow(self) -> None:
+        if self._following is None:
+            self._following = asyncio.ensure_future(self.writers.run())
+
+    async def refusal(self, message: Message) -> str | None:
+        """Why the channel refuses `message` from its sender (`writer_refusal`)."""
+        self._follow()
+        return writer_refusal(await self.writers.writers(message.channel), message)
+
+    async def configure_refusal(self, agent: str, channel: str) -> str | None:
+        """Why `agent` may not change the channel's config: a channel with writers is
+        configured by its writers only."""
+        self._follow()
+        return sender_refusal(await self.writers.writers(channel), agent, channel)
+
+    async def send(self, message: Message) -> SentMessage:
+        """Send `message` once the writers check passed; `MessageError` with the reason
+        when it did not (or the message is over the size limit), before anything is sent."""
+        refused = await self.refusal(message)
+        if refused is not None:
+            raise MessageError(refused)
+        records = encoded(self.settings, [message])
+        async with self._lock:
+            if self._producer is None:
+                self._producer = await started_producer(self.settings)
+        (sent,) = await deliver(self._producer, self.settings, records)
+        return sent
+
+    async def stop(self) -> None:
+        if self._following is not None:
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._following
+            self._following = None
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+        await self.writers.stop()
