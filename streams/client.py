@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -34,17 +34,18 @@ from pydantic import ValidationError
 
 from projections.commitments import CommitmentState, states_a_request
 from projections.context import DEFAULT_CONTEXT_TOKENS
+from projections.inbox import DEFAULT_MESSAGES
 from projections.model import ActorType, Message, MessageError, MessageType, utc_now
 from streams.errors import ChorusError
 from streams.interfaces.control import LatestView, configure_channel, view_or_latest
 from streams.interfaces.driver_events import (
     After,
     RequestOutcome,
+    RequestWatch,
     decided,
     driver_events,
-    outcome_of,
-    request_ended,
     wait_for_event,
+    wait_for_request,
 )
 from streams.interfaces.worker_api import (
     NOT_READY_PATIENCE_SECONDS,
@@ -64,6 +65,7 @@ from streams.kafka.produce import (
 )
 from streams.records import ChannelConfig, DecisionRecord, DriverEvent
 from streams.settings import Settings
+from streams.topology import MESSAGES
 
 __all__ = [
     "ActorType",
@@ -153,6 +155,21 @@ def _start_of(channel: str, after: SentMessage | Message | int | None) -> After 
     return After(message_id=after.id, created_at=after.created_at)
 
 
+class _Counted:
+    """`until`, counting the driver events a wait examined."""
+
+    def __init__(self, until: Callable[[DriverEvent], bool]) -> None:
+        self.until = until
+        self.seen = 0
+
+    def __call__(self, event: DriverEvent) -> bool:
+        self.seen += 1
+        return self.until(event)
+
+    def count(self) -> int:
+        return self.seen
+
+
 def _deadline_of(deadline: datetime | timedelta | None) -> datetime | None:
     return utc_now() + deadline if isinstance(deadline, timedelta) else deadline
 
@@ -173,7 +190,9 @@ class Client:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings or Settings()
-        self._api = WorkerApi(self.settings, patience=patience, transport=transport)
+        self._api = WorkerApi(
+            self.settings, patience=patience, transport=transport, await_start=True
+        )
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock = asyncio.Lock()
 
@@ -313,9 +332,14 @@ class Client:
         offset of the channel's messages): the first event for that message or a later one
         that does, never one before it (what came of my message?). Raises `WaitTimeout`
         after `timeout` seconds."""
+        seen = _Counted(until)
         start = _start_of(channel, after)
-        return await self._wait(
-            channel, until, start, timeout, "no driver event satisfied the condition"
+        return await self._waited(
+            wait_for_event(self.settings, channel, seen, after=start),
+            channel,
+            timeout,
+            seen.count,
+            "no driver event satisfied the condition",
         )
 
     async def wait_for(
@@ -323,38 +347,46 @@ class Client:
     ) -> RequestOutcome:
         """Wait until the request you sent (a QUERY, COMMAND, PROPOSE or HANDOFF) has ended,
         and say how: `RequestOutcome.state` (FULFILLED, DECLINED, FAILED or EXPIRED), the
-        commitment whole and the driver event of the message that ended it. A hand-off is
-        followed to the commitment it opened. Raises `WaitTimeout` after `timeout` seconds,
-        `ValueError` for a message that asks nothing."""
+        commitment whole, the driver event of the message that ended it and that message
+        (`RequestOutcome.message`, read from the log: the answer's content whole). A
+        hand-off is followed to the commitment it opened. Raises `WaitTimeout` after
+        `timeout` seconds, `ValueError` for a message that asks nothing."""
         correlation_id = request.correlation_id
         if correlation_id is None or not states_a_request(request.message):
             raise ValueError(
                 f"message {request.id!r} is a {request.message.type.value}, not a request "
                 "(QUERY, COMMAND, PROPOSE or HANDOFF): no commitment to wait for"
             )
-        event = await self._wait(
+        watch = RequestWatch(correlation_id)
+        return await self._waited(
+            wait_for_request(self.settings, request.channel, watch, after=After(request.offset)),
             request.channel,
-            request_ended(correlation_id),
-            _start_of(request.channel, request),
             timeout,
+            lambda: watch.seen,
             f"request {correlation_id!r} did not end",
         )
-        return outcome_of(event, correlation_id)
 
-    async def _wait(
+    async def _waited(
         self,
+        waiting: Awaitable[T],
         channel: str,
-        until: Callable[[DriverEvent], bool],
-        after: After | None,
         timeout: float | None,
+        seen: Callable[[], int],
         what: str,
-    ) -> DriverEvent:
+    ) -> T:
+        """`waiting` within `timeout`; `WaitTimeout` says what did not happen, and when no
+        driver event of the channel came at all, the likely cause."""
         try:
-            return await asyncio.wait_for(
-                wait_for_event(self.settings, channel, until, after=after), timeout=timeout
-            )
+            return await asyncio.wait_for(waiting, timeout=timeout)
         except TimeoutError:
-            raise WaitTimeout(f"channel {channel!r}: {what} within {timeout:g} s") from None
+            if seen():
+                raise WaitTimeout(f"channel {channel!r}: {what} within {timeout:g} s") from None
+            raise WaitTimeout(
+                f"channel {channel!r}: no driver event came in {timeout:g} s: is a worker "
+                f"folding {self.settings.topic(MESSAGES)}? (check CHORUS_BOOTSTRAP_SERVERS "
+                f"and CHORUS_TOPIC_PREFIX={self.settings.topic_prefix!r}, as the worker has "
+                "them)"
+            ) from None
 
     def events(
         self,
@@ -370,6 +402,21 @@ class Client:
         )
 
     # --- views from the worker ----------------------------------------------------------------
+
+    async def messages(
+        self,
+        channel: str,
+        *,
+        after: int | None = None,
+        for_agent: str | None = None,
+        limit: int = DEFAULT_MESSAGES,
+    ) -> dict[str, Any]:
+        """The channel's messages read from the log by position after offset `after` (from
+        the start when None), whole (`messages`: each with its `offset`), at most `limit`;
+        with `for_agent`, those addressed to that agent and the replies to its requests.
+        Pass `next` as `after` to go on; `more` says whether the log holds more."""
+        found: dict[str, Any] = await self._api.messages(channel, after, for_agent, limit)
+        return found
 
     async def context(
         self,
@@ -453,6 +500,7 @@ class SyncClient:
     configure = _blocking(Client.configure)
     wait = _blocking(Client.wait)
     wait_for = _blocking(Client.wait_for)
+    messages = _blocking(Client.messages)
     context = _blocking(Client.context)
     state = _blocking(Client.state)
     summary = _blocking(Client.summary)

@@ -57,6 +57,10 @@ WRITERS_READ_SECONDS = 15.0
 WRITERS_KEPT_BYTES = 4 * 1024 * 1024
 
 
+class WriterRefused(MessageError):
+    """The channel's writers leave the sender out (`projections.writers`)."""
+
+
 class WritersUnknown(ChorusError):
     """The channel configs could not be read in time: nothing is sent unchecked."""
 
@@ -187,11 +191,12 @@ class AgentSender:
         return sender_refusal(await self.writers.writers(channel), agent, channel)
 
     async def send(self, message: Message) -> SentMessage:
-        """Send `message` once the writers check passed; `MessageError` with the reason
-        when it did not (or the message is over the size limit), before anything is sent."""
+        """Send `message` once the writers check passed: `WriterRefused` with the reason
+        when it did not, `MessageError` for a message over the size limit, before anything
+        is sent."""
         refused = await self.refusal(message)
         if refused is not None:
-            raise MessageError(refused)
+            raise WriterRefused(refused)
         records = encoded(self.settings, [message])
         async with self._lock:
             if self._producer is None:

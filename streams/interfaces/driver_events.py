@@ -19,12 +19,13 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from projections.commitments import CommitmentProjection, CommitmentState
+from projections.model import LogPosition, Message, MessageError, decode_message
 from projections.termination import DecisionName
 from streams.kafka.clients import consumer, started, topic_partitions
 from streams.kafka.consume import read_topic
-from streams.records import DriverEvent, key_partition
+from streams.records import DecisionRecord, DriverEvent, key_partition
 from streams.settings import Settings
-from streams.topology import DRIVER_EVENTS
+from streams.topology import DRIVER_EVENTS, MESSAGES
 
 # Channels whose last offset the dedupe remembers; the least recently active is forgotten
 # first (a redelivery for it after that is yielded again, once).
@@ -53,6 +54,8 @@ class LastOffsets:
 # The first look-back reads this many records before the end; each further one twice as many.
 LOOK_BACK_RECORDS = 1000
 POLL_MS = 1000
+# How long reading the message of an event waits for its record.
+MESSAGE_READ_MS = 5000
 
 
 def decided(event: DriverEvent) -> bool:
@@ -64,12 +67,15 @@ def decided(event: DriverEvent) -> bool:
 class RequestOutcome:
     """How a request ended: `state` (FULFILLED, DECLINED, FAILED or EXPIRED), the commitment
     that ended, whole as the fold holds it (`commitment`: what was asked, who owed it, the
-    message that ended it and when), and the driver event of that message (`event`; its
-    decision is the channel's after it). A hand-off is followed to the commitment it opened."""
+    message that ended it and when), the driver event of that message (`event`; its
+    decision is the channel's after it) and the message itself, read from the log by its
+    position (`message`, its content whole; None when the log no longer holds it). A
+    hand-off is followed to the commitment it opened."""
 
     state: CommitmentState
     commitment: dict[str, Any]
     event: DriverEvent
+    message: Message | None = None
 
 
 def _changed(event: DriverEvent, correlation_id: str) -> list[dict[str, Any]]:
@@ -93,10 +99,34 @@ def request_ended(correlation_id: str) -> Callable[[DriverEvent], bool]:
     return ended
 
 
-def outcome_of(event: DriverEvent, correlation_id: str) -> RequestOutcome:
-    """How the request `correlation_id` ended, from the event `request_ended` accepted."""
+class RequestWatch:
+    """`until` for a wait on the request `correlation_id` (`request_ended`), which also
+    keeps what the events it saw said: the request's latest `state` and the channel's
+    latest `decision` (what a wait that timed out answers), and how many events it saw."""
+
+    def __init__(self, correlation_id: str) -> None:
+        self.correlation_id = correlation_id
+        self.ended = request_ended(correlation_id)
+        self.state: CommitmentState | None = None
+        self.decision: DecisionRecord | None = None
+        self.seen = 0
+
+    def __call__(self, event: DriverEvent) -> bool:
+        self.seen += 1
+        self.decision = event.decision or self.decision
+        changed = _changed(event, self.correlation_id)
+        if changed:
+            self.state = CommitmentState(changed[-1]["state"])
+        return self.ended(event)
+
+
+def outcome_of(
+    event: DriverEvent, correlation_id: str, message: Message | None = None
+) -> RequestOutcome:
+    """How the request `correlation_id` ended, from the event `request_ended` accepted (and
+    the message of that event)."""
     commitment = _changed(event, correlation_id)[-1]
-    return RequestOutcome(CommitmentState(commitment["state"]), commitment, event)
+    return RequestOutcome(CommitmentState(commitment["state"]), commitment, event, message)
 
 
 async def driver_events(
@@ -200,40 +230,89 @@ async def wait_for_event(
     satisfies `until` is returned; else it follows the partition from the noted end, so no
     event falls between the two. Cancel it (or wrap it in a timeout) to stop waiting.
     """
-    topic = settings.topic(DRIVER_EVENTS)
+    kafka = await _events_consumer(settings)
+    try:
+        return await _first_event(kafka, settings, channel, until, after)
+    finally:
+        await kafka.stop()
+
+
+async def wait_for_request(
+    settings: Settings, channel: str, watch: RequestWatch, *, after: After
+) -> RequestOutcome:
+    """`wait_for_event` for the event that ended the request `watch` watches, then the
+    message of that event, read from chorus.messages by its position with the same
+    consumer."""
+    kafka = await _events_consumer(settings)
+    try:
+        event = await _first_event(kafka, settings, channel, watch, after)
+        message = await _message_at(kafka, settings, event.partition, event.offset)
+    finally:
+        await kafka.stop()
+    return outcome_of(event, watch.correlation_id, message)
+
+
+async def _events_consumer(settings: Settings) -> AIOKafkaConsumer:
     kafka = consumer(
         settings, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest"
     )
-    start = _Start(after) if after is not None else None
     await started(kafka, settings)
-    try:
-        partitions = await topic_partitions(kafka, topic)
-        tp = TopicPartition(topic, key_partition(channel.encode(), len(partitions)))
-        kafka.assign([tp])
-        end = (await kafka.end_offsets([tp]))[tp]
-        if start is None:
-            found = await _look_back(kafka, tp, channel, end, bool)
-            already = found[-1:]
-        else:
-            found = await _look_back(kafka, tp, channel, end, start.reached)
-            already = [event for event in found if start.covers(event)]
-        seen = LastOffsets(limit=1)
-        for event in already:
-            if seen.is_new(channel, event.offset) and until(event):
-                return event
-        for event in found[-1:]:
-            seen.is_new(channel, event.offset)  # a redelivery of it (or older) is not new
-        kafka.seek(tp, end)
-        while True:
-            batches = await kafka.getmany(tp, timeout_ms=POLL_MS)
-            for record in batches.get(tp, []):
-                new = _event_of(record, channel)
-                if new is None or not seen.is_new(channel, new.offset):
-                    continue
-                if (start is None or start.covers(new)) and until(new):
-                    return new
-    finally:
-        await kafka.stop()
+    return kafka
+
+
+async def _message_at(
+    kafka: AIOKafkaConsumer, settings: Settings, partition: int, offset: int
+) -> Message | None:
+    """The message at `partition`@`offset` of chorus.messages (None when the log no longer
+    holds it there)."""
+    tp = TopicPartition(settings.topic(MESSAGES), partition)
+    kafka.assign([tp])
+    kafka.seek(tp, offset)
+    for record in (await kafka.getmany(tp, timeout_ms=MESSAGE_READ_MS)).get(tp, []):
+        if record.offset == offset:
+            try:
+                position = LogPosition(partition, offset, record.timestamp)
+                return decode_message(record.value, settings.max_message_bytes, position)
+            except MessageError:
+                return None
+    return None
+
+
+async def _first_event(
+    kafka: AIOKafkaConsumer,
+    settings: Settings,
+    channel: str,
+    until: Callable[[DriverEvent], bool],
+    after: After | None,
+) -> DriverEvent:
+    """`wait_for_event` on a started consumer."""
+    topic = settings.topic(DRIVER_EVENTS)
+    start = _Start(after) if after is not None else None
+    partitions = await topic_partitions(kafka, topic)
+    tp = TopicPartition(topic, key_partition(channel.encode(), len(partitions)))
+    kafka.assign([tp])
+    end = (await kafka.end_offsets([tp]))[tp]
+    if start is None:
+        found = await _look_back(kafka, tp, channel, end, bool)
+        already = found[-1:]
+    else:
+        found = await _look_back(kafka, tp, channel, end, start.reached)
+        already = [event for event in found if start.covers(event)]
+    seen = LastOffsets(limit=1)
+    for event in already:
+        if seen.is_new(channel, event.offset) and until(event):
+            return event
+    for event in found[-1:]:
+        seen.is_new(channel, event.offset)  # a redelivery of it (or older) is not new
+    kafka.seek(tp, end)
+    while True:
+        batches = await kafka.getmany(tp, timeout_ms=POLL_MS)
+        for record in batches.get(tp, []):
+            new = _event_of(record, channel)
+            if new is None or not seen.is_new(channel, new.offset):
+                continue
+            if (start is None or start.covers(new)) and until(new):
+                return new
 
 
 async def _look_back(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -28,12 +28,15 @@ class ChannelRefused(ChorusError):
 
 # How long a call waits for a worker that answers 503 (starting or rebalancing).
 NOT_READY_PATIENCE_SECONDS = 30.0
+# How often a call that waits for a starting worker tries to connect again.
+CONNECT_RETRY_SECONDS = 0.5
 
 
 class WorkerApi:
     """Calls the worker; a 503 (not ready yet) is retried as its Retry-After asks, for at
-    most `patience` seconds, then reported in one line. Any other error is raised at once
-    with the worker's one-line reason."""
+    most `patience` seconds, then reported in one line; with `await_start`, so is a refused
+    connection (a worker that does not listen yet). Any other error is raised at once with
+    the worker's one-line reason."""
 
     def __init__(
         self,
@@ -41,8 +44,11 @@ class WorkerApi:
         timeout: float = 10.0,
         patience: float = NOT_READY_PATIENCE_SECONDS,
         transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        await_start: bool = False,
     ) -> None:
         self.patience = patience
+        self.await_start = await_start
         self.base_url = f"http://{settings.web_host}:{settings.web_port}"
         # The context role's web server (its LLM costs), beside the fold role's.
         self.context_url = f"http://{settings.web_host}:{settings.context_web_port}"
@@ -59,9 +65,14 @@ class WorkerApi:
             try:
                 response = await self._client.get(path)
             except httpx.HTTPError as error:
+                starting = isinstance(error, httpx.ConnectError) and self.await_start
+                if starting and time.monotonic() + CONNECT_RETRY_SECONDS <= deadline:
+                    await asyncio.sleep(CONNECT_RETRY_SECONDS)
+                    continue
+                waited = f" for {self.patience:g} s" if starting else ""
                 raise WorkerUnreachable(
-                    f"cannot reach the worker at {self.base_url} ({type(error).__name__}); "
-                    "is `chorus worker` running?"
+                    f"cannot reach the worker at {self.base_url}{waited} "
+                    f"({type(error).__name__}); is `chorus worker` running?"
                 ) from None
             if response.status_code != 503:
                 break
@@ -101,6 +112,19 @@ class WorkerApi:
     async def context(self, channel: str, max_tokens: int, for_agent: str | None = None) -> Any:
         query = f"max_tokens={max_tokens}" + (f"&for={quote(for_agent)}" if for_agent else "")
         return await self.get(f"/channels/{quote(channel)}/context?{query}")
+
+    async def messages(
+        self, channel: str, after: int | None, for_agent: str | None, limit: int
+    ) -> Any:
+        """The channel's messages from the log after offset `after` (all, or those for
+        `for_agent`), at most `limit`, with the cursor `next`."""
+        query = {"limit": limit, "after": after, "for": for_agent}
+        found = urlencode({name: value for name, value in query.items() if value is not None})
+        return await self.get(f"/channels/{quote(channel)}/messages?{found}")
+
+    async def cluster_channels(self) -> dict[str, Any]:
+        """Every channel the fold workers of the group own, with its decision."""
+        return dict(await self.get("/cluster/channels"))
 
     async def costs(self) -> dict[str, Any]:
         """The LLM costs of the fold role's process and of the context role's on this host

@@ -46,7 +46,7 @@ from typing import Any, Literal
 from projections.projection import ChannelProjection
 from streams.settings import Settings
 from streams.topology import Role
-from streams.worker import http, latest
+from streams.worker import agent_api, http, latest
 from streams.worker.latest import LatestViews
 from streams.worker.runtime import Runtime
 from streams.worker.stages import (
@@ -140,6 +140,7 @@ def build_worker(
     if window is not None:
         views = latest.install(runtime)
         http.install(runtime, views, window)
+        agent_api.install(runtime)  # the agents' own views (send, messages, events)
     return Worker(runtime, folder, None, None, expiry=expiring, views=views, window=window)
 
 

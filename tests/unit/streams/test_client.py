@@ -4,6 +4,7 @@ are in tests/integration."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -223,3 +224,58 @@ async def test_wait_refuses_a_message_of_another_channel_and_wait_for_a_non_requ
             await chorus.wait(CHANNEL, after=elsewhere)
         with pytest.raises(ValueError, match="is a STATUS, not a request"):
             await chorus.wait_for(status)
+
+
+async def test_a_worker_that_does_not_listen_yet_is_waited_for_like_one_that_answers_503() -> None:
+    """A script that starts `chorus worker` and asks at once: the connection is refused
+    until the web server listens."""
+    refusals = iter([True, True, False])
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if next(refusals):
+            raise httpx.ConnectError("Connection refused", request=request)
+        return httpx.Response(200, json={"channel": CHANNEL, "projections": {}})
+
+    async with Client(no_kafka_settings(), transport=httpx.MockTransport(answer)) as chorus:
+        assert await chorus.state(CHANNEL) == {"channel": CHANNEL, "projections": {}}
+    assert len(seen) == 3
+
+
+async def test_a_worker_that_never_listens_is_unreachable_once_the_patience_is_spent() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("Connection refused", request=request)
+
+    transport = httpx.MockTransport(refuse)
+    async with Client(no_kafka_settings(), patience=1.2, transport=transport) as chorus:
+        with pytest.raises(client_module.WorkerUnreachable) as raised:
+            await chorus.state(CHANNEL)
+    assert str(raised.value) == (
+        "cannot reach the worker at http://127.0.0.1:1 for 1.2 s (ConnectError); "
+        "is `chorus worker` running?"
+    )
+
+
+async def test_messages_asks_the_log_view_with_the_cursor_and_the_agent() -> None:
+    seen: list[str] = []
+    page = {"channel": CHANNEL, "messages": [], "next": 41, "more": False}
+    path = "/channels/team/plan/messages?limit=5&after=40&for=worker-a"
+    transport = worker_answering({path: (200, page)}, seen)
+    async with Client(no_kafka_settings(), transport=transport) as chorus:
+        found = await chorus.messages(CHANNEL, after=40, for_agent="worker-a", limit=5)
+    assert found == page and seen == [path]
+
+
+async def test_a_wait_that_saw_no_driver_event_names_the_likely_cause() -> None:
+    async with Client(no_kafka_settings()) as chorus:
+        with pytest.raises(client_module.WaitTimeout) as raised:
+            await chorus._waited(asyncio.sleep(5), CHANNEL, 0.01, lambda: 0, "it did not end")
+        assert str(raised.value) == (
+            "channel 'team/plan': no driver event came in 0.01 s: is a worker folding "
+            "chorus.messages? (check CHORUS_BOOTSTRAP_SERVERS and CHORUS_TOPIC_PREFIX="
+            "'chorus.', as the worker has them)"
+        )
+        with pytest.raises(client_module.WaitTimeout) as raised:
+            await chorus._waited(asyncio.sleep(5), CHANNEL, 0.01, lambda: 3, "it did not end")
+        assert str(raised.value) == "channel 'team/plan': it did not end within 0.01 s"
