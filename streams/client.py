@@ -382,7 +382,7 @@ class Client:
             if seen():
                 raise WaitTimeout(f"channel {channel!r}: {what} within {timeout:g} s") from None
             raise WaitTimeout(
-                f"channel {channel!r}: no driver event came in {timeout:g} s: is a worker "
+                f"channel {channel!r}: no driver event came within {timeout:g} s: is a worker "
                 f"folding {self.settings.topic(MESSAGES)}? (check CHORUS_BOOTSTRAP_SERVERS "
                 f"and CHORUS_TOPIC_PREFIX={self.settings.topic_prefix!r}, as the worker has "
                 "them)"

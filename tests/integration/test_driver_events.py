@@ -123,6 +123,10 @@ async def test_a_wait_after_a_request_sent_right_after_a_decision_waits_for_its_
     assert found.decision is not None and found.decision.decision == "COMPLETE"
     assert ended.state is CommitmentState.FULFILLED and ended.event.offset == answer.offset
     assert ended.commitment["excerpt"] == "which notes?"
+    # The answer itself, read from the log: its content whole.
+    assert ended.message is not None
+    assert (ended.message.id, ended.message.content) == (answer.id, "the API notes")
     # A hand-off is followed to the commitment it opened, which a decline ended.
     assert declined.state is CommitmentState.DECLINED
     assert (declined.commitment["obligor"], declined.commitment["parent"]) == ("role:a", third.id)
+    assert declined.message is not None and declined.message.content == "no Rust here"

@@ -272,7 +272,8 @@ async def test_summary_and_recap_come_from_the_compacted_topics_when_no_worker_a
 
     await create_topics(chorus_settings)
     await set_summary(chorus_settings, CHANNEL, "the plan so far", "user:test")
-    async with Client(chorus_settings) as chorus:  # no worker on CHORUS_WEB_PORT
+    # No worker on CHORUS_WEB_PORT; patience 0: no waiting for one that may be starting.
+    async with Client(chorus_settings, patience=0) as chorus:
         summary = await chorus.summary(CHANNEL)
         recap = await chorus.recap(CHANNEL)
     assert (summary["channel"], summary["content"]) == (CHANNEL, "the plan so far")

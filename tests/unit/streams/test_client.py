@@ -272,7 +272,7 @@ async def test_a_wait_that_saw_no_driver_event_names_the_likely_cause() -> None:
         with pytest.raises(client_module.WaitTimeout) as raised:
             await chorus._waited(asyncio.sleep(5), CHANNEL, 0.01, lambda: 0, "it did not end")
         assert str(raised.value) == (
-            "channel 'team/plan': no driver event came in 0.01 s: is a worker folding "
+            "channel 'team/plan': no driver event came within 0.01 s: is a worker folding "
             "chorus.messages? (check CHORUS_BOOTSTRAP_SERVERS and CHORUS_TOPIC_PREFIX="
             "'chorus.', as the worker has them)"
         )
