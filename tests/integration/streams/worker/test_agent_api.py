@@ -129,7 +129,7 @@ async def first_events(http: httpx.AsyncClient, url: str, count: int) -> list[di
     return found
 
 
-async def test_a_sender_outside_the_writers_is_refused_at_the_api_dead_lettered_at_the_fold_and_replay_agrees(
+async def test_a_sender_outside_the_writers_is_refused_dead_lettered_and_skipped_by_replay(
     chorus_settings: Settings, worker: WorkerProcess
 ) -> None:
     await create_topics(chorus_settings)
