@@ -118,35 +118,35 @@ class WritersBook:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topic = settings.topic(CHANNEL_CONFIG)
-        servers = bootstrap_servers(settings)
-        self.reader = RangeReader(settings, self.topic, servers)
-        self.book = LatestBook(self.topic, _config, self.reader, kept_bytes=WRITERS_KEPT_BYTES)
+        self.book = LatestBook(self.topic, _config, None, kept_bytes=WRITERS_KEPT_BYTES)
         self.partitions: int | None = None
         self.follower: Follower | None = None
-        self._servers = servers
 
     async def run(self) -> None:
         """Follow the topic until cancelled (a broker that goes away is retried)."""
-        if self.partitions is None:
-            kafka = consumer(self.settings, bootstrap_servers=self._servers, group_id=None)
-            await started(kafka, self.settings)
-            try:
-                self.partitions = len(await topic_partitions(kafka, self.topic))
-            finally:
-                await kafka.stop()
+        servers = bootstrap_servers(self.settings)
+        self.book.reader = RangeReader(self.settings, self.topic, servers)
+        kafka = consumer(self.settings, bootstrap_servers=servers, group_id=None)
+        await started(kafka, self.settings)
+        try:
+            self.partitions = len(await topic_partitions(kafka, self.topic))
+        finally:
+            await kafka.stop()
         every = frozenset(range(self.partitions))
-        self.follower = Follower(self.settings, self._servers, [self.book], lambda: every)
+        self.follower = Follower(self.settings, servers, [self.book], lambda: every)
         await self.follower.run()
 
     def _read(self, partition: int) -> bool:
         follower = self.follower
         return bool(follower and follower.assigned) and partition not in self.book.restoring
 
-    async def writers(self, channel: str) -> list[str]:
+    async def writers(self, channel: str, running: asyncio.Future[None]) -> list[str]:
         """The channel's writers as its latest config says them (empty: anyone); once the
-        topic has been read to where it ended when the book started."""
+        topic has been read to where it ended when the book started (`running`: `run`)."""
         deadline = time.monotonic() + WRITERS_READ_SECONDS
         while self.partitions is None or not self._read(self._partition(channel)):
+            if running.done():
+                running.result()  # what stopped it (no broker, no topic), raised here
             if time.monotonic() > deadline:
                 raise WritersUnknown(
                     f"the channel configs on {self.topic} were not read within "
@@ -161,7 +161,8 @@ class WritersBook:
         return key_partition(channel.encode(), self.partitions)
 
     async def stop(self) -> None:
-        await self.reader.stop()
+        if self.book.reader is not None:
+            await self.book.reader.stop()
 
 
 class AgentSender:
@@ -175,20 +176,21 @@ class AgentSender:
         self._producer: AIOKafkaProducer | None = None
         self._lock = asyncio.Lock()
 
-    def _follow(self) -> None:
-        if self._following is None:
+    async def _writers(self, channel: str) -> list[str]:
+        if self._following is None or self._following.done():
+            if self._following is not None and not self._following.cancelled():
+                self._following.exception()  # answered to the caller it stopped
             self._following = asyncio.ensure_future(self.writers.run())
+        return await self.writers.writers(channel, self._following)
 
     async def refusal(self, message: Message) -> str | None:
         """Why the channel refuses `message` from its sender (`writer_refusal`)."""
-        self._follow()
-        return writer_refusal(await self.writers.writers(message.channel), message)
+        return writer_refusal(await self._writers(message.channel), message)
 
     async def configure_refusal(self, agent: str, channel: str) -> str | None:
         """Why `agent` may not change the channel's config: a channel with writers is
         configured by its writers only."""
-        self._follow()
-        return sender_refusal(await self.writers.writers(channel), agent, channel)
+        return sender_refusal(await self._writers(channel), agent, channel)
 
     async def send(self, message: Message) -> SentMessage:
         """Send `message` once the writers check passed: `WriterRefused` with the reason
@@ -207,7 +209,7 @@ class AgentSender:
     async def stop(self) -> None:
         if self._following is not None:
             self._following.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._following
             self._following = None
         if self._producer is not None:

@@ -1,25 +1,54 @@
-"""`chorus mcp`: get_channel_context, get_channel_summary, get_channel_state and list_channels
-for agents (stdio).
+"""`chorus mcp`: agents take part in channels over MCP (stdio or streamable HTTP).
 
-Each tool answers with text content an agent reads as it is (the context's text, or JSON)
-and, where it has parts, the same answer as structured content. A failure is a tool error
-(`isError`) whose text says why in one line: the worker is down, the channel is unknown,
-the name or the budget breaks a rule.
+Tools that take part: send_message, reply, wait_for_reply, check_messages, my_commitments,
+configure_channel; tools that read: get_channel_context, get_channel_summary,
+get_channel_state, list_channels. Resource templates for a channel's context, state and
+summary, with a change notification to a client that listens (`subscriptions/listen`)
+whenever the channel's driver events say its state changed.
+
+Each tool answers with text content an agent reads as it is and, where it has parts, the
+same answer as structured content. A refusal is a tool error (`isError`) whose text says why
+in one line: no identity for a tool that acts as an agent, a rule the message breaks (the
+fold's own words), a sender the channel's writers leave out, the worker down, the channel
+unknown.
+
+Identity (`streams.interfaces.mcp_agents`): over stdio the server is one agent (`--as NAME`,
+or CHORUS_AGENT); over HTTP each request's bearer token names its agent. No tool takes a
+sender. Messages go to `chorus.messages` from this process (the channel's writers checked
+first); the views come from the worker's HTTP API.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
 
+import anyio
 import orjson
-from mcp.server.mcpserver import MCPServer
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import CallToolResult, TextContent
 
+from projections.commitments import CommitmentProjection
 from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS, budget_refusal
-from projections.model import channel_name_refusal
+from projections.inbox import DEFAULT_MESSAGES, commitments_for
+from projections.model import Message, MessageError, channel_name_refusal
+from streams.agents.identity import AgentTokens
+from streams.agents.sending import WritersUnknown, agent_message
 from streams.errors import ChorusError
+from streams.interfaces.control import configure_channel as write_config
+from streams.interfaces.driver_events import RequestOutcome, RequestWatch, wait_for_request
+from streams.interfaces.mcp_agents import (
+    RESOURCE_TEMPLATE,
+    AgentServices,
+    AgentTokenVerifier,
+    caller_over_http,
+)
 from streams.interfaces.worker_api import WorkerApi
 from streams.settings import Settings
 
@@ -31,16 +60,26 @@ LOG_LEVELS: dict[str, LogLevel] = {
     "warning": "WARNING",
     "error": "ERROR",
 }
+Transport = Literal["stdio", "http"]
+# Where `chorus mcp --transport http` listens by default, and its path.
+HTTP_HOST = "127.0.0.1"
+HTTP_PORT = 8765
+HTTP_PATH = "/mcp"
+# A waiting wait_for_reply tells a caller that asked for progress this often.
+PROGRESS_SECONDS = 10.0
 
 INSTRUCTIONS = (
-    "Call get_channel_context(channel, max_tokens, for_agent) first, before deciding whether "
-    "to read a channel's history: within your token budget it says where the channel stands "
-    "(its termination decision), the open commitments (what was asked, who owes it, since "
-    "when), what ended without being fulfilled, the newest messages, the summary of what "
-    "was said and the recap. Pass for_agent (your sender name or role) to see first what you "
-    "owe and what is owed to you. get_channel_summary gives the summary alone with its "
-    "annotations, get_channel_state every projection's full state and the decision, "
-    "list_channels the channels with their decisions."
+    "You take part in chorus channels as the agent this server names you. Read first: "
+    "get_channel_context(channel, max_tokens, for_agent) says where a channel stands (its "
+    "decision), what is owed and by whom, the newest messages and the summary. Take part: "
+    "check_messages(channel, after) lists what is addressed to you and the replies to your "
+    "requests, each whole, with a cursor (`next`) to pass as `after` next time; "
+    "send_message(channel, type, ...) posts a QUERY, COMMAND, STATUS, ... as you; "
+    "reply(channel, to, type, content) answers a message (RESPONSE or DONE fulfils a "
+    "request, DECLINE or FAILURE ends it, STATUS acknowledges it); "
+    "wait_for_reply(channel, request_id) blocks until a request you sent has ended and "
+    "answers how, with the answer's content. my_commitments(channel) lists what you owe and "
+    "are owed; configure_channel sets a channel's termination, summaries and writers."
 )
 
 # get_channel_context's description (a docstring could not name the maximum).
@@ -74,6 +113,14 @@ def refused(reason: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=reason)], is_error=True)
 
 
+def no_identity(tool: str) -> str:
+    return (
+        f"{tool} acts as an agent and this server names none: start it as one "
+        "(`chorus mcp --as NAME`, or CHORUS_AGENT) over stdio, or call it with an agent's "
+        "bearer token over HTTP"
+    )
+
+
 async def _ask(
     settings: Settings, call: Callable[[WorkerApi], Awaitable[CallToolResult]]
 ) -> CallToolResult:
@@ -84,12 +131,64 @@ async def _ask(
         return refused(str(error))
 
 
-def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServer:
+def message_line(entry: dict[str, Any]) -> str:
+    """A message as check_messages shows it: its position, who to whom, its ids, and its
+    content whole."""
+    to = f" → {entry['target']}" if entry.get("target") else ""
+    ids = [f"id {entry['id']}"]
+    if entry.get("correlation_id"):
+        ids.append(f"correlation_id {entry['correlation_id']}")
+    if entry.get("in_reply_to"):
+        ids.append(f"in reply to {entry['in_reply_to']}")
+    head = f"[offset {entry['offset']}] {entry['sender']}{to}, {entry['type']} ({'; '.join(ids)})"
+    return f"{head}: {entry['content']}" if entry.get("content") else head
+
+
+def _ended_by(message: Message | None) -> dict[str, Any] | None:
+    if message is None:
+        return None
+    return {
+        "id": message.id,
+        "sender": message.sender,
+        "type": message.type.value,
+        "content": message.content,
+        "created_at": message.created_at.isoformat(),
+    }
+
+
+def build_server(
+    settings: Settings,
+    log_level: LogLevel = "WARNING",
+    *,
+    agent: str | None = None,
+    tokens: AgentTokens | None = None,
+    services: AgentServices | None = None,
+) -> MCPServer:
     """The server; it logs at `log_level` and above (an agent host shows the server's
-    stderr in its log: one line per HTTP call at INFO would drown what matters)."""
+    stderr in its log: one line per HTTP call at INFO would drown what matters).
+
+    With `tokens` it is served over HTTP, each request's bearer token naming its agent;
+    else its agent is `agent` (None: it only reads)."""
+    services = services or AgentServices(settings)
+    auth: dict[str, Any] = {}
+    if tokens is not None:
+        auth = {
+            "auth": AuthSettings(issuer_url=f"http://{HTTP_HOST}", resource_server_url=None),
+            "token_verifier": AgentTokenVerifier(tokens),
+        }
     server: MCPServer = MCPServer(
-        "chorus", version=package_version(), instructions=INSTRUCTIONS, log_level=log_level
+        "chorus",
+        version=package_version(),
+        instructions=INSTRUCTIONS,
+        log_level=log_level,
+        subscriptions=services.bus,
+        **auth,
     )
+
+    def caller() -> str | None:
+        return caller_over_http() if tokens is not None else agent
+
+    # --- reading --------------------------------------------------------------------------
 
     @server.tool(structured_output=False, description=CONTEXT_TOOL)
     async def get_channel_context(
@@ -142,13 +241,391 @@ def build_server(settings: Settings, log_level: LogLevel = "WARNING") -> MCPServ
 
     @server.tool(structured_output=False)
     async def list_channels() -> CallToolResult:
-        """The channels the worker has folded, each with its decision."""
+        """Every channel the cluster's fold workers hold, each with its decision (or, when
+        a worker cannot answer, which one and why)."""
 
         async def call(api: WorkerApi) -> CallToolResult:
-            decisions = await api.channel_decisions()
-            listed = {"channels": sorted(decisions), "decisions": decisions}
+            found = await api.cluster_channels()
+            listed = {"channels": found["channels"], "decisions": found["decisions"]}
             return answered(listed, listed)
 
         return await _ask(settings, call)
 
+    # --- taking part ----------------------------------------------------------------------
+
+    async def send(tool: str, channel: str, fields: dict[str, Any]) -> CallToolResult:
+        me = caller()
+        if me is None:
+            return refused(no_identity(tool))
+        reason = channel_name_refusal(channel)
+        if reason is not None:
+            return refused(reason)
+        try:
+            sent = await services.sender.send(agent_message(me, channel, fields))
+        except MessageError as error:
+            return refused(error.reason)
+        except (ChorusError, OSError) as error:
+            return refused(f"{tool} did not send: {error}")
+        services.sent(sent)
+        answer = {
+            "id": sent.id,
+            "channel": channel,
+            "correlation_id": sent.correlation_id,
+            "partition": sent.partition,
+            "offset": sent.offset,
+        }
+        kind = sent.message.type.value
+        text = (
+            f"Sent {kind} {sent.id} to {channel} as {me} (partition {sent.partition}, offset "
+            f"{sent.offset}, correlation_id {sent.correlation_id})."
+        )
+        if services.known[sent.id].is_request:
+            text += f" wait_for_reply(channel, request_id={sent.id!r}) waits for its answer."
+        return answered(text, answer)
+
+    @server.tool(structured_output=False)
+    async def send_message(
+        channel: str,
+        type: str,
+        content: str | None = None,
+        target: str | None = None,
+        correlation_id: str | None = None,
+        in_reply_to: str | None = None,
+        deadline_seconds: float | None = None,
+        topic: str | None = None,
+    ) -> CallToolResult:
+        """Post a message to a channel as you. type: QUERY, COMMAND or PROPOSE ask (each
+        opens a commitment: target names who owes it, instance:<id> or role:<name>;
+        deadline_seconds bounds it; a correlation_id is made when none is given); STATUS
+        says how it goes, RESPONSE or DONE fulfil a request, DECLINE or FAILURE end it (with
+        content saying why), HANDOFF passes it on to target (these take in_reply_to and
+        correlation_id: reply does that for you). Answers the message's id, correlation_id,
+        partition and offset. Refused, with the rule, when the message breaks one or the
+        channel's writers leave you out."""
+        fields = {
+            "type": type,
+            "content": content,
+            "target": target,
+            "correlation_id": correlation_id,
+            "in_reply_to": in_reply_to,
+            "deadline_seconds": deadline_seconds,
+            "topic": topic,
+        }
+        return await send("send_message", channel, fields)
+
+    @server.tool(structured_output=False)
+    async def reply(channel: str, to: str, type: str, content: str | None = None) -> CallToolResult:
+        """Answer the message `to` (its id, as check_messages or send_message gave it) of the
+        channel: its correlation_id and in_reply_to are taken from it. type: RESPONSE
+        (answers a QUERY), DONE (a COMMAND or PROPOSE is done), DECLINE or FAILURE (content:
+        why), STATUS (acknowledged, working on it)."""
+        if caller() is None:
+            return refused(no_identity("reply"))
+        reason = channel_name_refusal(channel)
+        if reason is not None:
+            return refused(reason)
+        try:
+            found = await services.find(channel, to)
+        except ChorusError as error:
+            return refused(f"cannot find message {to!r}: {error}")
+        if found is None:
+            return refused(
+                f"no message {to!r} known in channel {channel!r}: reply to one check_messages "
+                "gave you (or send_message with in_reply_to and correlation_id)"
+            )
+        fields = {
+            "type": type,
+            "content": content,
+            "in_reply_to": to,
+            "correlation_id": found.correlation_id,
+        }
+        return await send("reply", channel, fields)
+
+    @server.tool(structured_output=False)
+    async def wait_for_reply(
+        channel: str, request_id: str, ctx: Context, timeout_seconds: float = 60
+    ) -> CallToolResult:
+        """Wait until the request `request_id` (a QUERY, COMMAND, PROPOSE or HANDOFF of the
+        channel) has ended, following a hand-off, or until timeout_seconds pass (at most
+        CHORUS_AGENT_MAX_WAIT_SECONDS). Answers {state, ended_by: {id, sender, type, content,
+        created_at} | null, decision, still_open}: FULFILLED with the answer's content, or
+        DECLINED, FAILED, EXPIRED; a timeout answers still_open true (call it again to go on
+        waiting). Sends progress notifications while it waits when you ask for them."""
+        reason = channel_name_refusal(channel)
+        if reason is not None:
+            return refused(reason)
+        if timeout_seconds < 0:
+            return refused(f"timeout_seconds must be 0 or more, got {timeout_seconds:g}")
+        longest = min(timeout_seconds, settings.agent_max_wait_seconds)
+        try:
+            found = await services.find(channel, request_id)
+        except ChorusError as error:
+            return refused(f"cannot find request {request_id!r}: {error}")
+        if found is None or not found.is_request or found.correlation_id is None:
+            return refused(
+                f"no request {request_id!r} in channel {channel!r}: not one this server "
+                "sent or read, and no commitment of the fold was opened by it"
+            )
+        watch = RequestWatch(found.correlation_id)
+        waiting = asyncio.ensure_future(
+            wait_for_request(settings, channel, watch, after=found.after)
+        )
+        try:
+            outcome = await _waited(waiting, longest, ctx, request_id)
+        except ChorusError as error:
+            return refused(f"wait_for_reply stopped: {error}")
+        return _wait_answer(request_id, watch, outcome, longest, timeout_seconds)
+
+    @server.tool(structured_output=False)
+    async def check_messages(
+        channel: str, after: int | None = None, limit: int = DEFAULT_MESSAGES
+    ) -> CallToolResult:
+        """The channel's messages for you, oldest first, each whole: those addressed to you
+        (your name, role:<name> or instance:<name>) and the replies to your requests. Read
+        from the log by position: pass the answer's `next` as `after` to get only newer
+        ones (none: from the channel's start); `more` says whether the log holds more."""
+        me = caller()
+        if me is None:
+            return refused(no_identity("check_messages"))
+        reason = channel_name_refusal(channel)
+        if reason is not None:
+            return refused(reason)
+        if not 1 <= limit <= settings.agent_messages_limit:
+            return refused(
+                f"limit must be between 1 and {settings.agent_messages_limit}, got {limit}"
+            )
+
+        async def call(api: WorkerApi) -> CallToolResult:
+            page: dict[str, Any] = await api.messages(channel, after, me, limit)
+            for entry in page["messages"]:
+                fields = {k: v for k, v in entry.items() if k != "offset"}
+                services.remember(Message.model_validate(fields), entry["offset"])
+            lines = [message_line(entry) for entry in page["messages"]]
+            head = (
+                f"{len(lines)} message{'s' if len(lines) != 1 else ''} for {me} in {channel} "
+                f"(next: {page['next']}; more: {str(page['more']).lower()})"
+            )
+            return answered("\n".join([head + (":" if lines else "."), *lines]), page)
+
+        return await _ask(settings, call)
+
+    @server.tool(structured_output=False)
+    async def my_commitments(channel: str) -> CallToolResult:
+        """What you owe (`owes`) and are owed (`owed`) in the channel now, from the fold:
+        each open commitment with who asked, who owes it, what was asked and since when."""
+        me = caller()
+        if me is None:
+            return refused(no_identity("my_commitments"))
+        reason = channel_name_refusal(channel)
+        if reason is not None:
+            return refused(reason)
+
+        async def call(api: WorkerApi) -> CallToolResult:
+            state = await api.state(channel)
+            if state is None:
+                return refused(f"no messages folded for channel {channel!r}")
+            folded = state["projections"].get(CommitmentProjection.name) or {}
+            held = commitments_for(folded.get("state"), me)
+            mine = {"agent": me, "offset": folded.get("offset"), **held}
+            owes = [f"- {c['line']} (request {c['request_id']})" for c in held["owes"]]
+            owed = [f"- {c['line']} (request {c['request_id']})" for c in held["owed"]]
+            text = "\n".join(
+                [
+                    f"{me} in {channel}, as of partition offset {mine['offset']}:",
+                    f"You owe ({len(owes)}):" if owes else "You owe nothing.",
+                    *owes,
+                    f"Owed to you ({len(owed)}):" if owed else "Nothing is owed to you.",
+                    *owed,
+                ]
+            )
+            return answered(text, mine)
+
+        return await _ask(settings, call)
+
+    @server.tool(structured_output=False)
+    async def configure_channel(
+        channel: str,
+        termination: list[str] | None = None,
+        summary_after_messages: int | None = None,
+        summary_after_seconds: float | None = None,
+        recap_debounce_seconds: float | None = None,
+        writers: list[str] | None = None,
+    ) -> CallToolResult:
+        """Change the channel's configuration; what is not given is kept. termination:
+        conditions such as all-commitments-resolved, fail-on-failure:0,
+        escalate-on-decline:1, max-messages:N, never. writers: who may write (agent names
+        or role:<name>; [] lets anyone): the fold refuses any other sender. A channel with
+        writers is configured by its writers only."""
+        me = caller()
+        if me is None:
+            return refused(no_identity("configure_channel"))
+        reason = channel_name_refusal(channel)
+        if reason is not None:
+            return refused(reason)
+        try:
+            refusal = await services.sender.configure_refusal(me, channel)
+            if refusal is not None:
+                return refused(refusal)
+            config = await write_config(
+                settings,
+                channel,
+                termination=termination,
+                summary_after_messages=summary_after_messages,
+                summary_after_seconds=summary_after_seconds,
+                recap_debounce_seconds=recap_debounce_seconds,
+                writers=writers,
+            )
+        except (ValueError, WritersUnknown) as error:
+            return refused(str(error).splitlines()[0])
+        dumped = config.model_dump(mode="json")
+        return answered(f"Configured {channel}: {_text(dumped)}", dumped)
+
+    # --- resources ------------------------------------------------------------------------
+
+    async def view(channel: str, read: Callable[[WorkerApi], Awaitable[Any]]) -> str:
+        reason = channel_name_refusal(channel)
+        if reason is not None:
+            raise ResourceError(reason)
+        try:
+            async with WorkerApi(settings) as api:
+                found = await read(api)
+        except ChorusError as error:
+            raise ResourceError(str(error)) from None
+        if found is None:
+            raise ResourceError(f"no messages folded for channel {channel!r}")
+        return _text(found)
+
+    @server.resource(
+        RESOURCE_TEMPLATE.format(view="context"),
+        mime_type="application/json",
+        description="The channel's context (get_channel_context with the default budget)",
+    )
+    async def channel_context(channel: str) -> str:
+        return await view(channel, lambda api: api.context(channel, DEFAULT_CONTEXT_TOKENS))
+
+    @server.resource(
+        RESOURCE_TEMPLATE.format(view="state"),
+        mime_type="application/json",
+        description="Every projection's state of the channel and its decision",
+    )
+    async def channel_state(channel: str) -> str:
+        return await view(channel, lambda api: api.state(channel))
+
+    @server.resource(
+        RESOURCE_TEMPLATE.format(view="summary"),
+        mime_type="application/json",
+        description="The channel's latest summary",
+    )
+    async def channel_summary(channel: str) -> str:
+        return await view(channel, lambda api: api.summary(channel))
+
     return server
+
+
+async def _waited(
+    waiting: asyncio.Future[RequestOutcome], longest: float, ctx: Context, request_id: str
+) -> RequestOutcome | None:
+    """The outcome, or None once `longest` seconds passed (the wait is cancelled); a
+    progress notification every PROGRESS_SECONDS meanwhile (when the caller asked)."""
+    started = time.monotonic()
+    try:
+        while True:
+            left = longest - (time.monotonic() - started)
+            if left <= 0:
+                return None
+            done, _ = await asyncio.wait({waiting}, timeout=min(left, PROGRESS_SECONDS))
+            if done:
+                return waiting.result()
+            waited = time.monotonic() - started
+            await ctx.report_progress(
+                waited, longest, f"waiting for a reply to {request_id}: {waited:.0f} s"
+            )
+    finally:
+        waiting.cancel()
+
+
+def _wait_answer(
+    request_id: str,
+    watch: RequestWatch,
+    outcome: RequestOutcome | None,
+    longest: float,
+    asked: float,
+) -> CallToolResult:
+    decision = outcome.event.decision if outcome is not None else watch.decision
+    state = outcome.state if outcome is not None else watch.state
+    answer = {
+        "request_id": request_id,
+        "correlation_id": watch.correlation_id,
+        "state": state.value if state is not None else None,
+        "ended_by": _ended_by(outcome.message) if outcome is not None else None,
+        "decision": decision.model_dump(mode="json") if decision is not None else None,
+        "still_open": outcome is None,
+    }
+    said = f"decision {decision.decision.value}" if decision is not None else "no decision yet"
+    if outcome is None:
+        capped = f" (the most a wait lasts: {longest:g} s)" if asked > longest else ""
+        text = (
+            f"Request {request_id} is still open after {longest:g} s{capped}"
+            f" ({answer['state'] or 'not folded yet'}); {said}. Call wait_for_reply again "
+            "to go on waiting."
+        )
+        return answered(text, answer)
+    ended = outcome.message
+    by = f" by {ended.sender} ({ended.type.value})" if ended is not None else ""
+    text = f"Request {request_id} ended {outcome.state.value}{by}; {said}."
+    if ended is not None and ended.content:
+        text += f"\n{ended.content}"
+    return answered(text, answer)
+
+
+def serve(
+    settings: Settings,
+    log_level: LogLevel,
+    transport: Transport,
+    *,
+    agent: str | None = None,
+    host: str = HTTP_HOST,
+    port: int = HTTP_PORT,
+) -> None:
+    """Run the server until its input ends (stdio) or it is stopped (HTTP)."""
+    services = AgentServices(settings)
+    if transport == "stdio":
+        server = build_server(settings, log_level, agent=agent, services=services)
+
+        async def over_stdio() -> None:
+            try:
+                await server.run_stdio_async()
+            finally:
+                await services.stop()
+
+        anyio.run(over_stdio)
+        return
+    tokens = AgentTokens.of(settings)
+    if tokens is None:
+        raise ChorusError(
+            "chorus mcp --transport http needs CHORUS_AGENT_TOKENS_FILE: over HTTP each "
+            "request's bearer token names its agent (a `NAME TOKEN` line per agent)"
+        )
+    server = build_server(settings, log_level, tokens=tokens, services=services)
+    anyio.run(_over_http, server, services, host, port, log_level)
+
+
+async def _over_http(
+    server: MCPServer, services: AgentServices, host: str, port: int, log_level: LogLevel
+) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    sessions = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(starlette: Any) -> Any:
+        async with sessions(starlette):
+            try:
+                yield
+            finally:
+                await services.stop()
+
+    app.router.lifespan_context = lifespan
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower())
+    await uvicorn.Server(config).serve()

@@ -691,29 +691,60 @@ def demo(turns: int, rate: float, debounce: str, no_worker: bool) -> None:
 
 
 @main.command(
-    help=f"""Serve chorus to an agent host over MCP (stdio). Tools:
+    help=f"""Serve chorus to agents over MCP: stdio (one agent, `--as NAME`), or streamable
+    HTTP on HOST:PORT/mcp (each request's bearer token names its agent, from
+    CHORUS_AGENT_TOKENS_FILE). Tools:
 
     \b
+    send_message(channel, type, content, target, correlation_id, in_reply_to,
+        deadline_seconds, topic): post as you
+    reply(channel, to, type, content): answer a message
+    wait_for_reply(channel, request_id, timeout_seconds=60): how your request ended
+    check_messages(channel, after, limit=20): what is addressed to you, by position
+    my_commitments(channel): what you owe and are owed
+    configure_channel(channel, termination, summary_after_messages, summary_after_seconds,
+        recap_debounce_seconds, writers)
     get_channel_context(channel, max_tokens={DEFAULT_CONTEXT_TOKENS}, for_agent=None):
         what to read first
-    get_channel_summary(channel): the latest summary and its annotations
-    get_channel_state(channel): every projection's state and the decision
-    list_channels(): the channels the worker has folded, with their decisions
+    get_channel_summary(channel), get_channel_state(channel), list_channels()
     """
 )
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for one agent's host; http (streamable HTTP) for many agents.",
+)
+@click.option(
+    "--as",
+    "agent",
+    default=None,
+    help="Over stdio: the agent this server is (default CHORUS_AGENT; none: it only reads).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Over HTTP: the address.")
+@click.option("--port", default=8765, show_default=True, type=int, help="Over HTTP: the port.")
 @click.option(
     "--loglevel",
     default="warning",
     show_default=True,
     help="What the server logs on stderr, the host's log: debug, info, warning or error.",
 )
-def mcp(loglevel: str) -> None:
-    from streams.interfaces.mcp import LOG_LEVELS, build_server
+def mcp(transport: str, agent: str | None, host: str, port: int, loglevel: str) -> None:
+    from streams.errors import ChorusError
+    from streams.interfaces.mcp import LOG_LEVELS, Transport, serve
 
     level = LOG_LEVELS.get(loglevel.lower())
     if level is None:
         raise click.BadParameter(f"{loglevel!r}: one of {', '.join(LOG_LEVELS)}")
-    build_server(get_settings(), level).run("stdio")
+    settings = get_settings()
+    if transport == "http" and agent is not None:
+        raise click.UsageError("--as is for stdio: over HTTP each bearer token names its agent")
+    chosen: Transport = "http" if transport == "http" else "stdio"
+    try:
+        serve(settings, level, chosen, agent=agent or settings.agent, host=host, port=port)
+    except ChorusError as error:
+        raise click.ClickException(str(error)) from None
 
 
 main.add_command(replay_command)

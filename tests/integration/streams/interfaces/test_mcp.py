@@ -3,15 +3,31 @@ it logs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
+import httpx
+import httpx2
 import pytest
+from mcp import Client as McpClient
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import REPO
+from projections.model import utc_now
+from streams.ops.broker import free_port
+from streams.ops.topics import create_topics
+from streams.records import DriverEvent
+from streams.settings import Settings
+from streams.topology import DRIVER_EVENTS
+from tests.conftest import REPO, WorkerProcess, read_until
 from tests.fakes.worker_stub import stub_worker
 
 STATE = {"channel": "team/a", "decision": None, "projections": {}}
@@ -71,3 +87,178 @@ def test_chorus_mcp_logs_only_warnings_and_errors_by_default(worker_port: int) -
     assert _mcp_stderr(worker_port) == ""
     # What it left out: each HTTP call to the worker, at INFO.
     assert "HTTP Request" in _mcp_stderr(worker_port, "--loglevel", "info")
+
+
+# --- agents taking part, through the official MCP client over both transports -------------
+
+CHANNEL = "team/mcp"
+PLANNER_TOKEN = "planner-token-0123456789"
+WORKER_TOKEN = "worker-a-token-0123456789"
+BODY = "Release notes: docs/notes.md\n\n- the parser\n- the lexer"
+
+
+def _stdio(env: dict[str, str], *flags: str) -> StdioServerParameters:
+    """`chorus mcp` as a host starts it."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "streams.interfaces.cli", "mcp", *flags],
+        env=env,
+        cwd=str(REPO),
+    )
+
+
+async def _inbox(agent: McpClient, request_id: str) -> tuple[list[dict[str, Any]], int]:
+    """check_messages until the request is there: (the messages, the cursor)."""
+    for _ in range(200):
+        result = await agent.call_tool("check_messages", {"channel": CHANNEL})
+        assert not result.is_error, result
+        page = result.structured_content
+        assert page is not None
+        if any(m["id"] == request_id for m in page["messages"]):
+            return page["messages"], page["next"]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{request_id} never reached the inbox")
+
+
+async def _exchange(planner: McpClient, worker: McpClient, settings: Settings) -> dict[str, Any]:
+    """The planner asks, the worker finds the request whole and replies DONE with a body,
+    the planner's wait (already waiting) returns how it ended; the wait's latency from the
+    DONE's driver event is checked here."""
+    sent = await planner.call_tool(
+        "send_message",
+        {
+            "channel": CHANNEL,
+            "type": "command",
+            "content": "Write the release notes\n\nfor 2.0, in full.",
+            "target": "role:worker-a",
+        },
+    )
+    assert not sent.is_error, sent
+    request = sent.structured_content
+    assert request is not None and set(request) == {
+        "id",
+        "channel",
+        "correlation_id",
+        "partition",
+        "offset",
+    }
+    messages, cursor = await _inbox(worker, request["id"])
+    [asked] = [m for m in messages if m["id"] == request["id"]]
+    assert asked["content"] == "Write the release notes\n\nfor 2.0, in full."  # whole
+    assert (asked["sender"], asked["target"]) == ("planner", "role:worker-a")
+    assert asked["correlation_id"] == request["correlation_id"]
+
+    waiting = asyncio.ensure_future(
+        planner.call_tool(
+            "wait_for_reply",
+            {"channel": CHANNEL, "request_id": request["id"], "timeout_seconds": 60},
+        )
+    )
+    await asyncio.sleep(1.0)  # the wait is following the channel's events by now
+    replied = await worker.call_tool(
+        "reply", {"channel": CHANNEL, "to": request["id"], "type": "done", "content": BODY}
+    )
+    assert not replied.is_error, replied
+    done = replied.structured_content
+    assert done is not None
+    waited = await waiting
+    returned = utc_now()
+    assert not waited.is_error, waited
+    answer = waited.structured_content
+    assert answer is not None
+    assert (answer["state"], answer["still_open"]) == ("FULFILLED", False)
+    assert answer["ended_by"]["id"] == done["id"]
+    assert (answer["ended_by"]["content"], answer["ended_by"]["sender"]) == (BODY, "worker-a")
+    assert answer["decision"]["decision"] == "COMPLETE"
+    assert BODY in waited.content[0].text  # type: ignore[union-attr]
+    event = await _event_of(settings, done["id"])
+    assert returned - event.timestamp < timedelta(milliseconds=500), returned - event.timestamp
+    # Nothing again past the cursor for the worker: its own reply is not for it.
+    again = await worker.call_tool("check_messages", {"channel": CHANNEL, "after": cursor})
+    assert again.structured_content is not None and again.structured_content["messages"] == []
+    return answer
+
+
+async def _event_of(settings: Settings, message_id: str) -> DriverEvent:
+    records = await read_until(
+        settings, DRIVER_EVENTS, lambda rs: any(r.value["message_id"] == message_id for r in rs)
+    )
+    return next(
+        DriverEvent.model_validate(r.value) for r in records if r.value["message_id"] == message_id
+    )
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(240)
+async def test_two_agents_in_two_stdio_sessions_ask_answer_and_wait(
+    chorus_env: dict[str, str],
+    chorus_settings: Settings,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    await create_topics(chorus_settings)
+    start_worker()
+    env = {**os.environ, **chorus_env}
+    async with (
+        McpClient(_stdio(env, "--as", "planner")) as planner,
+        McpClient(_stdio({**env, "CHORUS_AGENT": "worker-a"})) as worker,
+    ):
+        await _exchange(planner, worker, chorus_settings)
+        mine = await planner.call_tool("my_commitments", {"channel": CHANNEL})
+    assert mine.structured_content is not None
+    assert (mine.structured_content["owes"], mine.structured_content["owed"]) == ([], [])
+
+
+def _http_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    flags = ["--transport", "http", "--port", str(port)]
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "streams.interfaces.cli", "mcp", *flags],
+            env=env,
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    for _ in range(300):
+        assert server.poll() is None, log.read_text()
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+            return server
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise AssertionError(f"chorus mcp --transport http did not listen:\n{log.read_text()}")
+
+
+def _agent(port: int, token: str) -> McpClient:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=90)
+    return McpClient(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http))
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(240)
+async def test_two_agents_over_streamable_http_each_named_by_its_token(
+    chorus_env: dict[str, str],
+    chorus_settings: Settings,
+    start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    await create_topics(chorus_settings)
+    start_worker()
+    tokens = tmp_path / "agents.tokens"
+    tokens.write_text(f"planner {PLANNER_TOKEN}\nworker-a {WORKER_TOKEN}\n")
+    port = free_port()
+    log = tmp_path / "mcp-http.log"
+    env = {**os.environ, **chorus_env, "CHORUS_AGENT_TOKENS_FILE": str(tokens)}
+    server = _http_server(env, port, log)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        assert httpx.post(url, json=hello, timeout=10).status_code == 401
+        wrong = {"Authorization": "Bearer not-a-token-of-anyone"}
+        assert httpx.post(url, json=hello, headers=wrong, timeout=10).status_code == 401
+        async with _agent(port, PLANNER_TOKEN) as planner, _agent(port, WORKER_TOKEN) as worker:
+            await _exchange(planner, worker, chorus_settings)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    logged = log.read_text(errors="replace")
+    assert PLANNER_TOKEN not in logged and "not-a-token-of-anyone" not in logged

@@ -26,13 +26,85 @@ def _text(result: CallToolResult) -> str:
     return content.text
 
 
-async def test_the_four_tools_are_listed(server: MCPServer) -> None:
+async def test_the_tools_that_read_and_those_that_take_part_are_listed(server: MCPServer) -> None:
     names = [tool.name for tool in await server.list_tools()]
     assert names == [
         "get_channel_context",
         "get_channel_summary",
         "get_channel_state",
         "list_channels",
+        "send_message",
+        "reply",
+        "wait_for_reply",
+        "check_messages",
+        "my_commitments",
+        "configure_channel",
+    ]
+
+
+async def test_no_tool_takes_a_sender(server: MCPServer) -> None:
+    for tool in await server.list_tools():
+        assert not {"sender", "agent", "as"} & set(tool.input_schema["properties"]), tool.name
+
+
+async def test_the_contract_parameters_of_the_tools_that_take_part(server: MCPServer) -> None:
+    tools = {tool.name: tool.input_schema for tool in await server.list_tools()}
+    expected = {
+        "send_message": [
+            "channel",
+            "type",
+            "content",
+            "target",
+            "correlation_id",
+            "in_reply_to",
+            "deadline_seconds",
+            "topic",
+        ],
+        "reply": ["channel", "to", "type", "content"],
+        "wait_for_reply": ["channel", "request_id", "timeout_seconds"],
+        "check_messages": ["channel", "after", "limit"],
+        "my_commitments": ["channel"],
+        "configure_channel": [
+            "channel",
+            "termination",
+            "summary_after_messages",
+            "summary_after_seconds",
+            "recap_debounce_seconds",
+            "writers",
+        ],
+    }
+    for name, parameters in expected.items():
+        assert list(tools[name]["properties"]) == parameters, name
+    assert tools["wait_for_reply"]["properties"]["timeout_seconds"]["default"] == 60
+    assert tools["check_messages"]["properties"]["limit"]["default"] == 20
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("send_message", {"channel": "team/a", "type": "status"}),
+        ("reply", {"channel": "team/a", "to": "m1", "type": "done"}),
+        ("check_messages", {"channel": "team/a"}),
+        ("my_commitments", {"channel": "team/a"}),
+        ("configure_channel", {"channel": "team/a", "writers": ["me"]}),
+    ],
+)
+async def test_a_tool_that_acts_as_an_agent_is_refused_without_an_identity(
+    server: MCPServer, tool: str, arguments: dict[str, Any]
+) -> None:
+    result = await server.call_tool(tool, arguments)
+    assert result.is_error
+    assert _text(result).startswith(f"{tool} acts as an agent and this server names none")
+
+
+async def test_resource_templates_for_a_channels_context_state_and_summary(
+    server: MCPServer,
+) -> None:
+    templates = [t.uri_template for t in await server.list_resource_templates()]
+    assert templates == [
+        "chorus://channels/{+channel}/context",
+        "chorus://channels/{+channel}/state",
+        "chorus://channels/{+channel}/summary",
     ]
 
 
