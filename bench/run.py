@@ -9,7 +9,9 @@ Phases (`--only` picks some; docs/benchmarks.md says how each measures):
   replay      `chorus replay --benchmark` against a raw read;
   quality     ROUGE of the default summary on QMSum val (skipped without ../shared/data);
   channels    N resident channels (1,000,000; 100,000 with --quick) folded by chorus and by
-              Quix Streams, then the wake probe over them, timer ticks, stop and restarts.
+              Quix Streams, then the wake probe over them, timer ticks, stop and restarts;
+  agents      request/reply pairs of 20 agents over `chorus mcp --transport http`, beside
+              the Python client's wait_for over Kafka (bench/agents.py).
 
 Starts its own local broker (in a temp dir, stopped at the end). Writes
 bench/results/<date>[-quick].json and .md and prints the markdown. `--quick` is a smoke run
@@ -33,7 +35,7 @@ from typing import Any
 
 from bench.meta import RESULTS, ensure_requirements, run_meta
 
-PHASES = ("throughput", "wake", "recovery", "replay", "quality", "channels")
+PHASES = ("throughput", "wake", "recovery", "replay", "quality", "channels", "agents")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -67,8 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> None:
-    from bench import channels, recovery, replay, summary_quality, throughput, wake
+    from bench import agents, channels, recovery, replay, summary_quality, throughput, wake
     from bench.data import load_conversations
+    from bench.report import SECTIONS
     from bench.systems import Broker, log
     from streams.testing import local_broker
 
@@ -103,7 +106,9 @@ async def run(args: argparse.Namespace, results: dict[str, Any], work: Path) -> 
                 timeout=3 * 3600.0,
                 systems=tuple(args.many_systems),
             ),
+            "agents": lambda: agents.measure(broker, work, 100 if args.quick else 1000, 10),
         }
+        SECTIONS.setdefault("agents", agents.report)
         for name, measure in phases.items():
             if name in wanted:
                 await phase(results, name, measure)

@@ -255,3 +255,32 @@ class OfflineProducer:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         future.set_result(Acknowledged(offset))
         return future
+
+
+def mcp_over_http(
+    env: dict[str, str], log_path: Path, timeout: float = 60.0
+) -> tuple[subprocess.Popen[bytes], int]:
+    """`chorus mcp --transport http` in its own process on a free port, once it listens:
+    (the process, its port). Stop it with `terminate()`."""
+    port = free_port()
+    argv = [sys.executable, "-m", "streams.interfaces.cli", "mcp", "--transport", "http"]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [*argv, "--port", str(port)],
+            env={**os.environ, **env},
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"chorus mcp exited:\n{log_path.read_text(errors='replace')}")
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+            return server, port
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    server.terminate()
+    raise TimeoutError(f"chorus mcp --transport http did not listen in {timeout:g} s")

@@ -19,8 +19,9 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from projections.commitments import CommitmentProjection, CommitmentState
-from projections.model import LogPosition, Message, MessageError, decode_message
+from projections.model import Message
 from projections.termination import DecisionName
+from streams.agents.log import logged_message
 from streams.kafka.clients import consumer, started, topic_partitions
 from streams.kafka.consume import read_topic
 from streams.records import DecisionRecord, DriverEvent, key_partition
@@ -270,11 +271,7 @@ async def _message_at(
     kafka.seek(tp, offset)
     for record in (await kafka.getmany(tp, timeout_ms=MESSAGE_READ_MS)).get(tp, []):
         if record.offset == offset:
-            try:
-                position = LogPosition(partition, offset, record.timestamp)
-                return decode_message(record.value, settings.max_message_bytes, position)
-            except MessageError:
-                return None
+            return logged_message(record, settings)
     return None
 
 

@@ -34,7 +34,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import CallToolResult, TextContent
 
-from projections.commitments import CommitmentProjection
+from projections.commitments import CommitmentProjection, states_a_request
 from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS, budget_refusal
 from projections.inbox import DEFAULT_MESSAGES, commitments_for
 from projections.model import Message, MessageError, channel_name_refusal
@@ -47,6 +47,7 @@ from streams.interfaces.mcp_agents import (
     RESOURCE_TEMPLATE,
     AgentServices,
     AgentTokenVerifier,
+    HubLost,
     caller_over_http,
 )
 from streams.interfaces.worker_api import WorkerApi
@@ -65,6 +66,8 @@ Transport = Literal["stdio", "http"]
 HTTP_HOST = "127.0.0.1"
 HTTP_PORT = 8765
 HTTP_PATH = "/mcp"
+# How long an HTTP server stopping lets its open sessions finish.
+SHUTDOWN_SECONDS = 5
 # A waiting wait_for_reply tells a caller that asked for progress this often.
 PROGRESS_SECONDS = 10.0
 
@@ -122,11 +125,10 @@ def no_identity(tool: str) -> str:
 
 
 async def _ask(
-    settings: Settings, call: Callable[[WorkerApi], Awaitable[CallToolResult]]
+    services: AgentServices, call: Callable[[WorkerApi], Awaitable[CallToolResult]]
 ) -> CallToolResult:
     try:
-        async with WorkerApi(settings) as api:
-            return await call(api)
+        return await call(services.api)
     except ChorusError as error:
         return refused(str(error))
 
@@ -208,7 +210,7 @@ def build_server(
                 )
             return answered(found["text"], found)
 
-        return await _ask(settings, call)
+        return await _ask(services, call)
 
     @server.tool(structured_output=False)
     async def get_channel_summary(channel: str) -> CallToolResult:
@@ -221,7 +223,7 @@ def build_server(
             summary: dict[str, Any] = await api.summary(channel)
             return answered(summary, summary)
 
-        return await _ask(settings, call)
+        return await _ask(services, call)
 
     @server.tool(structured_output=False)
     async def get_channel_state(channel: str) -> CallToolResult:
@@ -237,7 +239,7 @@ def build_server(
                 return refused(f"no messages folded for channel {channel!r}")
             return answered(state, state)
 
-        return await _ask(settings, call)
+        return await _ask(services, call)
 
     @server.tool(structured_output=False)
     async def list_channels() -> CallToolResult:
@@ -249,7 +251,7 @@ def build_server(
             listed = {"channels": found["channels"], "decisions": found["decisions"]}
             return answered(listed, listed)
 
-        return await _ask(settings, call)
+        return await _ask(services, call)
 
     # --- taking part ----------------------------------------------------------------------
 
@@ -261,10 +263,19 @@ def build_server(
         if reason is not None:
             return refused(reason)
         try:
-            sent = await services.sender.send(agent_message(me, channel, fields))
+            message = agent_message(me, channel, fields)
         except MessageError as error:
             return refused(error.reason)
+        request = states_a_request(message)
+        try:
+            if request:  # followed from before it is sent: its answer cannot slip past
+                await services.hub.ready()
+                services.hub.track(message)
+            sent = await services.sender.send(message)
         except (ChorusError, OSError) as error:
+            services.hub.untrack(message.id)
+            if isinstance(error, MessageError):
+                return refused(error.reason)
             return refused(f"{tool} did not send: {error}")
         services.sent(sent)
         answer = {
@@ -357,6 +368,14 @@ def build_server(
         if timeout_seconds < 0:
             return refused(f"timeout_seconds must be 0 or more, got {timeout_seconds:g}")
         longest = min(timeout_seconds, settings.agent_max_wait_seconds)
+        started = time.monotonic()
+        tracked = services.hub.tracked.get(request_id)
+        if tracked is not None and tracked.channel == channel:
+            try:
+                outcome = await _waited(services.outcome(tracked), longest, ctx, request_id)
+                return _wait_answer(request_id, tracked.watch, outcome, longest, timeout_seconds)
+            except HubLost:
+                longest -= time.monotonic() - started  # what is left, waited the long way
         try:
             found = await services.find(channel, request_id)
         except ChorusError as error:
@@ -367,9 +386,7 @@ def build_server(
                 "sent or read, and no commitment of the fold was opened by it"
             )
         watch = RequestWatch(found.correlation_id)
-        waiting = asyncio.ensure_future(
-            wait_for_request(settings, channel, watch, after=found.after)
-        )
+        waiting = wait_for_request(settings, channel, watch, after=found.after)
         try:
             outcome = await _waited(waiting, longest, ctx, request_id)
         except ChorusError as error:
@@ -407,7 +424,7 @@ def build_server(
             )
             return answered("\n".join([head + (":" if lines else "."), *lines]), page)
 
-        return await _ask(settings, call)
+        return await _ask(services, call)
 
     @server.tool(structured_output=False)
     async def my_commitments(channel: str) -> CallToolResult:
@@ -440,7 +457,7 @@ def build_server(
             )
             return answered(text, mine)
 
-        return await _ask(settings, call)
+        return await _ask(services, call)
 
     @server.tool(structured_output=False)
     async def configure_channel(
@@ -487,8 +504,7 @@ def build_server(
         if reason is not None:
             raise ResourceError(reason)
         try:
-            async with WorkerApi(settings) as api:
-                found = await read(api)
+            found = await read(services.api)
         except ChorusError as error:
             raise ResourceError(str(error)) from None
         if found is None:
@@ -523,11 +539,12 @@ def build_server(
 
 
 async def _waited(
-    waiting: asyncio.Future[RequestOutcome], longest: float, ctx: Context, request_id: str
+    wait: Awaitable[RequestOutcome], longest: float, ctx: Context, request_id: str
 ) -> RequestOutcome | None:
     """The outcome, or None once `longest` seconds passed (the wait is cancelled); a
     progress notification every PROGRESS_SECONDS meanwhile (when the caller asked)."""
     started = time.monotonic()
+    waiting = asyncio.ensure_future(wait)
     try:
         while True:
             left = longest - (time.monotonic() - started)
@@ -627,5 +644,12 @@ async def _over_http(
                 await services.stop()
 
     app.router.lifespan_context = lifespan
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower())
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        # Sessions hold streams open: on SIGTERM they get this long, then are closed.
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+    )
     await uvicorn.Server(config).serve()

@@ -16,25 +16,29 @@ import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from aiokafka import TopicPartition
+import orjson
+from aiokafka import ConsumerRecord, TopicPartition
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
 
 from projections.commitments import CommitmentProjection, states_a_request
-from projections.model import Message
+from projections.model import NEEDS_REPLY_LINK, Message, MessageType
 from projections.readable import commitment_views
 from streams.agents.identity import AgentTokens
+from streams.agents.log import PositionReader, logged_message
 from streams.agents.sending import AgentSender
-from streams.interfaces.driver_events import After
+from streams.errors import ChorusError
+from streams.interfaces.driver_events import After, RequestOutcome, RequestWatch, outcome_of
 from streams.interfaces.worker_api import WorkerApi
 from streams.kafka.clients import consumer, started, topic_partitions
 from streams.kafka.produce import SentMessage
+from streams.records import DriverEvent
 from streams.settings import Settings
-from streams.topology import DRIVER_EVENTS
+from streams.topology import DRIVER_EVENTS, MESSAGES
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +49,22 @@ KNOWN_MESSAGES = 10_000
 # name keeps its slashes).
 RESOURCE_VIEWS = ("context", "state", "summary")
 RESOURCE_TEMPLATE = "chorus://channels/{{+channel}}/{view}"
-# How long the notifier waits for driver events before it looks for listeners again.
-NOTIFY_POLL_MS = 500
-NOTIFY_RETRY_SECONDS = 2.0
+# How long the hub waits for driver events at a time, and after a failure.
+HUB_POLL_MS = 500
+RETRY_SECONDS = 2.0
+# Requests the hub follows at once; past it the oldest is let go (its wait reads the
+# events itself). Of each, the hub keeps the last messages that may end it, each up to
+# TRACKED_REPLY_BYTES (at most 1,000 × 2 × 64 KiB; a larger or a dropped one is read from
+# the log by its position), and an answer waits this long for its message when the hub
+# read its event first.
+TRACKED_REQUESTS = 1000
+TRACKED_REPLIES = 2
+TRACKED_REPLY_BYTES = 64 * 1024
+MESSAGE_GRACE_SECONDS = 1.0
+
+
+# The messages that may end a request: the replies, and the fold's expiry event.
+ENDINGS = NEEDS_REPLY_LINK | {MessageType.EVENT}
 
 
 def resource_uri(channel: str, view: str) -> str:
@@ -127,8 +144,17 @@ class AgentServices:
         self.settings = settings
         self.sender = AgentSender(settings)
         self.known: OrderedDict[str, Known] = OrderedDict()
-        self.bus = ListenedBus(self._notify)
-        self._notifier: asyncio.Task[None] | None = None
+        self.bus = ListenedBus(lambda: self.hub.start())
+        self.hub = EventHub(settings, self.bus)
+        self.reader = PositionReader(settings, settings.topic(MESSAGES))
+        self._api: WorkerApi | None = None
+
+    @property
+    def api(self) -> WorkerApi:
+        """The worker's HTTP API, one client (and its connections) for every call."""
+        if self._api is None:
+            self._api = WorkerApi(self.settings)
+        return self._api
 
     # --- messages seen ---------------------------------------------------------------------
 
@@ -158,8 +184,7 @@ class AgentServices:
             else:
                 after = After(message_id=message_id, created_at=known.created_at)
             return Found(known.correlation_id, known.is_request, after)
-        async with WorkerApi(self.settings) as api:
-            state = await api.state(channel)
+        state = await self.api.state(channel)
         folded = ((state or {}).get("projections") or {}).get(CommitmentProjection.name) or {}
         for view in commitment_views(folded.get("state")):
             if view.id == message_id:
@@ -167,47 +192,236 @@ class AgentServices:
                 return Found(view.correlation_id, True, after)
         return None
 
-    # --- resource notifications ------------------------------------------------------------
+    async def outcome(self, tracked: Tracked) -> RequestOutcome:
+        """How a tracked request ended, with the message that ended it: as the hub read it
+        from the log (it comes before its event; a moment is given to a hub that read the
+        event first), else read by its position."""
+        event = await asyncio.shield(tracked.ended)
+        position = (event.partition, event.offset)
+        if position not in tracked.replies:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(tracked.replied(position), MESSAGE_GRACE_SECONDS)
+        message = tracked.replies.get(position)
+        if message is None:
+            read = await self.reader.read(
+                event.partition,
+                event.offset - 1,
+                lambda record: logged_message(record, self.settings),
+                scan=1,
+                limit=1,
+            )
+            message = read.found[0][1] if read.found else None
+        return outcome_of(event, tracked.watch.correlation_id, message)
 
-    def _notify(self) -> None:
-        if self._notifier is None or self._notifier.done():
-            self._notifier = asyncio.ensure_future(self._follow_events())
+    async def stop(self) -> None:
+        await self.hub.stop()
+        await self.reader.stop()
+        await self.sender.stop()
+        if self._api is not None:
+            await self._api.aclose()
 
-    async def _follow_events(self) -> None:
-        """While a client listens: each channel with new driver events, once per poll, as
-        its context, state and summary changed (the views a client reads again)."""
-        topic = self.settings.topic(DRIVER_EVENTS)
-        while self.bus.listeners > 0:
+
+@dataclass
+class Tracked:
+    """A request this server sent, followed from the moment before it was sent: its own
+    driver event starts it, then every event of its channel goes through its watch until
+    one ends it (`ended`); the messages of its correlation id are kept by their position
+    (`replies`, the last `TRACKED_REPLIES`), so the one that ended it is at hand."""
+
+    channel: str
+    request_id: str
+    watch: RequestWatch
+    ended: asyncio.Future[DriverEvent]
+    started: bool = False
+    replies: OrderedDict[tuple[int, int], Message] = field(default_factory=OrderedDict)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def keep(self, partition: int, offset: int, message: Message) -> None:
+        """Keep a message of the request's correlation id (once it ended, only the one that
+        ended it)."""
+        position = (partition, offset)
+        if self.ended.done() and position != self.ending():
+            return
+        self.replies[position] = message
+        while len(self.replies) > TRACKED_REPLIES:
+            self.replies.popitem(last=False)
+        self.arrived.set()
+
+    def ending(self) -> tuple[int, int] | None:
+        if not self.ended.done() or self.ended.exception() is not None:
+            return None
+        event = self.ended.result()
+        return (event.partition, event.offset)
+
+    async def replied(self, position: tuple[int, int]) -> None:
+        while position not in self.replies:
+            self.arrived.clear()
+            await self.arrived.wait()
+
+    def feed(self, event: DriverEvent) -> None:
+        if self.ended.done():
+            return
+        if not self.started:
+            if event.message_id != self.request_id:
+                return  # an event of an earlier message
+            self.started = True
+        if self.watch(event):
+            self.ended.set_result(event)
+            position = (event.partition, event.offset)
+            for kept in [p for p in self.replies if p != position]:
+                del self.replies[kept]
+
+
+class HubLost(ChorusError):
+    """The hub stopped following (a broker that went away) or let the request go at its
+    bound: a wait looks for the request's events itself."""
+
+
+class EventHub:
+    """One consumer of chorus.driver-events and chorus.messages over every partition, from
+    where they ended when it started: each event of a tracked request's channel goes to that
+    request's watch (a wait needs no consumer of its own), the messages of its correlation
+    id are kept with it (its answer needs no read), and each channel with new events is
+    announced to the clients that listen to its resources. After a failure it starts again
+    from the end, and the requests it tracked are let go (`HubLost`)."""
+
+    def __init__(self, settings: Settings, bus: ListenedBus) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.tracked: OrderedDict[str, Tracked] = OrderedDict()
+        self.channels: dict[str, set[str]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+    async def ready(self) -> None:
+        """Once the hub follows every partition from a known position (raises what stopped
+        it, when it stopped)."""
+        self.start()
+        task = self._task
+        assert task is not None
+        waiting = asyncio.ensure_future(self._ready.wait())
+        done, _ = await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
+        if waiting not in done:
+            waiting.cancel()
+            task.result()  # what stopped it
+            raise HubLost("the driver events are not followed")
+
+    def track(self, message: Message) -> Tracked:
+        """Follow the request `message` (call it before sending it)."""
+        assert message.correlation_id is not None
+        tracked = Tracked(
+            message.channel,
+            message.id,
+            RequestWatch(message.correlation_id),
+            asyncio.get_running_loop().create_future(),
+        )
+        self.tracked[message.id] = tracked
+        self.channels.setdefault(message.channel, set()).add(message.id)
+        while len(self.tracked) > TRACKED_REQUESTS:
+            _, gone = self.tracked.popitem(last=False)
+            self._let_go(gone, f"tracks at most {TRACKED_REQUESTS} requests")
+        return tracked
+
+    def untrack(self, request_id: str) -> None:
+        gone = self.tracked.pop(request_id, None)
+        if gone is not None:
+            self._let_go(gone, "no longer tracks it")
+
+    def _let_go(self, gone: Tracked, why: str) -> None:
+        ids = self.channels.get(gone.channel)
+        if ids is not None:
+            ids.discard(gone.request_id)
+            if not ids:
+                del self.channels[gone.channel]
+        if not gone.ended.done():
+            gone.ended.set_exception(HubLost(f"the server {why}"))
+            gone.ended.exception()  # a wait that is not waiting is not told
+
+    async def _run(self) -> None:
+        events, messages = (self.settings.topic(name) for name in (DRIVER_EVENTS, MESSAGES))
+        while True:
             kafka = consumer(self.settings, enable_auto_commit=False, group_id=None)
             try:
                 await started(kafka, self.settings)
-                partitions = await topic_partitions(kafka, topic)
-                kafka.assign([TopicPartition(topic, p) for p in sorted(partitions)])
-                await kafka.seek_to_end()
-                while self.bus.listeners > 0:
-                    batches = await kafka.getmany(timeout_ms=NOTIFY_POLL_MS)
-                    channels = {
-                        record.key.decode(errors="replace")
-                        for records in batches.values()
-                        for record in records
-                        if record.key
+                assigned = [
+                    TopicPartition(topic, partition)
+                    for topic in (events, messages)
+                    for partition in sorted(await topic_partitions(kafka, topic))
+                ]
+                kafka.assign(assigned)
+                await kafka.seek_to_end(*assigned)
+                for tp in assigned:
+                    await kafka.position(tp)  # resolved now: what follows is followed
+                self._ready.set()
+                while True:
+                    batches = await kafka.getmany(timeout_ms=HUB_POLL_MS)
+                    for tp, records in batches.items():
+                        if tp.topic == messages:
+                            self._keep(records)
+                    for tp, records in batches.items():
+                        if tp.topic == events:
+                            self._take(records)
+                    changed = {
+                        r.key.decode(errors="replace")
+                        for tp, records in batches.items()
+                        if tp.topic == events
+                        for r in records
+                        if r.key
                     }
-                    for event in _updates(channels):
-                        await self.bus.publish(event)
+                    if self.bus.listeners and changed:
+                        for update in _updates(changed):
+                            await self.bus.publish(update)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                log.warning("following %s for notifications stopped (%r)", topic, error)
-                await asyncio.sleep(NOTIFY_RETRY_SECONDS)
+                log.warning("following %s stopped (%r); again in %gs", events, error, RETRY_SECONDS)
+                self._ready.clear()
+                for request_id in list(self.tracked):
+                    self.untrack(request_id)
+                if isinstance(error, ChorusError):
+                    raise  # no broker, no topic: said to whoever waits for the hub
+                await asyncio.sleep(RETRY_SECONDS)
             finally:
                 await kafka.stop()
 
+    def _keep(self, records: list[ConsumerRecord]) -> None:
+        """The messages of tracked requests' correlation ids, kept with their requests."""
+        for record in records:
+            channel = record.key.decode(errors="replace") if record.key else ""
+            ids = self.channels.get(channel)
+            if not ids:
+                continue
+            if record.value is None or len(record.value) > TRACKED_REPLY_BYTES:
+                continue
+            message = logged_message(record, self.settings)
+            if message is None or message.correlation_id is None:
+                continue
+            if message.type not in ENDINGS:
+                continue
+            for request_id in ids:
+                tracked = self.tracked[request_id]
+                if tracked.watch.correlation_id == message.correlation_id:
+                    tracked.keep(record.partition, record.offset, message)
+
+    def _take(self, records: list[ConsumerRecord]) -> None:
+        for record in records:
+            channel = record.key.decode(errors="replace") if record.key else ""
+            ids = self.channels.get(channel)
+            if not ids or record.value is None:
+                continue
+            event = DriverEvent.model_validate(orjson.loads(record.value))
+            for request_id in list(ids):
+                self.tracked[request_id].feed(event)
+
     async def stop(self) -> None:
-        if self._notifier is not None:
-            self._notifier.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._notifier
-        await self.sender.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
 
 
 def _updates(channels: Iterable[str]) -> list[ServerEvent]:

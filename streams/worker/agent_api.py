@@ -23,13 +23,12 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import ClientError, web
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 from faust.web import Request, Response, View
 from pydantic import SecretStr
@@ -38,6 +37,7 @@ from projections.commitments import CommitmentProjection
 from projections.inbox import DEFAULT_MESSAGES, asks, for_agent, inbox_entry, requests_of
 from projections.model import Message, MessageError, channel_name_refusal
 from streams.agents.identity import AgentTokens, bearer_token
+from streams.agents.log import PositionReader
 from streams.agents.sending import AgentSender, WriterRefused, WritersUnknown, agent_message
 from streams.kafka.clients import consumer, started
 from streams.records import key_partition
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A read that gets no record for this long stops (records deleted under it).
-READ_TIMEOUT_MS = 2000
 # An events stream with nothing to send says it is alive this often (a comment line).
 KEEP_ALIVE_SECONDS = 15.0
 
@@ -105,89 +103,6 @@ class Callers:
         return caller.agent
 
 
-@dataclass(frozen=True)
-class Read:
-    """What a read of a channel's records found: (offset, message) in log order, the last
-    offset read (`next`) and the partition's end when it was read."""
-
-    found: list[tuple[int, Message]]
-    next: int
-    end: int
-
-
-class ChannelLog:
-    """Reads a channel's records of chorus.messages from a position: one consumer of its own
-    (no group, nothing committed), one read at a time, each through the fold's gate
-    (`Runtime.validate`: an invalid record or a refused sender is never answered)."""
-
-    def __init__(self, chorus: Runtime) -> None:
-        self.chorus = chorus
-        self.topic = chorus.settings.topic(MESSAGES)
-        self._kafka: AIOKafkaConsumer | None = None
-        self._lock = asyncio.Lock()
-
-    async def read(
-        self,
-        channel: str,
-        partition: int,
-        after: int | None,
-        keep: Callable[[Message], bool],
-        limit: int,
-    ) -> Read:
-        """The channel's messages after offset `after` (from the partition's start when
-        None) that `keep` takes, at most `limit`, reading at most CHORUS_AGENT_SCAN_RECORDS
-        records of the partition."""
-        key = channel.encode()
-        async with self._lock:
-            kafka = await self._started()
-            tp = TopicPartition(self.topic, partition)
-            kafka.assign([tp])
-            begin = (await kafka.beginning_offsets([tp]))[tp]
-            end = (await kafka.end_offsets([tp]))[tp]
-            first = max(begin, after + 1 if after is not None else begin)
-            last = min(end - 1, first + self.chorus.settings.agent_scan_records - 1)
-            reached = first - 1 if after is None or after < first else after
-            found: list[tuple[int, Message]] = []
-            if first <= last:
-                kafka.seek(tp, first)
-            while reached < last and len(found) < limit:
-                records = (await kafka.getmany(tp, timeout_ms=READ_TIMEOUT_MS)).get(tp, [])
-                if not records:
-                    break
-                for record in records:
-                    if record.offset > last or len(found) >= limit:
-                        break
-                    reached = record.offset
-                    if record.key != key:
-                        continue
-                    try:
-                        message = self.chorus.validate(
-                            record.key, record.value, partition, record.offset, record.timestamp
-                        )
-                    except MessageError:
-                        continue
-                    if keep(message):
-                        found.append((record.offset, message))
-            return Read(found, reached, end)
-
-    async def _started(self) -> AIOKafkaConsumer:
-        if self._kafka is None:
-            kafka = consumer(
-                self.chorus.settings,
-                bootstrap_servers=self.chorus.servers,
-                enable_auto_commit=False,
-                group_id=None,
-            )
-            await started(kafka, self.chorus.settings)
-            self._kafka = kafka
-        return self._kafka
-
-    async def stop(self) -> None:
-        if self._kafka is not None:
-            await self._kafka.stop()
-            self._kafka = None
-
-
 def _offset(request: Request, name: str) -> int | None:
     value = request.query.get(name)
     if value is None or value == "":
@@ -220,7 +135,7 @@ def install(chorus: Runtime) -> None:
     settings = chorus.settings
     callers = Callers(chorus)
     sender = AgentSender(settings)
-    channel_log = ChannelLog(chorus)
+    channel_log = PositionReader(settings, settings.topic(MESSAGES), chorus.servers)
     streams: set[asyncio.Task[Any]] = set()
 
     async def stop(*_: Any, **__: Any) -> None:
@@ -278,15 +193,29 @@ def install(chorus: Runtime) -> None:
             commitments = chorus.folds_of(channel).get(CommitmentProjection.name)
             requests = requests_of(commitments.state if commitments else None, agent)
 
-        def keep(message: Message) -> bool:
+        key = channel.encode()
+
+        def kept(record: ConsumerRecord) -> Message | None:
+            """The channel's message at the record, through the fold's gate (an invalid
+            record or a refused sender is never answered), when it is one to answer."""
+            if record.key != key:
+                return None
+            try:
+                message = chorus.validate(
+                    record.key, record.value, partition, record.offset, record.timestamp
+                )
+            except MessageError:
+                return None
             if agent is None:
-                return True
+                return message
             asked = asks(message, agent)
             if asked is not None:
                 requests.add(asked)
-            return for_agent(message, agent, requests)
+            return message if for_agent(message, agent, requests) else None
 
-        read = await channel_log.read(channel, partition, after, keep, limit)
+        read = await channel_log.read(
+            partition, after, kept, scan=settings.agent_scan_records, limit=limit
+        )
         return view.json(
             {
                 "channel": channel,

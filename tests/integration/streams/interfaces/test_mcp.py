@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -22,10 +21,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from projections.model import utc_now
-from streams.ops.broker import free_port
 from streams.ops.topics import create_topics
 from streams.records import DriverEvent
 from streams.settings import Settings
+from streams.testing import mcp_over_http
 from streams.topology import DRIVER_EVENTS
 from tests.conftest import REPO, WorkerProcess, read_until
 from tests.fakes.worker_stub import stub_worker
@@ -208,26 +207,6 @@ async def test_two_agents_in_two_stdio_sessions_ask_answer_and_wait(
     assert (mine.structured_content["owes"], mine.structured_content["owed"]) == ([], [])
 
 
-def _http_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    flags = ["--transport", "http", "--port", str(port)]
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "streams.interfaces.cli", "mcp", *flags],
-            env=env,
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    for _ in range(300):
-        assert server.poll() is None, log.read_text()
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
-            return server
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise AssertionError(f"chorus mcp --transport http did not listen:\n{log.read_text()}")
-
-
 def _agent(port: int, token: str) -> McpClient:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=90)
     return McpClient(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http))
@@ -245,10 +224,9 @@ async def test_two_agents_over_streamable_http_each_named_by_its_token(
     start_worker()
     tokens = tmp_path / "agents.tokens"
     tokens.write_text(f"planner {PLANNER_TOKEN}\nworker-a {WORKER_TOKEN}\n")
-    port = free_port()
     log = tmp_path / "mcp-http.log"
-    env = {**os.environ, **chorus_env, "CHORUS_AGENT_TOKENS_FILE": str(tokens)}
-    server = _http_server(env, port, log)
+    env = {**chorus_env, "CHORUS_AGENT_TOKENS_FILE": str(tokens)}
+    server, port = mcp_over_http(env, log)
     try:
         url = f"http://127.0.0.1:{port}/mcp"
         hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
