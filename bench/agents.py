@@ -37,9 +37,9 @@ from streams.client import Client, Message
 from streams.settings import Settings
 from streams.testing import mcp_over_http
 
-# Each worker's pause between two empty polls of its inbox (10 workers: 50 polls a second
+# Each worker's pause between two empty polls of its inbox (10 workers: 20 polls a second
 # at most, on the one MCP server).
-POLL_SECONDS = 0.2
+POLL_SECONDS = 0.5
 WAIT_SECONDS = 60
 
 
@@ -51,6 +51,14 @@ class Tally:
     wrong_answers: int = 0
     seen: Counter[str] = field(default_factory=Counter)
     asked: set[str] = field(default_factory=set)
+    # A channel whose agents stopped: what stopped them (one line each).
+    errors: list[str] = field(default_factory=list)
+
+    async def each(self, runs: list[Awaitable[None]]) -> None:
+        """Run the channels' pairs at once; one that fails is recorded, not fatal."""
+        for outcome in await asyncio.gather(*runs, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                self.errors.append(_one_line(outcome))
 
     def figures(self, seconds: float) -> dict[str, Any]:
         pairs = len(self.latencies_ms)
@@ -62,7 +70,15 @@ class Tally:
             "wrong_answers": self.wrong_answers,
             "missed": len(self.asked - set(self.seen)),
             "repeated": sum(count - 1 for count in self.seen.values() if count > 1),
+            "errors": self.errors,
         }
+
+
+def _one_line(error: BaseException) -> str:
+    """What stopped a channel, the innermost error of a group."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}".splitlines()[0]
 
 
 # What a worker does with one request (its id, correlation id), and what it returns: the
@@ -195,7 +211,7 @@ async def over_mcp(port: int, tokens: dict[str, str], channels: int, count: int)
 
             await pairs_on(channel, count, ask, wait, inbox, answer, tally)
 
-    await asyncio.gather(*(channel_pairs(n) for n in range(channels)))
+    await tally.each([channel_pairs(n) for n in range(channels)])
     return tally
 
 
@@ -249,7 +265,7 @@ async def over_kafka(system: System, channels: int, count: int) -> Tally:
 
             await pairs_on(channel, count, ask, wait, inbox, answer, tally)
 
-    await asyncio.gather(*(channel_pairs(n) for n in range(channels)))
+    await tally.each([channel_pairs(n) for n in range(channels)])
     return tally
 
 
@@ -284,6 +300,7 @@ def report(result: dict[str, Any]) -> list[str]:
     from bench.report import ms, number, table
 
     rows = []
+    stopped = []
     for label, key in (
         (f"{result['agents']} agents over MCP streamable HTTP", "mcp_http"),
         ("the Python client (wait_for over Kafka)", "client_kafka"),
@@ -291,6 +308,7 @@ def report(result: dict[str, Any]) -> list[str]:
         figures = result.get(key)
         if not figures:
             continue
+        stopped += [f"{label}: a channel stopped: {error}" for error in figures["errors"]]
         latency = figures["reply_to_wait_ms"]
         rows.append(
             [
@@ -318,4 +336,5 @@ def report(result: dict[str, Any]) -> list[str]:
             ],
             rows,
         ),
+        *stopped,
     ]

@@ -240,3 +240,49 @@ async def test_two_agents_over_streamable_http_each_named_by_its_token(
         server.wait(timeout=30)
     logged = log.read_text(errors="replace")
     assert PLANNER_TOKEN not in logged and "not-a-token-of-anyone" not in logged
+
+
+def _documented_host_configuration() -> dict[str, Any]:
+    """The stdio host configuration docs/agents.md gives, as it is written."""
+    text = (REPO / "docs" / "agents.md").read_text()
+    section = text[text.index("### One agent over stdio") :]
+    block = section[section.index("```json\n") + len("```json\n") :]
+    configuration: dict[str, Any] = json.loads(block[: block.index("```")])
+    return configuration["mcpServers"]["chorus"]
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(240)
+async def test_the_host_configuration_of_the_agents_guide_works_as_written(
+    chorus_env: dict[str, str],
+    chorus_settings: Settings,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    """The server started from the guide's block: its command, its arguments and exactly its
+    environment's names (values this test's broker, topics and worker, which has a token)."""
+    documented = _documented_host_configuration()
+    await create_topics(chorus_settings)
+    start_worker(CHORUS_API_TOKEN="the-workers-api-token")
+    ours = {
+        **chorus_env,
+        "CHORUS_WEB_HOST": "127.0.0.1",
+        "CHORUS_API_TOKEN": "the-workers-api-token",
+    }
+    env = {name: ours[name] for name in documented["env"]}
+    command = documented["command"].replace("/path/to/chorus", str(REPO))
+    assert Path(command).exists(), command
+    server = StdioServerParameters(command=command, args=documented["args"], env=env)
+    async with McpClient(server) as planner:
+        sent = await planner.call_tool(
+            "send_message", {"channel": CHANNEL, "type": "query", "content": "which notes?"}
+        )
+        assert not sent.is_error, sent
+        for _ in range(200):
+            state = await planner.call_tool("get_channel_state", {"channel": CHANNEL})
+            if not state.is_error:
+                break
+            await asyncio.sleep(0.1)
+        mine = await planner.call_tool("my_commitments", {"channel": CHANNEL})
+    assert not state.is_error, state
+    owed = (mine.structured_content or {})["owed"]
+    assert [c["request_id"] for c in owed] == [(sent.structured_content or {})["id"]]
