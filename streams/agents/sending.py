@@ -90,6 +90,17 @@ def agent_message(agent: str, channel: str, fields: Mapping[str, Any]) -> Messag
     return prepare({**record, "channel": channel, "sender": agent})
 
 
+def sent_answer(sent: SentMessage) -> dict[str, Any]:
+    """What a sender is told of its message: where it landed and how to name it."""
+    return {
+        "id": sent.id,
+        "channel": sent.channel,
+        "correlation_id": sent.correlation_id,
+        "partition": sent.partition,
+        "offset": sent.offset,
+    }
+
+
 def _config(value: bytes) -> ChannelConfig:
     """A config record as the config stage reads it: one it refuses raises ValidationError
     (the book passes it over and keeps the channel's last)."""

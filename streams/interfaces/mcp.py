@@ -39,7 +39,7 @@ from projections.context import DEFAULT_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS, budg
 from projections.inbox import DEFAULT_MESSAGES, commitments_for
 from projections.model import Message, MessageError, channel_name_refusal
 from streams.agents.identity import AgentTokens
-from streams.agents.sending import WritersUnknown, agent_message
+from streams.agents.sending import WritersUnknown, agent_message, sent_answer
 from streams.errors import ChorusError
 from streams.interfaces.control import configure_channel as write_config
 from streams.interfaces.driver_events import RequestOutcome, RequestWatch, wait_for_request
@@ -133,6 +133,14 @@ async def _ask(
         return refused(str(error))
 
 
+async def _folded(api: WorkerApi, channel: str) -> dict[str, Any]:
+    """The channel's state; a ChorusError when no worker folded it."""
+    state: dict[str, Any] | None = await api.state(channel)
+    if state is None:
+        raise ChorusError(f"no messages folded for channel {channel!r}")
+    return state
+
+
 def message_line(entry: dict[str, Any]) -> str:
     """A message as check_messages shows it: its position, who to whom, its ids, and its
     content whole."""
@@ -190,6 +198,15 @@ def build_server(
     def caller() -> str | None:
         return caller_over_http() if tokens is not None else agent
 
+    def acting(tool: str, channel: str) -> str | CallToolResult:
+        """The agent calling `tool` on `channel`, or the refusal: no identity, or a channel
+        name that breaks the rule."""
+        me = caller()
+        if me is None:
+            return refused(no_identity(tool))
+        reason = channel_name_refusal(channel)
+        return refused(reason) if reason is not None else me
+
     # --- reading --------------------------------------------------------------------------
 
     @server.tool(structured_output=False, description=CONTEXT_TOOL)
@@ -234,9 +251,7 @@ def build_server(
             return refused(reason)
 
         async def call(api: WorkerApi) -> CallToolResult:
-            state = await api.state(channel)
-            if state is None:
-                return refused(f"no messages folded for channel {channel!r}")
+            state = await _folded(api, channel)
             return answered(state, state)
 
         return await _ask(services, call)
@@ -256,12 +271,9 @@ def build_server(
     # --- taking part ----------------------------------------------------------------------
 
     async def send(tool: str, channel: str, fields: dict[str, Any]) -> CallToolResult:
-        me = caller()
-        if me is None:
-            return refused(no_identity(tool))
-        reason = channel_name_refusal(channel)
-        if reason is not None:
-            return refused(reason)
+        me = acting(tool, channel)
+        if isinstance(me, CallToolResult):
+            return me
         try:
             message = agent_message(me, channel, fields)
         except MessageError as error:
@@ -278,13 +290,7 @@ def build_server(
                 return refused(error.reason)
             return refused(f"{tool} did not send: {error}")
         services.sent(sent)
-        answer = {
-            "id": sent.id,
-            "channel": channel,
-            "correlation_id": sent.correlation_id,
-            "partition": sent.partition,
-            "offset": sent.offset,
-        }
+        answer = sent_answer(sent)
         kind = sent.message.type.value
         text = (
             f"Sent {kind} {sent.id} to {channel} as {me} (partition {sent.partition}, offset "
@@ -330,11 +336,9 @@ def build_server(
         channel: its correlation_id and in_reply_to are taken from it. type: RESPONSE
         (answers a QUERY), DONE (a COMMAND or PROPOSE is done), DECLINE or FAILURE (content:
         why), STATUS (acknowledged, working on it)."""
-        if caller() is None:
-            return refused(no_identity("reply"))
-        reason = channel_name_refusal(channel)
-        if reason is not None:
-            return refused(reason)
+        me = acting("reply", channel)
+        if isinstance(me, CallToolResult):
+            return me
         try:
             found = await services.find(channel, to)
         except ChorusError as error:
@@ -401,12 +405,9 @@ def build_server(
         (your name, role:<name> or instance:<name>) and the replies to your requests. Read
         from the log by position: pass the answer's `next` as `after` to get only newer
         ones (none: from the channel's start); `more` says whether the log holds more."""
-        me = caller()
-        if me is None:
-            return refused(no_identity("check_messages"))
-        reason = channel_name_refusal(channel)
-        if reason is not None:
-            return refused(reason)
+        me = acting("check_messages", channel)
+        if isinstance(me, CallToolResult):
+            return me
         if not 1 <= limit <= settings.agent_messages_limit:
             return refused(
                 f"limit must be between 1 and {settings.agent_messages_limit}, got {limit}"
@@ -430,17 +431,12 @@ def build_server(
     async def my_commitments(channel: str) -> CallToolResult:
         """What you owe (`owes`) and are owed (`owed`) in the channel now, from the fold:
         each open commitment with who asked, who owes it, what was asked and since when."""
-        me = caller()
-        if me is None:
-            return refused(no_identity("my_commitments"))
-        reason = channel_name_refusal(channel)
-        if reason is not None:
-            return refused(reason)
+        me = acting("my_commitments", channel)
+        if isinstance(me, CallToolResult):
+            return me
 
         async def call(api: WorkerApi) -> CallToolResult:
-            state = await api.state(channel)
-            if state is None:
-                return refused(f"no messages folded for channel {channel!r}")
+            state = await _folded(api, channel)
             folded = state["projections"].get(CommitmentProjection.name) or {}
             held = commitments_for(folded.get("state"), me)
             mine = {"agent": me, "offset": folded.get("offset"), **held}
@@ -473,12 +469,9 @@ def build_server(
         escalate-on-decline:1, max-messages:N, never. writers: who may write (agent names
         or role:<name>; [] lets anyone): the fold refuses any other sender. A channel with
         writers is configured by its writers only."""
-        me = caller()
-        if me is None:
-            return refused(no_identity("configure_channel"))
-        reason = channel_name_refusal(channel)
-        if reason is not None:
-            return refused(reason)
+        me = acting("configure_channel", channel)
+        if isinstance(me, CallToolResult):
+            return me
         try:
             refusal = await services.sender.configure_refusal(me, channel)
             if refusal is not None:
@@ -511,29 +504,33 @@ def build_server(
             raise ResourceError(f"no messages folded for channel {channel!r}")
         return _text(found)
 
-    @server.resource(
-        RESOURCE_TEMPLATE.format(view="context"),
-        mime_type="application/json",
-        description="The channel's context (get_channel_context with the default budget)",
-    )
-    async def channel_context(channel: str) -> str:
-        return await view(channel, lambda api: api.context(channel, DEFAULT_CONTEXT_TOKENS))
+    resources: dict[str, tuple[str, Callable[[WorkerApi, str], Awaitable[Any]]]] = {
+        "context": (
+            "The channel's context (get_channel_context with the default budget)",
+            lambda api, channel: api.context(channel, DEFAULT_CONTEXT_TOKENS),
+        ),
+        "state": (
+            "Every projection's state of the channel and its decision",
+            lambda api, channel: api.state(channel),
+        ),
+        "summary": ("The channel's latest summary", lambda api, channel: api.summary(channel)),
+    }
 
-    @server.resource(
-        RESOURCE_TEMPLATE.format(view="state"),
-        mime_type="application/json",
-        description="Every projection's state of the channel and its decision",
-    )
-    async def channel_state(channel: str) -> str:
-        return await view(channel, lambda api: api.state(channel))
+    def resource_of(
+        read: Callable[[WorkerApi, str], Awaitable[Any]],
+    ) -> Callable[[str], Awaitable[str]]:
+        async def resource(channel: str) -> str:
+            return await view(channel, lambda api: read(api, channel))
 
-    @server.resource(
-        RESOURCE_TEMPLATE.format(view="summary"),
-        mime_type="application/json",
-        description="The channel's latest summary",
-    )
-    async def channel_summary(channel: str) -> str:
-        return await view(channel, lambda api: api.summary(channel))
+        return resource
+
+    for name, (description, read) in resources.items():
+        server.resource(
+            RESOURCE_TEMPLATE.format(view=name),
+            name=f"channel_{name}",
+            mime_type="application/json",
+            description=description,
+        )(resource_of(read))
 
     return server
 

@@ -38,7 +38,13 @@ from projections.inbox import DEFAULT_MESSAGES, asks, for_agent, inbox_entry, re
 from projections.model import Message, MessageError, channel_name_refusal
 from streams.agents.identity import AgentTokens, bearer_token
 from streams.agents.log import PositionReader
-from streams.agents.sending import AgentSender, WriterRefused, WritersUnknown, agent_message
+from streams.agents.sending import (
+    AgentSender,
+    WriterRefused,
+    WritersUnknown,
+    agent_message,
+    sent_answer,
+)
 from streams.kafka.clients import consumer, started
 from streams.records import key_partition
 from streams.settings import bearer_header
@@ -170,14 +176,7 @@ def install(chorus: Runtime) -> None:
             raise Refused(400, error.reason) from None
         except (WritersUnknown, KafkaError) as error:
             return not_yet(view, f"the message was not sent: {error}")
-        answer = {
-            "id": sent.id,
-            "channel": channel,
-            "correlation_id": sent.correlation_id,
-            "partition": sent.partition,
-            "offset": sent.offset,
-        }
-        return view.json(answer, status=201)
+        return view.json(sent_answer(sent), status=201)
 
     async def messages(view: View, request: Request, channel: str) -> Response:
         """On the worker that owns the channel: its fold says which requests are whose."""
