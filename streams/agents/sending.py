@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+import orjson
+from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from pydantic_core import ValidationError
 
 from projections.model import Message, MessageError, MessageType, utc_now
 from projections.termination import parse_conditions
 from projections.writers import sender_refusal, writer_refusal
 from streams.errors import ChorusError
-from streams.kafka.clients import bootstrap_servers, consumer, started, topic_partitions
-from streams.kafka.consume import RangeReader
-from streams.kafka.follow import Follower, LatestBook
+from streams.kafka.clients import consumer, started, topic_partitions
+from streams.kafka.consume import read_topic
 from streams.kafka.produce import (
     SentMessage,
     deliver,
@@ -38,6 +40,8 @@ from streams.kafka.produce import (
 from streams.records import ChannelConfig, key_partition
 from streams.settings import Settings
 from streams.topology import CHANNEL_CONFIG
+
+log = logging.getLogger(__name__)
 
 # What an agent may give for a message; the sender is never one of them.
 AGENT_FIELDS = (
@@ -53,8 +57,11 @@ AGENT_FIELDS = (
 TEXT_FIELDS = ("content", "target", "correlation_id", "in_reply_to", "topic")
 # How long a check waits for the configs to be read from the topic's beginning.
 WRITERS_READ_SECONDS = 15.0
-# The configs a WritersBook keeps in memory (the rest are read back by their position).
+# The writers a WritersBook keeps in memory (a channel dropped is read from the topic).
 WRITERS_KEPT_BYTES = 4 * 1024 * 1024
+# How long the book waits for records at a time, and after a failure.
+FOLLOW_POLL_MS = 500
+RETRY_SECONDS = 2.0
 
 
 class WriterRefused(MessageError):
@@ -123,39 +130,93 @@ def _config(value: bytes) -> ChannelConfig:
 
 
 class WritersBook:
-    """Each channel's writers, from the config topic read from its beginning and followed
-    (`LatestBook` over every partition: the latest config per channel, in bounded memory)."""
+    """Each channel's writers, from the compacted config topic read from its beginning over
+    every partition and followed: in memory, only the channels that have writers, at most
+    `WRITERS_KEPT_BYTES` of them (the least recently changed dropped first). A channel of a
+    partition that dropped one is read from the topic when asked (`latest_value`), so no
+    bound makes a channel look open."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topic = settings.topic(CHANNEL_CONFIG)
-        self.book = LatestBook(self.topic, _config, None, kept_bytes=WRITERS_KEPT_BYTES)
         self.partitions: int | None = None
-        self.follower: Follower | None = None
+        self.kept: OrderedDict[str, tuple[list[str], int]] = OrderedDict()
+        self.size = 0
+        # Partitions a channel was dropped from (asked of the topic), and those still being
+        # read up to where they ended when the book started.
+        self.dropped: set[int] = set()
+        self.restoring: dict[int, int] | None = None
 
     async def run(self) -> None:
-        """Follow the topic until cancelled (a broker that goes away is retried)."""
-        servers = bootstrap_servers(self.settings)
-        self.book.reader = RangeReader(self.settings, self.topic, servers)
-        kafka = consumer(self.settings, bootstrap_servers=servers, group_id=None)
-        await started(kafka, self.settings)
-        try:
-            self.partitions = len(await topic_partitions(kafka, self.topic))
-        finally:
-            await kafka.stop()
-        every = frozenset(range(self.partitions))
-        self.follower = Follower(self.settings, servers, [self.book], lambda: every)
-        await self.follower.run()
+        """Follow the topic until cancelled; a failure after the first read starts again
+        from the beginning (retried every `RETRY_SECONDS`)."""
+        while True:
+            kafka = consumer(self.settings, enable_auto_commit=False, group_id=None)
+            try:
+                await started(kafka, self.settings)
+                partitions = sorted(await topic_partitions(kafka, self.topic))
+                assigned = [TopicPartition(self.topic, p) for p in partitions]
+                kafka.assign(assigned)
+                await kafka.seek_to_beginning(*assigned)
+                ends = await kafka.end_offsets(assigned)
+                self.kept.clear()
+                self.size = 0
+                self.dropped.clear()
+                self.partitions = len(partitions)
+                self.restoring = {tp.partition: end for tp, end in ends.items() if end > 0}
+                while True:
+                    batches = await kafka.getmany(timeout_ms=FOLLOW_POLL_MS)
+                    for records in batches.values():
+                        for record in records:
+                            self._take(record)
+                    for tp in assigned:
+                        end = self.restoring.get(tp.partition)
+                        if end is not None and await kafka.position(tp) >= end:
+                            del self.restoring[tp.partition]
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if self.partitions is None:
+                    raise  # no broker, no topic: said to whoever waits for the book
+                log.warning(
+                    "reading %s stopped (%r); again in %gs", self.topic, error, RETRY_SECONDS
+                )
+                self.restoring = None
+                await asyncio.sleep(RETRY_SECONDS)
+            finally:
+                await kafka.stop()
 
-    def _read(self, partition: int) -> bool:
-        follower = self.follower
-        return bool(follower and follower.assigned) and partition not in self.book.restoring
+    def _take(self, record: ConsumerRecord) -> None:
+        if not record.key:
+            return
+        channel = record.key.decode(errors="replace")
+        if record.value is None:  # a tombstone: the channel has no config any more
+            self._forget(channel)
+            return
+        try:
+            writers = _config(record.value).writers
+        except ValidationError:
+            return  # refused by the config stage: the channel keeps its last config
+        self._forget(channel)
+        if writers:
+            size = sum(len(writer) for writer in writers) + len(channel)
+            self.kept[channel] = (writers, size)
+            self.size += size
+        while self.size > WRITERS_KEPT_BYTES and self.kept:
+            dropped, (_, size) = self.kept.popitem(last=False)
+            self.size -= size
+            self.dropped.add(self._partition(dropped))
+
+    def _forget(self, channel: str) -> None:
+        kept = self.kept.pop(channel, None)
+        if kept is not None:
+            self.size -= kept[1]
 
     async def writers(self, channel: str, running: asyncio.Future[None]) -> list[str]:
         """The channel's writers as its latest config says them (empty: anyone); once the
         topic has been read to where it ended when the book started (`running`: `run`)."""
         deadline = time.monotonic() + WRITERS_READ_SECONDS
-        while self.partitions is None or not self._read(self._partition(channel)):
+        while self.restoring is None or self._partition(channel) in self.restoring:
             if running.done():
                 running.result()  # what stopped it (no broker, no topic), raised here
             if time.monotonic() > deadline:
@@ -164,16 +225,22 @@ class WritersBook:
                     f"{WRITERS_READ_SECONDS:g} s: who may write to {channel!r} is unknown"
                 )
             await asyncio.sleep(0.05)
-        latest = await self.book.latest(channel, self._partition(channel))
-        return list(latest.record.writers) if latest.record is not None else []
+        kept = self.kept.get(channel)
+        if kept is not None:
+            return list(kept[0])
+        if self._partition(channel) not in self.dropped:
+            return []
+        found = None
+        async for record in read_topic(self.settings, self.topic, channels=[channel]):
+            found = record.value
+        try:
+            return _config(orjson.dumps(found)).writers if isinstance(found, dict) else []
+        except ValidationError:
+            return []
 
     def _partition(self, channel: str) -> int:
         assert self.partitions is not None
         return key_partition(channel.encode(), self.partitions)
-
-    async def stop(self) -> None:
-        if self.book.reader is not None:
-            await self.book.reader.stop()
 
 
 class AgentSender:
@@ -226,4 +293,3 @@ class AgentSender:
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
-        await self.writers.stop()

@@ -68,6 +68,8 @@ HTTP_PORT = 8765
 HTTP_PATH = "/mcp"
 # How long an HTTP server stopping lets its open sessions finish.
 SHUTDOWN_SECONDS = 5
+# The most channels list_channels answers (page after page of the cluster's).
+LISTED_CHANNELS = 1000
 # A waiting wait_for_reply tells a caller that asked for progress this often.
 PROGRESS_SECONDS = 10.0
 
@@ -258,12 +260,25 @@ def build_server(
 
     @server.tool(structured_output=False)
     async def list_channels() -> CallToolResult:
-        """Every channel the cluster's fold workers hold, each with its decision (or, when
-        a worker cannot answer, which one and why)."""
+        """Every channel the cluster's fold workers hold, in name order, each with its
+        decision (the first 1,000; `more` says when there are more), or, when a worker
+        cannot answer, which one and why."""
 
         async def call(api: WorkerApi) -> CallToolResult:
-            found = await api.cluster_channels()
-            listed = {"channels": found["channels"], "decisions": found["decisions"]}
+            decisions: dict[str, Any] = {}
+            after: str | None = None
+            while True:
+                page = await api.cluster_channels(after)
+                decisions.update(page["decisions"])
+                after = page.get("next")
+                if after is None or len(decisions) >= LISTED_CHANNELS:
+                    break
+            names = sorted(decisions)[:LISTED_CHANNELS]
+            listed = {
+                "channels": names,
+                "decisions": {name: decisions[name] for name in names},
+                "more": after is not None,
+            }
             return answered(listed, listed)
 
         return await _ask(services, call)

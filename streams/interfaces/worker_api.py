@@ -122,9 +122,11 @@ class WorkerApi:
         found = urlencode({name: value for name, value in query.items() if value is not None})
         return await self.get(f"/channels/{quote(channel)}/messages?{found}")
 
-    async def cluster_channels(self) -> dict[str, Any]:
-        """Every channel the fold workers of the group own, with its decision."""
-        return dict(await self.get("/cluster/channels"))
+    async def cluster_channels(self, after: str | None = None) -> dict[str, Any]:
+        """A page of the channels the fold workers of the group own (after the name
+        `after`), with their decisions and the cursor of the next page (`next`)."""
+        query = f"?after={quote(after)}" if after else ""
+        return dict(await self.get(f"/cluster/channels{query}"))
 
     async def costs(self) -> dict[str, Any]:
         """The LLM costs of the fold role's process and of the context role's on this host

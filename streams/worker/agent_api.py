@@ -49,7 +49,14 @@ from streams.kafka.clients import consumer, started
 from streams.records import key_partition
 from streams.settings import bearer_header
 from streams.topology import DRIVER_EVENTS, MESSAGES
-from streams.worker.http import BROKER_ERRORS, failed, local_channels, not_yet, routable
+from streams.worker.http import (
+    BROKER_ERRORS,
+    failed,
+    local_channels,
+    not_yet,
+    page_of,
+    routable,
+)
 
 if TYPE_CHECKING:
     from streams.worker.runtime import Runtime
@@ -184,7 +191,7 @@ def install(chorus: Runtime) -> None:
         after = _offset(request, "after")
         limit = _limit(request, settings.agent_messages_limit)
         agent = (request.query.get("for") or "").strip() or caller.agent
-        partition = chorus.messages_partition(channel)
+        partition = chorus.ownership.messages_partition(channel)
         if partition is None:
             return not_yet(view, f"this worker no longer owns channel {channel!r}")
         requests: set[str] = set()
@@ -200,7 +207,7 @@ def install(chorus: Runtime) -> None:
             if record.key != key:
                 return None
             try:
-                message = chorus.validate(
+                message = chorus.gate.validate(
                     record.key, record.value, partition, record.offset, record.timestamp
                 )
             except MessageError:
@@ -284,7 +291,7 @@ def install(chorus: Runtime) -> None:
         key = channel.encode()
         try:
             await started(kafka, settings)
-            partition = key_partition(key, chorus.messages_partitions())
+            partition = key_partition(key, chorus.ownership.messages_partitions())
             tp = TopicPartition(settings.topic(DRIVER_EVENTS), partition)
             kafka.assign([tp])
             if after is None:
@@ -316,44 +323,55 @@ def install(chorus: Runtime) -> None:
             except Refused as refused:
                 return self.json({"error": refused.reason}, status=refused.status)
 
-    async def cluster(view: View) -> Response:
-        """Every channel the fold workers of the group own, each asked for its own
-        (`/channels?with=decision`, kept to the partitions it owns); when one cannot answer,
-        or a partition has no owner yet, a 503 that says which."""
+    async def cluster(view: View, request: Request) -> Response:
+        """A page of every channel the fold workers of the group own, in name order
+        (`?after=` the last name of the page before, `?limit=`): each worker is asked for its
+        own page (`/channels?with=decision`), the pages merged; when one cannot answer, or a
+        partition has no owner yet, a 503 that says which."""
         if not routable(chorus):
             return not_yet(view, "the worker is still learning its partitions")
+        try:
+            after, limit = page_of(request)
+        except ValueError as error:
+            raise Refused(400, str(error)) from None
         topic = chorus.messages.get_topic_name()
-        partitions = chorus.messages_partitions()
         owners: dict[str, list[int]] = {
             url: sorted(topics.get(topic, []))
             for url, topics in app.assignor.external_topics_metadata().items()
         }
+        partitions = chorus.ownership.messages_partitions()
         missing = set(range(partitions)) - {p for owned in owners.values() for p in owned}
         if missing:
             return not_yet(view, f"partitions {sorted(missing)} of {topic} have no owner yet")
         own = str(app.conf.canonical_url).rstrip("/")
         decisions: dict[str, Any] = {}
+        more = False
         for url, owned in owners.items():
             if url.rstrip("/") == own:
-                found = {name: _decision(chorus, name) for name in local_channels(chorus)}
+                names, following = local_channels(chorus, after, limit)
+                found = {name: _decision(chorus, name) for name in names}
             else:
                 try:
-                    found = await _owned_elsewhere(app, url, settings.api_token)
+                    found, following = await _owned_elsewhere(
+                        app, url, settings.api_token, after, limit
+                    )
                 except (ClientError, TimeoutError, ValueError) as error:
                     return not_yet(
                         view,
                         f"cannot list the whole cluster: the worker at {url} (partitions "
                         f"{owned}) did not answer ({error!r})",
                     )
-            decisions.update(
-                {
-                    name: decision
-                    for name, decision in found.items()
-                    if key_partition(name.encode(), partitions) in owned
-                }
-            )
+            decisions.update(found)
+            more = more or following is not None
+        names = sorted(decisions)[:limit]
+        following = names[-1] if len(decisions) > limit or (more and names) else None
         return view.json(
-            {"channels": sorted(decisions), "decisions": decisions, "workers": len(owners)}
+            {
+                "channels": names,
+                "decisions": {name: decisions[name] for name in names},
+                "next": following,
+                "workers": len(owners),
+            }
         )
 
     @app.page("/cluster/channels", name="agent-cluster-channels")
@@ -361,7 +379,7 @@ def install(chorus: Runtime) -> None:
         async def get(self, request: Request) -> Response:
             try:
                 checked("/cluster/channels", request, None)
-                return await cluster(self)
+                return await cluster(self, request)
             except Refused as refused:
                 return self.json({"error": refused.reason}, status=refused.status)
             except Exception as error:
@@ -373,14 +391,16 @@ def _decision(chorus: Runtime, channel: str) -> dict[str, Any] | None:
     return found.decision_json() if found is not None else None
 
 
-async def _owned_elsewhere(app: Any, url: str, token: SecretStr | None) -> dict[str, Any]:
-    """Another fold worker's channels with their decisions (its `/channels` view, asked
-    with the operator's token)."""
-    headers = bearer_header(token)
+async def _owned_elsewhere(
+    app: Any, url: str, token: SecretStr | None, after: str | None, limit: int
+) -> tuple[dict[str, Any], str | None]:
+    """Another fold worker's page of the channels it owns, with their decisions, and its
+    cursor (its `/channels` view, asked with the operator's token)."""
+    query = {"with": "decision", "limit": str(limit), **({"after": after} if after else {})}
     async with app.http_client.get(
-        f"{url.rstrip('/')}/channels?with=decision", headers=headers, timeout=10
+        f"{url.rstrip('/')}/channels", params=query, headers=bearer_header(token), timeout=10
     ) as response:
         if response.status != 200:
             raise ValueError(f"HTTP {response.status}")
         answer = await response.json()
-    return dict(answer.get("decisions") or {})
+    return dict(answer.get("decisions") or {}), answer.get("next")
