@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from projections.model import MessageError, MessageType, utc_now
-from streams.agents.sending import _config, agent_message
-from streams.records import ChannelConfig
+from streams.agents import sending
+from streams.agents.sending import WritersBook, _config, agent_message
+from streams.records import ChannelConfig, key_partition
+from streams.settings import Settings
 
 
 def test_the_agent_is_the_sender_and_a_request_gets_a_correlation_id() -> None:
@@ -57,3 +62,36 @@ def test_a_config_the_config_stage_refuses_is_passed_over() -> None:
     bad = ChannelConfig(channel="team/plan", termination=["no-such-condition"]).to_bytes()
     with pytest.raises(ValidationError, match="termination"):
         _config(bad)
+
+
+def _record(channel: str, value: bytes | None, offset: int = 0) -> Any:
+    return SimpleNamespace(key=channel.encode(), value=value, offset=offset, partition=0)
+
+
+def _config_of(channel: str, *writers: str) -> bytes:
+    return ChannelConfig(channel=channel, writers=list(writers)).to_bytes()
+
+
+async def test_the_book_keeps_only_channels_with_writers_and_says_where_it_dropped_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    book = WritersBook(Settings(_env_file=None))  # type: ignore[call-arg]
+    book.partitions, book.restoring = 4, {}
+    book._take(_record("team/a", _config_of("team/a", "planner")))
+    book._take(_record("team/b", _config_of("team/b")))  # no writers: nothing kept
+    assert list(book.kept) == ["team/a"]
+    running: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    assert await book.writers("team/a", running) == ["planner"]
+    assert await book.writers("team/b", running) == []
+    book._take(_record("team/a", None))  # a tombstone
+    assert await book.writers("team/a", running) == []
+    book._take(_record("team/c", _config_of("team/c", "role:x")))
+    bad = ChannelConfig(channel="team/c", termination=["nope"]).to_bytes()
+    book._take(_record("team/c", bad))  # refused by the config stage: the last one stands
+    assert await book.writers("team/c", running) == ["role:x"]
+    monkeypatch.setattr(sending, "WRITERS_KEPT_BYTES", 10)
+    book._take(_record("team/d", _config_of("team/d", "someone-long")))
+    assert book.kept == {} and book.dropped == {
+        key_partition(b"team/c", 4),
+        key_partition(b"team/d", 4),
+    }
