@@ -6,8 +6,9 @@ A `chorus worker` (both roles, default settings) folds the channels. Over MCP, 2
 --transport http` process: each planner sends N / C COMMANDs to its worker one after the
 other, each followed at once by `wait_for_reply`; its worker polls `check_messages` with its
 cursor and answers each request with a DONE whose body names it. A pair's latency is from
-the moment the worker's `reply` returned (the broker acknowledged the DONE) to the moment
-the planner's `wait_for_reply` returned, both on this process's clock. The same pairs again
+the moment the worker called `reply` to the moment the planner's `wait_for_reply` returned,
+both on this process's clock: the DONE's own way to the broker is counted in (a wait may
+return before the replier hears that its DONE was acknowledged). The same pairs again
 with `streams.client`: `send` and `wait_for` (a Kafka consumer per wait) for the planners,
 `Client.messages` and `reply` for the workers.
 
@@ -18,6 +19,8 @@ each worker saw every request addressed to it exactly once across its cursors.
 from __future__ import annotations
 
 import asyncio
+import functools
+import operator
 import os
 import subprocess
 import time
@@ -81,9 +84,8 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}".splitlines()[0]
 
 
-# What a worker does with one request (its id, correlation id), and what it returns: the
-# moment its reply was acknowledged and the reply's id.
-Answer = Callable[[dict[str, Any]], Awaitable[tuple[float, str]]]
+# What a worker does with one request (the message as its inbox gave it): the reply's id.
+Answer = Callable[[dict[str, Any]], Awaitable[str]]
 
 
 def body_of(request_id: str) -> str:
@@ -101,7 +103,10 @@ async def pairs_on(
 ) -> None:
     """`count` pairs on one channel: the planner asks and waits, the worker reads its inbox
     by cursor and replies."""
-    replied: dict[str, tuple[float, str]] = {}
+    # request id -> when its reply was called for, and (once known) the reply's id
+    replying: dict[str, float] = {}
+    replied: dict[str, str] = {}
+    answered = asyncio.Condition()
     done = asyncio.Event()
 
     async def worker() -> None:
@@ -110,7 +115,11 @@ async def pairs_on(
             messages, cursor = await inbox(cursor)
             for message in messages:
                 tally.seen[message["id"]] += 1
-                replied[message["id"]] = await answer(message)
+                replying[message["id"]] = time.monotonic()
+                reply_id = await answer(message)
+                async with answered:
+                    replied[message["id"]] = reply_id
+                    answered.notify_all()
             if not messages:
                 await asyncio.sleep(POLL_SECONDS)
 
@@ -120,11 +129,13 @@ async def pairs_on(
             tally.asked.add(request_id)
             ended = await wait(request_id)
             returned = time.monotonic()
-            sent_at, reply_id = replied[request_id]
+            async with answered:
+                await answered.wait_for(functools.partial(operator.contains, replied, request_id))
             ended_by = ended.get("ended_by") or {}
-            if (ended_by.get("id"), ended_by.get("content")) != (reply_id, body_of(request_id)):
+            expected = (replied[request_id], body_of(request_id))
+            if (ended_by.get("id"), ended_by.get("content")) != expected:
                 tally.wrong_answers += 1
-            tally.latencies_ms.append((returned - sent_at) * 1000)
+            tally.latencies_ms.append((returned - replying[request_id]) * 1000)
         done.set()
 
     await asyncio.gather(worker(), planner())
@@ -199,7 +210,7 @@ async def over_mcp(port: int, tokens: dict[str, str], channels: int, count: int)
                 page = _structured(await worker.call_tool("check_messages", arguments))
                 return page["messages"], page["next"]
 
-            async def answer(message: dict[str, Any]) -> tuple[float, str]:
+            async def answer(message: dict[str, Any]) -> str:
                 arguments = {
                     "channel": channel,
                     "to": message["id"],
@@ -207,7 +218,7 @@ async def over_mcp(port: int, tokens: dict[str, str], channels: int, count: int)
                     "content": body_of(message["id"]),
                 }
                 sent = _structured(await worker.call_tool("reply", arguments))
-                return time.monotonic(), str(sent["id"])
+                return str(sent["id"])
 
             await pairs_on(channel, count, ask, wait, inbox, answer, tally)
 
@@ -256,12 +267,12 @@ async def over_kafka(system: System, channels: int, count: int) -> Tally:
                 )
                 return page["messages"], page["next"]
 
-            async def answer(entry: dict[str, Any]) -> tuple[float, str]:
+            async def answer(entry: dict[str, Any]) -> str:
                 request = Message.model_validate({k: v for k, v in entry.items() if k != "offset"})
                 reply = await chorus.reply(
                     request, sender=f"worker-{n}", type="done", content=body_of(request.id)
                 )
-                return time.monotonic(), reply.id
+                return reply.id
 
             await pairs_on(channel, count, ask, wait, inbox, answer, tally)
 
@@ -328,7 +339,7 @@ def report(result: dict[str, Any]) -> list[str]:
             [
                 "how",
                 "pairs",
-                "reply → wait p50 ms",
+                "reply called → wait returned p50 ms",
                 "p95",
                 "p99",
                 "pairs/s",
