@@ -161,10 +161,12 @@ def processes_of(system: System) -> Callable[[], dict[str, int]]:
 
 
 def data_dir(system: System) -> Path:
-    if system.process.command is None:
-        return Path(system.process.env["CHORUS_DATA_DIR"])
-    command = list(system.process.command)
-    return Path(command[command.index("--state-dir") + 1])
+    """Where the system keeps its state: chorus's data directory (the worker's, the fold
+    stage's), or the peer's state directory."""
+    command = list(system.process.command or [])
+    if "--state-dir" in command:
+        return Path(command[command.index("--state-dir") + 1])
+    return Path(system.process.env["CHORUS_DATA_DIR"])
 
 
 async def slowest_timers(system: System) -> dict[str, float]:
