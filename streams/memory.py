@@ -11,13 +11,15 @@ Streams revokes state per partition; the others stay warm.
 
 What happens at the bound: `put` makes room by evicting from the least recently used end,
 never the entry it is putting; an entry larger than the whole cache is not kept at all
-(it counts as evicted). Each eviction is reported to `on_evict` (a metric).
+(it counts as evicted). Each eviction is told to `on_evict(key, value)` (a metric, or what
+its owner must do when one goes); `pop` and `forget_partitions` are the owner's own doing
+and tell nothing. A cache of what has no partition keeps everything in `NO_PARTITION`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -25,6 +27,8 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 MIB = 1024 * 1024
+# The partition of a cache's entries when what it keeps has none (a client's memory).
+NO_PARTITION = -1
 
 
 class ByteCache(Generic[K, V]):
@@ -37,9 +41,9 @@ class ByteCache(Generic[K, V]):
         self,
         name: str,
         budget: int,
-        on_evict: Callable[[str, int], None] | None = None,
+        on_evict: Callable[[K, V], None] | None = None,
     ) -> None:
-        """`on_evict(name, entries)`: told how many entries were evicted at the bound."""
+        """`on_evict(key, value)`: told of each entry evicted at the bound."""
         self.name = name
         self.budget = budget
         self.on_evict = on_evict
@@ -53,6 +57,10 @@ class ByteCache(Generic[K, V]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
+
+    def __iter__(self) -> Iterator[K]:
+        """The keys kept, the least recently used first; a copy, so the loop may pop."""
+        return iter(list(self._entries))
 
     def get(self, key: K) -> V | None:
         """The value of `key`, now the most recently used; None when not kept."""
@@ -77,7 +85,7 @@ class ByteCache(Generic[K, V]):
         found = self._entries.get(key)
         return 0 if found is None else found[1]
 
-    def put(self, key: K, value: V, size: int, partition: int) -> bool:
+    def put(self, key: K, value: V, size: int, partition: int = NO_PARTITION) -> bool:
         """Keep `value` for `key` (of `partition`), costing `size` bytes; False when it is
         larger than the whole cache and so not kept."""
         kept = self._entries.get(key)
@@ -87,19 +95,17 @@ class ByteCache(Generic[K, V]):
             self.bytes += size - kept[1]
         else:
             self.pop(key)
-            if size > self.budget:
-                self._evicted(1)
-                return False
-            self._entries[key] = (value, size, partition)
-            self._by_partition.setdefault(partition, set()).add(key)
-            self.bytes += size
-        evicted = 0
-        while self.bytes > self.budget:
+            if size <= self.budget:
+                self._entries[key] = (value, size, partition)
+                self._by_partition.setdefault(partition, set()).add(key)
+                self.bytes += size
+            else:
+                self._evicted(key, value)
+        while self.bytes > self.budget:  # also after the budget was lowered
             oldest = next(iter(self._entries))
+            self._evicted(oldest, self._entries[oldest][0])
             self.pop(oldest)
-            evicted += 1
-        self._evicted(evicted)
-        return True
+        return key in self._entries
 
     def pop(self, key: K) -> V | None:
         """Forget `key`; its value, or None when it was not kept."""
@@ -135,9 +141,13 @@ class ByteCache(Generic[K, V]):
         """The keys kept, the least recently used first."""
         return list(self._entries)
 
-    def _evicted(self, count: int) -> None:
-        if count and self.on_evict is not None:
-            self.on_evict(self.name, count)
+    def values(self) -> Iterator[V]:
+        """The values kept, the least recently used first (none is used by this)."""
+        return (value for value, _, _ in self._entries.values())
+
+    def _evicted(self, key: K, value: V) -> None:
+        if self.on_evict is not None:
+            self.on_evict(key, value)
 
 
 @dataclass(frozen=True)

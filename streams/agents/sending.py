@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -37,6 +36,7 @@ from streams.kafka.produce import (
     prepare,
     started_producer,
 )
+from streams.memory import ByteCache
 from streams.records import ChannelConfig, key_partition
 from streams.settings import Settings
 from streams.topology import CHANNEL_CONFIG
@@ -140,8 +140,11 @@ class WritersBook:
         self.settings = settings
         self.topic = settings.topic(CHANNEL_CONFIG)
         self.partitions: int | None = None
-        self.kept: OrderedDict[str, tuple[list[str], int]] = OrderedDict()
-        self.size = 0
+        self.kept: ByteCache[str, list[str]] = ByteCache(
+            "writers",
+            WRITERS_KEPT_BYTES,
+            lambda channel, _: self.dropped.add(self._partition(channel)),
+        )
         # Partitions a channel was dropped from (asked of the topic), and those still being
         # read up to where they ended when the book started.
         self.dropped: set[int] = set()
@@ -160,7 +163,6 @@ class WritersBook:
                 await kafka.seek_to_beginning(*assigned)
                 ends = await kafka.end_offsets(assigned)
                 self.kept.clear()
-                self.size = 0
                 self.dropped.clear()
                 self.partitions = len(partitions)
                 self.restoring = {tp.partition: end for tp, end in ends.items() if end > 0}
@@ -191,26 +193,16 @@ class WritersBook:
             return
         channel = record.key.decode(errors="replace")
         if record.value is None:  # a tombstone: the channel has no config any more
-            self._forget(channel)
+            self.kept.pop(channel)
             return
         try:
             writers = _config(record.value).writers
         except ValidationError:
             return  # refused by the config stage: the channel keeps its last config
-        self._forget(channel)
+        self.kept.pop(channel)
         if writers:
             size = sum(len(writer) for writer in writers) + len(channel)
-            self.kept[channel] = (writers, size)
-            self.size += size
-        while self.size > WRITERS_KEPT_BYTES and self.kept:
-            dropped, (_, size) = self.kept.popitem(last=False)
-            self.size -= size
-            self.dropped.add(self._partition(dropped))
-
-    def _forget(self, channel: str) -> None:
-        kept = self.kept.pop(channel, None)
-        if kept is not None:
-            self.size -= kept[1]
+            self.kept.put(channel, writers, size)
 
     async def writers(self, channel: str, running: asyncio.Future[None]) -> list[str]:
         """The channel's writers as its latest config says them (empty: anyone); once the
@@ -227,7 +219,7 @@ class WritersBook:
             await asyncio.sleep(0.05)
         kept = self.kept.get(channel)
         if kept is not None:
-            return list(kept[0])
+            return list(kept)
         if self._partition(channel) not in self.dropped:
             return []
         found = None

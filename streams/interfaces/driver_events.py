@@ -9,7 +9,6 @@ event = await wait_for_event(settings, "team/plan", decided)  # at once if alrea
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,13 +23,15 @@ from projections.termination import DecisionName
 from streams.agents.log import logged_message
 from streams.kafka.clients import consumer, started, topic_partitions
 from streams.kafka.consume import read_topic
+from streams.memory import ByteCache
 from streams.records import DecisionRecord, DriverEvent, key_partition
 from streams.settings import Settings
 from streams.topology import DRIVER_EVENTS, MESSAGES
 
 # Channels whose last offset the dedupe remembers; the least recently active is forgotten
-# first (a redelivery for it after that is yielded again, once).
+# first (a redelivery for it after that is yielded again, once). What an entry weighs.
 REMEMBERED_CHANNELS = 100_000
+REMEMBERED_BYTES = 200
 
 
 class LastOffsets:
@@ -38,17 +39,15 @@ class LastOffsets:
     order from one partition, so an event at or below the last one seen is a redelivery."""
 
     def __init__(self, limit: int = REMEMBERED_CHANNELS) -> None:
-        self.limit = limit
-        self._last: OrderedDict[str, int] = OrderedDict()
+        self._last: ByteCache[str, int] = ByteCache(
+            "driver-event-offsets", limit * REMEMBERED_BYTES
+        )
 
     def is_new(self, channel: str, offset: int) -> bool:
         last = self._last.get(channel)
         if last is not None and offset <= last:
             return False
-        self._last[channel] = offset
-        self._last.move_to_end(channel)
-        if len(self._last) > self.limit:
-            self._last.popitem(last=False)
+        self._last.put(channel, offset, REMEMBERED_BYTES)
         return True
 
 

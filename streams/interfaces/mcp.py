@@ -311,7 +311,7 @@ def build_server(
             f"Sent {kind} {sent.id} to {channel} as {me} (partition {sent.partition}, offset "
             f"{sent.offset}, correlation_id {sent.correlation_id})."
         )
-        if services.known[sent.id].is_request:
+        if states_a_request(sent.message):
             text += f" wait_for_reply(channel, request_id={sent.id!r}) waits for its answer."
         return answered(text, answer)
 

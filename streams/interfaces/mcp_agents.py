@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,6 +35,7 @@ from streams.interfaces.driver_events import After, RequestOutcome, RequestWatch
 from streams.interfaces.worker_api import WorkerApi
 from streams.kafka.clients import consumer, started, topic_partitions
 from streams.kafka.produce import SentMessage
+from streams.memory import ByteCache
 from streams.records import DriverEvent
 from streams.settings import Settings
 from streams.topology import DRIVER_EVENTS, MESSAGES
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 # Messages a server remembers by id (those it sent and those check_messages returned),
 # the least recently seen forgotten first; one forgotten is looked up in the fold.
 KNOWN_MESSAGES = 10_000
+# What a message remembered by id weighs (its channel, correlation id, position, time).
+KNOWN_BYTES = 400
 # The views of a channel a client can subscribe to, as resource URIs ({+channel}: a channel
 # name keeps its slashes).
 RESOURCE_VIEWS = ("context", "state", "summary")
@@ -60,6 +62,8 @@ RETRY_SECONDS = 2.0
 TRACKED_REQUESTS = 1000
 TRACKED_REPLIES = 2
 TRACKED_REPLY_BYTES = 64 * 1024
+# What a tracked request weighs besides its replies.
+TRACKED_BYTES = 2_000
 MESSAGE_GRACE_SECONDS = 1.0
 
 
@@ -143,7 +147,9 @@ class AgentServices:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.sender = AgentSender(settings)
-        self.known: OrderedDict[str, Known] = OrderedDict()
+        self.known: ByteCache[str, Known] = ByteCache(
+            "known-messages", KNOWN_MESSAGES * KNOWN_BYTES
+        )
         self.bus = ListenedBus(lambda: self.hub.start())
         self.hub = EventHub(settings, self.bus)
         self.reader = PositionReader(settings, settings.topic(MESSAGES))
@@ -159,16 +165,14 @@ class AgentServices:
     # --- messages seen ---------------------------------------------------------------------
 
     def remember(self, message: Message, offset: int | None) -> None:
-        self.known[message.id] = Known(
+        known = Known(
             message.channel,
             message.correlation_id,
             states_a_request(message),
             offset,
             message.created_at,
         )
-        self.known.move_to_end(message.id)
-        while len(self.known) > KNOWN_MESSAGES:
-            self.known.popitem(last=False)
+        self.known.put(message.id, known, KNOWN_BYTES)
 
     def sent(self, sent: SentMessage) -> None:
         self.remember(sent.message, sent.offset)
@@ -233,7 +237,9 @@ class Tracked:
     watch: RequestWatch
     ended: asyncio.Future[DriverEvent]
     started: bool = False
-    replies: OrderedDict[tuple[int, int], Message] = field(default_factory=OrderedDict)
+    replies: ByteCache[tuple[int, int], Message] = field(
+        default_factory=lambda: ByteCache("tracked-replies", TRACKED_REPLIES * TRACKED_REPLY_BYTES)
+    )
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     def keep(self, partition: int, offset: int, message: Message) -> None:
@@ -242,9 +248,7 @@ class Tracked:
         position = (partition, offset)
         if self.ended.done() and position != self.ending():
             return
-        self.replies[position] = message
-        while len(self.replies) > TRACKED_REPLIES:
-            self.replies.popitem(last=False)
+        self.replies.put(position, message, TRACKED_REPLY_BYTES)
         self.arrived.set()
 
     def ending(self) -> tuple[int, int] | None:
@@ -269,7 +273,7 @@ class Tracked:
             self.ended.set_result(event)
             position = (event.partition, event.offset)
             for kept in [p for p in self.replies if p != position]:
-                del self.replies[kept]
+                self.replies.pop(kept)
 
 
 class HubLost(ChorusError):
@@ -288,7 +292,11 @@ class EventHub:
     def __init__(self, settings: Settings, bus: ListenedBus) -> None:
         self.settings = settings
         self.bus = bus
-        self.tracked: OrderedDict[str, Tracked] = OrderedDict()
+        self.tracked: ByteCache[str, Tracked] = ByteCache(
+            "tracked-requests",
+            TRACKED_REQUESTS * TRACKED_BYTES,
+            lambda _, gone: self._let_go(gone, f"tracks at most {TRACKED_REQUESTS} requests"),
+        )
         self.channels: dict[str, set[str]] = {}
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -319,15 +327,12 @@ class EventHub:
             RequestWatch(message.correlation_id),
             asyncio.get_running_loop().create_future(),
         )
-        self.tracked[message.id] = tracked
         self.channels.setdefault(message.channel, set()).add(message.id)
-        while len(self.tracked) > TRACKED_REQUESTS:
-            _, gone = self.tracked.popitem(last=False)
-            self._let_go(gone, f"tracks at most {TRACKED_REQUESTS} requests")
+        self.tracked.put(message.id, tracked, TRACKED_BYTES)
         return tracked
 
     def untrack(self, request_id: str) -> None:
-        gone = self.tracked.pop(request_id, None)
+        gone = self.tracked.pop(request_id)
         if gone is not None:
             self._let_go(gone, "no longer tracks it")
 
@@ -380,7 +385,7 @@ class EventHub:
             except Exception as error:
                 log.warning("following %s stopped (%r); again in %gs", events, error, RETRY_SECONDS)
                 self._ready.clear()
-                for request_id in list(self.tracked):
+                for request_id in self.tracked:
                     self.untrack(request_id)
                 if isinstance(error, ChorusError):
                     raise  # no broker, no topic: said to whoever waits for the hub
@@ -403,8 +408,8 @@ class EventHub:
             if message.type not in ENDINGS:
                 continue
             for request_id in ids:
-                tracked = self.tracked[request_id]
-                if tracked.watch.correlation_id == message.correlation_id:
+                tracked = self.tracked.peek(request_id)
+                if tracked is not None and tracked.watch.correlation_id == message.correlation_id:
                     tracked.keep(record.partition, record.offset, message)
 
     def _take(self, records: list[ConsumerRecord]) -> None:
@@ -415,7 +420,9 @@ class EventHub:
                 continue
             event = DriverEvent.model_validate(orjson.loads(record.value))
             for request_id in list(ids):
-                self.tracked[request_id].feed(event)
+                tracked = self.tracked.peek(request_id)
+                if tracked is not None:
+                    tracked.feed(event)
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -169,12 +169,8 @@ class Runtime:
         """A cache of `fraction` of the memory share `share`, forgotten per partition as
         partitions move, its evictions and bytes on /metrics."""
         budget = int(self.memory.share(share) * fraction)
-        evictions = self.meter.cache_evictions
-
-        def evicted(cache: str, count: int) -> None:
-            evictions.labels(cache).inc(count)
-
-        made: ByteCache[Any, Any] = ByteCache(name, budget, evicted)
+        evictions = self.meter.cache_evictions.labels(name)
+        made: ByteCache[Any, Any] = ByteCache(name, budget, lambda *_: evictions.inc())
         self.meter.cache_bytes.labels(name, "budget").set(budget)
         self.meter.cache_bytes.labels(name, "held").set_function(lambda: made.bytes)
         self.caches.append(made)

@@ -11,7 +11,6 @@ import pytest
 from pydantic import ValidationError
 
 from projections.model import MessageError, MessageType, utc_now
-from streams.agents import sending
 from streams.agents.sending import WritersBook, _config, agent_message
 from streams.records import ChannelConfig, key_partition
 from streams.settings import Settings
@@ -72,14 +71,12 @@ def _config_of(channel: str, *writers: str) -> bytes:
     return ChannelConfig(channel=channel, writers=list(writers)).to_bytes()
 
 
-async def test_the_book_keeps_only_channels_with_writers_and_says_where_it_dropped_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_the_book_keeps_only_channels_with_writers_and_says_where_it_dropped_one() -> None:
     book = WritersBook(Settings(_env_file=None))  # type: ignore[call-arg]
     book.partitions, book.restoring = 4, {}
     book._take(_record("team/a", _config_of("team/a", "planner")))
     book._take(_record("team/b", _config_of("team/b")))  # no writers: nothing kept
-    assert list(book.kept) == ["team/a"]
+    assert book.kept.keys() == ["team/a"]
     running: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     assert await book.writers("team/a", running) == ["planner"]
     assert await book.writers("team/b", running) == []
@@ -89,9 +86,9 @@ async def test_the_book_keeps_only_channels_with_writers_and_says_where_it_dropp
     bad = ChannelConfig(channel="team/c", termination=["nope"]).to_bytes()
     book._take(_record("team/c", bad))  # refused by the config stage: the last one stands
     assert await book.writers("team/c", running) == ["role:x"]
-    monkeypatch.setattr(sending, "WRITERS_KEPT_BYTES", 10)
+    book.kept.budget = 10
     book._take(_record("team/d", _config_of("team/d", "someone-long")))
-    assert book.kept == {} and book.dropped == {
+    assert book.kept.keys() == [] and book.dropped == {
         key_partition(b"team/c", 4),
         key_partition(b"team/d", 4),
     }
