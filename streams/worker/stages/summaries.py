@@ -86,6 +86,10 @@ UNREAD_ITEMS = "unreadItems"
 KIND = "summary"
 SUMMARY_CHECK_SECONDS = 1.0
 SUMMARIES_PER_TICK = 200
+# Summaries launched and not yet read back, at most: a batch falling due meanwhile keeps its
+# index entry and waits for a tick with room, so a burst (a million channels going quiet
+# together) is summarised at the summariser's pace instead of all held in memory at once.
+SUMMARIES_IN_FLIGHT = 400
 
 
 def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
@@ -164,8 +168,8 @@ class Summariser:
         )
         self.index = Deadlines(chorus.deadlines, KIND)
         # Last offset handed to a summariser and not yet seen back on the summaries topic:
-        # the next batch waits for it, so it builds on the summary it follows. In flight
-        # only: bounded by the tasks running.
+        # the next batch waits for it, so it builds on the summary it follows. At most
+        # SUMMARIES_IN_FLIGHT channels.
         self.launched: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.outbox = chorus.outbox(chorus.summaries)
@@ -319,6 +323,8 @@ class Summariser:
         not caught up with yet."""
         if self.launched.get(channel, -1) > self.covered_offset(channel, partition):
             return None
+        if len(self.launched) >= SUMMARIES_IN_FLIGHT:  # its index entry brings it back
+            return None
         if not self.followed.caught_up(partition):  # its latest summary may not be read yet
             return None
         after_messages, after_seconds = self.thresholds(channel)
@@ -346,14 +352,20 @@ class Summariser:
     async def check_time_thresholds(self, now: datetime) -> int:
         """Summarise the batches whose time threshold passed (the message threshold fires
         inline), from the index's due entries in the owned partitions: each partition's
-        in one task, their bodies read back from the log together. How many."""
+        in one task, their bodies read back from the log together. How many. A tick reads
+        at most SUMMARIES_PER_TICK batches per partition and launches none while
+        SUMMARIES_IN_FLIGHT are in flight; entries in flight are passed over unread."""
         launched = 0
         for partition in sorted(self.chorus.ownership.owned_partitions()):
+            room = min(SUMMARIES_PER_TICK, SUMMARIES_IN_FLIGHT - len(self.launched))
+            if room <= 0:
+                break
             if not self.followed.caught_up(partition):
                 continue
             lot: list[tuple[str, PendingBatch]] = []
-            limit = SUMMARIES_PER_TICK + len(self.launched)
-            for entry in self.index.due(partition, now, limit):
+            for entry in self.index.due(partition, now, room + len(self.launched)):
+                if entry.channel in self.launched:  # its summary read back moves it on
+                    continue
                 batch = self.batch_of(entry.channel, partition)
                 at = self.due_at(entry.channel, batch)
                 if at is None or at > now:  # emptied or moved on: the entry moves with it
@@ -364,7 +376,7 @@ class Summariser:
                 chosen = self.claim(entry.channel, batch, partition, now)
                 if chosen is not None:
                     lot.append((entry.channel, chosen))
-                if len(lot) >= SUMMARIES_PER_TICK:
+                if len(lot) >= room:
                     break
             if lot:
                 self.start(self.summarise_lot(partition, lot))

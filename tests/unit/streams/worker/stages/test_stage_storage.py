@@ -258,3 +258,35 @@ async def test_a_config_that_brings_a_threshold_sooner_indexes_the_batch_by_it()
         changed(CHANNEL, HOME)
     ((entry,),) = [summariser.index.due(HOME, soon + timedelta(seconds=1), 10)]
     assert entry.channel == CHANNEL
+
+
+async def test_summaries_in_flight_are_bounded_and_a_tick_skips_them_without_reading() -> None:
+    """A million channels falling due together: a tick launches only while fewer than
+    SUMMARIES_IN_FLIGHT are in flight, and passes over those in flight without reading
+    their batches; what is left stays in the index for a later tick."""
+    from streams.worker.stages import summaries as stage
+
+    chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
+    chorus.ownership.owned_partitions = lambda: frozenset({HOME})  # type: ignore[method-assign]
+    summariser.bodies.reader = TopicRecords()  # type: ignore[assignment]
+    launched: list[str] = []
+
+    async def summarise(channel: str, *_: Any) -> None:
+        launched.append(channel)
+
+    with patch.object(summariser, "summarise", summarise):
+        for n in range(stage.SUMMARIES_IN_FLIGHT):  # in flight, as launched by earlier ticks
+            summariser.launched[f"team/other-{n}"] = 0
+        assert await summariser.check_time_thresholds(FAR) == 0
+        assert [e.channel for e in summariser.index.due(HOME, FAR, 10)] == [CHANNEL]
+        summariser.launched[CHANNEL] = 99  # its own summary in flight, the others done
+        for n in range(stage.SUMMARIES_IN_FLIGHT):
+            del summariser.launched[f"team/other-{n}"]
+        read: list[str] = []
+        batch_of = summariser.batch_of
+        summariser.batch_of = lambda c, p: read.append(c) or batch_of(c, p)  # type: ignore[method-assign, func-returns-value]
+        assert await summariser.check_time_thresholds(FAR) == 0 and read == []
+        del summariser.launched[CHANNEL]
+        assert await summariser.check_time_thresholds(FAR) == 1
+        await asyncio_idle()
+    assert launched == [CHANNEL]
