@@ -12,8 +12,10 @@ system starts; then it is started and measured:
             `PROBE_RATE` msg/s over `PROBE_CHANNELS` fresh channels for `probe_seconds`
             and times each message's driver event (produce → read back: the wake phase's
             clock): p50/p95/p99/max and how many were never woken;
-  timers    chorus's slowest timer tick by timer (`chorus_timer_slowest_seconds` on each
-            role's /metrics) and the consumer keepalives Faust lost (its log);
+  timers    chorus's slowest timer tick by timer, start to end
+            (`chorus_timer_slowest_seconds` on each role's /metrics), and the longest a
+            tick held the event loop at once (`chorus_timer_held_slowest_seconds`), and
+            the consumer keepalives Faust lost (its log);
   stop      SIGTERM → the process group gone (killed at 30 s);
   restarts  warm (data directory kept) and cold (deleted): from spawn until a probe
             message sent every half second to a fresh channel is woken, and for chorus
@@ -68,7 +70,9 @@ RESTART_PROBE_SECONDS = 0.5
 RESTART_TIMEOUT = 900.0
 STOP_TIMEOUT = 30.0
 KEEPALIVE_LOST = "keepalive is not responding"
-TIMER_SLOWEST = re.compile(r'^chorus_timer_slowest_seconds\{timer="([^"]+)"\} ([0-9.e+-]+)$')
+TIMER_GAUGE = re.compile(
+    r'^chorus_timer_(slowest|held_slowest)_seconds\{timer="([^"]+)"\} ([0-9.e+-]+)$'
+)
 
 
 def channel_records(channels: int, tag: str, contents: list[str]) -> list[tuple[bytes, bytes]]:
@@ -169,11 +173,12 @@ def data_dir(system: System) -> Path:
     return Path(system.process.env["CHORUS_DATA_DIR"])
 
 
-async def slowest_timers(system: System) -> dict[str, float]:
-    """timer -> its slowest tick in seconds, from both roles' /metrics (chorus only)."""
+async def slowest_timers(system: System) -> dict[str, dict[str, float]]:
+    """Per gauge, timer -> seconds, from both roles' /metrics (chorus only): `slowest` (a
+    tick, start to end) and `held_slowest` (the longest a tick held the event loop at once)."""
     if system.process.command is not None:
         return {}
-    found: dict[str, float] = {}
+    found: dict[str, dict[str, float]] = {}
     async with httpx.AsyncClient(headers=system.process.auth, timeout=10) as web:
         for url in (system.process.base_url, system.process.context_url):
             try:
@@ -181,9 +186,10 @@ async def slowest_timers(system: System) -> dict[str, float]:
             except httpx.HTTPError:
                 continue
             for line in text.splitlines():
-                match = TIMER_SLOWEST.match(line)
+                match = TIMER_GAUGE.match(line)
                 if match:
-                    found[match[1]] = max(found.get(match[1], 0.0), float(match[2]))
+                    by_timer = found.setdefault(match[1], {})
+                    by_timer[match[2]] = max(by_timer.get(match[2], 0.0), float(match[3]))
     return found
 
 
@@ -281,7 +287,9 @@ async def run_system(
         result["wake"] = {**wake_figures(sent, clock.woken), "rate": PROBE_RATE}
         wake_ms = result["wake"]["wake_ms"]
         log(f"  wake p50 {wake_ms['p50']:.0f} ms, p99 {wake_ms['p99']:.0f} ms")
-        result["timers_slowest_s"] = await slowest_timers(system)
+        timers = await slowest_timers(system)
+        result["timers_slowest_s"] = timers.get("slowest", {})
+        result["timers_held_slowest_s"] = timers.get("held_slowest", {})
         result["keepalives_lost"] = keepalives_lost(system)
         peaks.sample()
         result["peak_rss_mib"] = peaks.mib()

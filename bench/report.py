@@ -154,6 +154,14 @@ def quality(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def _slowest(timers: dict[str, float]) -> str:
+    """The slowest of `timers` (timer -> seconds) in words, or "—"."""
+    if not timers:
+        return "—"
+    name, seconds = max(timers.items(), key=lambda item: item[1])
+    return f"{name} {number(seconds * 1000)} ms"
+
+
 def channels(result: dict[str, Any]) -> list[str]:
     """The channels phase: chorus beside Quix Streams at N resident channels."""
     quix = result.get("quix", {})
@@ -163,15 +171,15 @@ def channels(result: dict[str, Any]) -> list[str]:
         if system == "fold" and not figures:
             continue  # the fold stage alone runs only when named
         if not figures or "error" in figures:
-            rows.append([system, figures.get("error", "not run")] + ["—"] * 10)
+            rows.append([system, figures.get("error", "not run")] + ["—"] * 11)
             continue
         fold, wake_ = figures.get("fold", {}), figures.get("wake", {})
         waits = wake_.get("wake_ms", {})
         rss = ", ".join(
             f"{label} {number(mib)}" for label, mib in figures.get("peak_rss_mib", {}).items()
         )
-        timers = figures.get("timers_slowest_s", {})
-        slowest = max(timers.items(), key=lambda item: item[1]) if timers else None
+        slowest = _slowest(figures.get("timers_slowest_s", {}))
+        held = _slowest(figures.get("timers_held_slowest_s", {}))
         rows.append(
             [
                 system,
@@ -182,7 +190,8 @@ def channels(result: dict[str, Any]) -> list[str]:
                 " / ".join(ms(waits.get(q)) for q in ("p50", "p95", "p99"))
                 + f" / {ms(wake_.get('max_ms'))}",
                 str(wake_.get("never_woken", "—")),
-                f"{slowest[0]} {number(slowest[1] * 1000)} ms" if slowest else "—",
+                slowest,
+                held,
                 str(figures.get("keepalives_lost", "—")),
                 number(figures.get("stop", {}).get("seconds"), 1),
                 " / ".join(
@@ -202,6 +211,7 @@ def channels(result: dict[str, Any]) -> list[str]:
         "wake p50 / p95 / p99 / max ms",
         "never woken",
         "slowest timer tick",
+        "longest hold of the loop by a tick",
         "keepalives lost",
         "SIGTERM exit s",
         "warm folding / ready, cold folding / ready s",

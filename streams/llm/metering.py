@@ -90,7 +90,8 @@ class CostMeter:
         )
         self.timer_seconds = Histogram(
             "chorus_timer_seconds",
-            "How long each tick of a timer took (the event loop was its meanwhile)",
+            "How long each tick of a timer took, start to end (the event loop serves others "
+            "while it waits)",
             ["timer"],
             registry=self.registry,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
@@ -98,6 +99,13 @@ class CostMeter:
         self.timer_slowest = Gauge(
             "chorus_timer_slowest_seconds",
             "The slowest tick of each timer since the process started",
+            ["timer"],
+            registry=self.registry,
+        )
+        self.timer_held_slowest = Gauge(
+            "chorus_timer_held_slowest_seconds",
+            "The longest any tick of each timer held the event loop at once, since the "
+            "process started",
             ["timer"],
             registry=self.registry,
         )

@@ -1,15 +1,22 @@
 """A role's timers (both roles): each a Faust timer whose body takes the time it is told
 (`Clock`), so that tests drive a stage's tick through its public method with the time they
-choose, and whose every tick is measured (`chorus_timer_seconds{timer}` and the slowest
-one, `chorus_timer_slowest_seconds{timer}`, on /metrics): a tick holds the event loop, the
-heartbeats and the fold up for as long as it runs.
+choose, and whose every tick is measured twice on /metrics:
+
+- how long it took, start to end (`chorus_timer_seconds{timer}`, the slowest one
+  `chorus_timer_slowest_seconds{timer}`): while it waits for the broker or a store, the
+  event loop serves the fold, the heartbeats and the views, so this is how late what the
+  tick does can be, not what it costs them;
+- the longest it held the event loop without letting go
+  (`chorus_timer_held_slowest_seconds{timer}`): this is what holds the heartbeats, the fold
+  and every view up, and what must stay short (`Held`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from projections.model import utc_now
@@ -25,6 +32,39 @@ def moving(app: Any) -> bool:
     return bool(getattr(app, "rebalancing", False) or getattr(app, "in_recovery", False))
 
 
+class Held:
+    """Awaits a coroutine step by step and remembers its longest step (`longest`, seconds):
+    a step runs from a resumption to the next suspension, the time the coroutine holds the
+    event loop at once. `counter` reads the time (`time.perf_counter` in production)."""
+
+    def __init__(
+        self, coroutine: Coroutine[Any, Any, Any], counter: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self.coroutine = coroutine
+        self.counter = counter
+        self.longest = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        step: Callable[[], Any] = partial(self.coroutine.send, None)
+        while True:
+            started = self.counter()
+            try:
+                suspended_on = step()
+            except StopIteration as done:
+                return done.value
+            finally:
+                self.longest = max(self.longest, self.counter() - started)
+            try:
+                resumed_with = yield suspended_on
+            except GeneratorExit:
+                self.coroutine.close()
+                raise
+            except BaseException as thrown:  # a cancellation goes into the coroutine
+                step = partial(self.coroutine.throw, thrown)
+            else:
+                step = partial(self.coroutine.send, resumed_with)
+
+
 def every(
     app: Any,
     meter: CostMeter,
@@ -37,19 +77,28 @@ def every(
 ) -> None:
     """Run `tick(clock())` every `seconds` as the Faust timer `name`, measured; not while
     partitions move unless `while_moving` (what is due waits for the next tick)."""
-    slowest = 0.0
+    slowest = held_slowest = 0.0
 
     @app.timer(seconds, name=name)
     async def timer() -> None:
-        nonlocal slowest
+        nonlocal slowest, held_slowest
         if not while_moving and moving(app):
             return
         started = time.perf_counter()
+        held = Held(_coroutine(tick(clock())))
         try:
-            await tick(clock())
+            await held
         finally:
             took = time.perf_counter() - started
             meter.timer_seconds.labels(name).observe(took)
             if took > slowest:
                 slowest = took
                 meter.timer_slowest.labels(name).set(took)
+            if held.longest > held_slowest:
+                held_slowest = held.longest
+                meter.timer_held_slowest.labels(name).set(held.longest)
+
+
+async def _coroutine(awaitable: Awaitable[object]) -> object:
+    """Any awaitable as a coroutine (what `Held` steps through)."""
+    return await awaitable
