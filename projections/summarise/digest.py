@@ -94,7 +94,7 @@ def features(text: str) -> list[str]:
 
 
 def _features_of(words: Sequence[str]) -> list[str]:
-    return [*words, *(f"{a}_{b}" for a, b in itertools.pairwise(words))]
+    return [*words, *map("_".join, itertools.pairwise(words))]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import functools
 import operator
 import re
 
-__all__ = ["LAUGHTER", "clean"]
+__all__ = ["LAUGHTER", "clean", "joined_contractions"]
 
 MARKUP = re.compile(r"\{[a-z_]+\}|<[^<>]{1,40}>")
 # Laughter written out: "haha", "ahah", "hehe", "lol", "lmao", "rofl". Never a word, so
@@ -59,15 +59,30 @@ _filler_token = functools.lru_cache(maxsize=4096)(_FILLER_TOKEN.fullmatch)
 # is every space they can meet, and the engine scans for it instead of trying `\s` anywhere.
 _SPLIT_CONTRACTION = re.compile(r" ('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
 _SPACED_PUNCT = re.compile(r" ([,.?!;:])")
-# The same as _SPLIT_CONTRACTION before spaces are normalised (for `term_words` and
-# `rough_sentences`).
-SPLIT_CONTRACTION_ANY = re.compile(r"\s+('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
+# The same as _SPLIT_CONTRACTION before spaces are normalised (`joined_contractions`).
+_SPLIT_CONTRACTION_ANY = re.compile(r"\s+('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)
 # Punctuation said twice (", ,", ". ,") is said once; a trailing-off "..." stays.
 _REPEATED_PUNCT = re.compile(r"\.{3,}|([,.?!;:])(?:\s*[,.;:])+")
 _TRAILING_OFF = "..."
 # `sub` with a template such as r"\1" expands it in Python for every match; a C callable
 # returning the group does the same without a Python frame.
 FIRST_GROUP = operator.methodcaller("group", 1)
+
+
+def joined_contractions(text: str) -> str:
+    """`text` with its split contractions joined ("that 's" -> "that's"), spaces as they
+    were elsewhere: what the rough readers of `sentences` and `words` see of them.
+
+    Each contraction the pattern joins has its ' after a space, or after an "n" after one;
+    most apostrophes are inside a word ("don't"), and looking at the character before each
+    is cheaper than the pattern's scan of every space."""
+    at = text.find("'", 1)
+    while at != -1:
+        before = text[at - 1]
+        if before.isspace() or (before in "nN" and at > 1 and text[at - 2].isspace()):
+            return _SPLIT_CONTRACTION_ANY.sub(FIRST_GROUP, text)
+        at = text.find("'", at + 1)
+    return text
 
 
 def _false_start(found: re.Match[str]) -> str:

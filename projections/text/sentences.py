@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from projections.text.cleaning import FIRST_GROUP, MARKUP, SPLIT_CONTRACTION_ANY, clean
+from projections.text.cleaning import MARKUP, clean, joined_contractions
 
 __all__ = [
     "SENTENCE_END",
@@ -62,9 +62,7 @@ def rough_sentences(text: str) -> list[str]:
     cleaned (`sentences`) only when it is to be shown."""
     if "{" in text or "<" in text:
         text = MARKUP.sub(" ", text)
-    if "'" in text:  # "that 's" -> "that's", as the cleaner joins them
-        text = SPLIT_CONTRACTION_ANY.sub(FIRST_GROUP, text)
-    return SENTENCE_END.split(text)
+    return SENTENCE_END.split(joined_contractions(text))  # as the cleaner joins them
 
 
 def sentences(text: str) -> list[str]:
@@ -85,6 +83,6 @@ def split_sentences(cleaned: str) -> list[str]:
 def states_a_decision(sentence: str) -> bool:
     """True for a sentence that says something was agreed, decided or done."""
     low = sentence.lower()
-    if not any(hint in low for hint in _DECISION_HINTS):
+    if not any(map(low.__contains__, _DECISION_HINTS)):
         return False
     return _DECISION.search(sentence) is not None

@@ -12,7 +12,7 @@ import operator
 import re
 from collections.abc import Sequence
 
-from projections.text.cleaning import FIRST_GROUP, LAUGHTER, SPLIT_CONTRACTION_ANY, clean
+from projections.text.cleaning import LAUGHTER, clean, joined_contractions
 from projections.text.ids import HEX_RUN, scrub_ids
 
 __all__ = [
@@ -106,8 +106,10 @@ def content_key(word: str) -> str | None:
 
 def content_words(text: str) -> list[str]:
     """The words of `text` that can name a subject (normalised), in order."""
-    keys = (content_key(word) for word in WORD.findall(scrub_ids(text)))
-    return [key for key in keys if key is not None]
+    if HEX_RUN.search(text) is not None:
+        text = scrub_ids(text)  # else it would only respace the text, which no word spans
+    tokens = _as_ascii(text).translate(_NOT_A_WORD).split()
+    return list(filter(None, map(_content_token, tokens)))
 
 
 # The fillers `clean` takes out that would otherwise read as words ("uhh", "hmmm", "ahh"):
@@ -130,8 +132,7 @@ def term_words(sentence: str, *, ids: bool = True) -> list[str]:
     the sentence holds no id (`has_ids` of its whole text)."""
     if ids and HEX_RUN.search(sentence):
         sentence = scrub_ids(sentence)
-    if "'" in sentence:
-        sentence = SPLIT_CONTRACTION_ANY.sub(FIRST_GROUP, sentence)
+    sentence = joined_contractions(sentence)
     words: list[str] = list(filter(None, map(term_key, WORD.findall(sentence))))
     if may_stutter(words):  # seldom: the cleaner says what the stutter was
         return list(filter(None, map(term_key, WORD.findall(clean(sentence)))))
@@ -148,11 +149,8 @@ def sentence_words(pieces: Sequence[str], *, ids: bool = True) -> list[list[str]
     joined = "".join(map(operator.add, pieces, itertools.cycle(_SPACED_BREAKS)))
     if ids or sum(map(joined.count, _BREAKS)) != len(pieces):  # an id, or a break of its own
         return [term_words(piece, ids=ids) for piece in pieces]
-    if joined.isascii():  # most text: split on what is not a letter, ' or -, in C
-        tokens = joined.translate(_NOT_IN_WORDS).split()
-        words = list(filter(None, map(_token_or_break, tokens)))
-    else:
-        words = list(filter(None, map(_term_or_break, _WORD_OR_BREAK.findall(joined))))
+    tokens = _as_ascii(joined).translate(_NOT_IN_WORDS).split()
+    words = list(filter(None, map(_token_or_break, tokens)))
     if may_stutter(words):  # some piece has one: each is looked at
         ends = [*itertools.compress(range(len(words)), map(_is_break, words))]
         starts = [0, *(end + 1 for end in ends[:-1])]
@@ -169,17 +167,24 @@ def sentence_words(pieces: Sequence[str], *, ids: bool = True) -> list[list[str]
 _BREAKS = ("\x00", "\x01", "\x02")
 _SPACED_BREAKS = tuple(f" {b} " for b in _BREAKS)
 _is_break = frozenset(_BREAKS).__contains__
-_WORD_OR_BREAK = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?|[\x00-\x02]")
 
 
-@functools.lru_cache(maxsize=8192)
-def _term_or_break(token: str) -> str | None:
-    return token if _is_break(token) else term_key(token)
+def _as_ascii(text: str) -> str:
+    """`text` as WORD reads it, in ASCII: ’ as ', any other non-ASCII character as "?".
+    WORD takes no letter but A-Z and a-z, and ’ where it takes ': a word with either is no
+    key (`content_key`), so the words keyed are the same."""
+    if text.isascii():
+        return text
+    return text.replace("’", "'").encode("ascii", "replace").decode("ascii")
 
 
-# ASCII that WORD never takes (all but letters, ' and -) becomes a space, a break a token of
-# its own: the text's whitespace-separated tokens are then WORD's words, each with its
-# leading and trailing ' and - still on (`_token_or_break` strips them).
+# What WORD never takes (all but ASCII letters, ' and -; `_as_ascii` first) becomes a
+# space: the text's whitespace-separated tokens are then WORD's words, each with its leading
+# and trailing ' and - still on (`_content_token` strips them), in C. `_NOT_IN_WORDS` keeps a
+# break a token of its own (`_token_or_break`).
+_NOT_A_WORD = str.maketrans(
+    {code: " " for code in range(128) if not (chr(code).isalpha() or chr(code) in "'-")}
+)
 _NOT_IN_WORDS = str.maketrans(
     {
         code: " "
@@ -197,11 +202,21 @@ def _token_or_break(token: str) -> str | None:
     return term_key(word) if word else None
 
 
+@functools.lru_cache(maxsize=16384)
+def _content_token(token: str) -> str | None:
+    word = token.strip("'-")
+    return content_key(word) if word else None
+
+
 def may_stutter(words: Sequence[str]) -> bool:
     """False when `words` (content words, in order) certainly hold no stutter `clean` would
     take out. It removes a word said twice at once, or a pair: among the content words that
     leaves a word next to itself, or a pair next to itself ("remote control remote control")."""
-    return any(map(operator.eq, words, words[1:])) or any(
+    if any(map(operator.eq, words, words[1:])):
+        return True
+    # A pair next to itself has its first word two places on: most text has none, and then
+    # no pairs need building.
+    return any(map(operator.eq, words, words[2:])) and any(
         map(operator.eq, itertools.pairwise(words), itertools.pairwise(words[2:]))
     )
 

@@ -3,7 +3,9 @@ as they were said."""
 
 from __future__ import annotations
 
-from projections.text.cleaning import clean
+import pytest
+
+from projections.text.cleaning import clean, joined_contractions
 from tests.unit.projections.text.support import TRANSCRIPT
 
 
@@ -45,3 +47,19 @@ def test_a_false_start_goes_and_a_short_word_stays() -> None:
         "So it they don't all, for the sort of stuff"
     )
     assert clean("are u up? go to today , a anything") == "are u up? go to today, a anything"
+
+
+@pytest.mark.parametrize(
+    ("text", "joined"),
+    [
+        ("that 's it, we 're done", "that's it, we're done"),
+        ("it\t'LL be, do N'T go", "it'LL be, doN'T go"),  # any space, either case
+        ("I do n't know", "I don't know"),
+        ("'s at the start 's", "'s at the start's"),
+        ("don't, it's, O'Brien's 'quoted'", "don't, it's, O'Brien's 'quoted'"),
+        ("a 'quote' and an ' apostrophe", "a 'quote' and an ' apostrophe"),
+        ("no apostrophe", "no apostrophe"),
+    ],
+)
+def test_joined_contractions_joins_only_split_ones(text: str, joined: str) -> None:
+    assert joined_contractions(text) == joined

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from projections.text.cleaning import clean
-from projections.text.ids import has_ids
+from projections.text.ids import has_ids, scrub_ids
 from projections.text.sentences import rough_sentences
-from projections.text.words import content_words, sentence_words, term_words
+from projections.text.words import WORD, content_key, content_words, sentence_words, term_words
 from tests.unit.projections.text.support import TRANSCRIPT
 
 
@@ -40,3 +40,19 @@ def test_sentence_words_read_each_sentence_as_term_words_does(text: str) -> None
     pieces = rough_sentences(text)
     ids = has_ids(text)
     assert sentence_words(pieces, ids=ids) == [term_words(p, ids=ids) for p in pieces]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        TRANSCRIPT,
+        "Café naïve façade — the résumé’s owner: O’Reilly's don’t-stop cafés. Next one.",
+        "A break \x00of its\x01own, 'quoted' --dashes-- and-hyphens-",
+        "ids 3f9a2b7c1d and 123e4567-e89b-12d3-a456-426614174000 go",
+        "",
+    ],
+)
+def test_content_words_are_the_keys_of_word_matches(text: str) -> None:
+    # Read in C where it can (`_as_ascii`, split on what WORD never takes): the same words.
+    keys = [content_key(word) for word in WORD.findall(scrub_ids(text))]
+    assert content_words(text) == [key for key in keys if key is not None]
