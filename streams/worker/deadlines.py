@@ -25,6 +25,11 @@ from datetime import UTC, datetime, timedelta
 
 from streams.worker.checkpoint import CheckpointedTable
 
+# A tick that reads a channel's state for each due entry (a summary's batch, a recap's
+# status: a table read and a decode, about a millisecond on a busy machine) gives the event
+# loop back after this many, so the heartbeats, the fold and the views wait for a slice of
+# its work, never for all of it.
+DUE_ENTRIES_PER_SLICE = 32
 # Due times as milliseconds since the epoch, zero-padded so that the keys sort by time.
 DUE_DIGITS = 15
 SEPARATOR = "|"

@@ -65,7 +65,7 @@ from projections.text.titles import title
 from streams.records import RecapRecord
 from streams.worker.bodies import LogBodies, MessageBodies, Wanted
 from streams.worker.checkpoint import Codec
-from streams.worker.deadlines import Deadlines, Due
+from streams.worker.deadlines import DUE_ENTRIES_PER_SLICE, Deadlines, Due
 from streams.worker.followed import Followed, LatestBook
 from streams.worker.timers import Clock, every
 
@@ -85,6 +85,10 @@ RETRY_MAX_BACKOFF_SECONDS = 300.0
 # records produced together), and lots written at once; more due wait in the index.
 RECAP_LOT = 64
 RECAP_LOTS = 2
+# Recaps taken and not read back yet, at most: while so many are in flight a tick takes
+# none, and the channels in flight are passed over without reading their status, so a tick
+# costs what it takes, not what is in flight.
+RECAPS_IN_FLIGHT = 4 * RECAP_LOT
 # A generation read back as started and not ended after this long (beyond the model's own
 # time and retries) is orphaned: the worker that started it died or gave the channel up.
 ORPHANED_AFTER_SECONDS = 60.0
@@ -323,25 +327,32 @@ class Recapper:
         """Take the recaps due in the owned partitions, the newest activity first, into a
         lot of at most RECAP_LOT (more due wait in the index), moving the entries that fired
         early or for nothing, and start writing the lot; at most RECAP_LOTS lots are written
-        at once. How many were taken."""
-        if len(self.lots) >= RECAP_LOTS:
+        at once, and none while RECAPS_IN_FLIGHT are in flight. Entries in flight are passed
+        over unread; the event loop is given back every DUE_ENTRIES_PER_SLICE entries read.
+        How many were taken."""
+        if len(self.lots) >= RECAP_LOTS or len(self.generating) >= RECAPS_IN_FLIGHT:
             self.chorus.meter.recaps_deferred.inc()
             return 0
-        candidates = [
-            (entry, partition)
-            for partition in sorted(self.chorus.ownership.owned_partitions())
-            for entry in self.index.due(
-                partition, now, RECAP_LOT + len(self.generating), newest_first=True
+        candidates: list[tuple[Due, int]] = []
+        for partition in sorted(self.chorus.ownership.owned_partitions()):
+            candidates.extend(
+                (entry, partition)
+                for entry in self.index.due(
+                    partition, now, RECAP_LOT + len(self.generating), newest_first=True
+                )
+                if entry.channel not in self.generating  # its record read back moves it on
             )
-        ]
+            await asyncio.sleep(0)
         candidates.sort(key=lambda found: found[0].at, reverse=True)
         lot: list[tuple[str, int]] = []
-        for entry, partition in candidates:
+        for read, (entry, partition) in enumerate(candidates, start=1):
             if len(lot) >= RECAP_LOT:
                 self.chorus.meter.recaps_deferred.inc()
                 break
-            if self.take(entry, partition, now):
+            if entry.channel not in self.generating and self.take(entry, partition, now):
                 lot.append((entry.channel, partition))
+            if read % DUE_ENTRIES_PER_SLICE == 0:
+                await asyncio.sleep(0)
         if lot:
             task = asyncio.ensure_future(self.write_lot(lot))
             self.lots.add(task)
@@ -356,8 +367,6 @@ class Recapper:
     def take(self, entry: Due, partition: int, now: datetime) -> bool:
         channel = entry.channel
         status = self.recap_of(channel, partition).status
-        if self.generating.get(channel) == status.generation:
-            return False  # in flight here: its record, read back, says what comes next
         orphaned = status.phase is RecapPhase.GENERATING
         if not (orphaned or due(status, now)):
             self.index.move(entry, partition, wakes_at(status))

@@ -65,7 +65,7 @@ from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies, MessageBodies, Wanted
 from streams.worker.checkpoint import Codec
-from streams.worker.deadlines import Deadlines
+from streams.worker.deadlines import DUE_ENTRIES_PER_SLICE, Deadlines
 from streams.worker.followed import Followed, LatestBook, covers_less
 from streams.worker.timers import Clock, every
 
@@ -354,8 +354,9 @@ class Summariser:
         inline), from the index's due entries in the owned partitions: each partition's
         in one task, their bodies read back from the log together. How many. A tick reads
         at most SUMMARIES_PER_TICK batches per partition and launches none while
-        SUMMARIES_IN_FLIGHT are in flight; entries in flight are passed over unread."""
-        launched = 0
+        SUMMARIES_IN_FLIGHT are in flight; entries in flight are passed over unread, and the
+        event loop is given back every DUE_ENTRIES_PER_SLICE batches read."""
+        launched = read = 0
         for partition in sorted(self.chorus.ownership.owned_partitions()):
             room = min(SUMMARIES_PER_TICK, SUMMARIES_IN_FLIGHT - len(self.launched))
             if room <= 0:
@@ -366,6 +367,9 @@ class Summariser:
             for entry in self.index.due(partition, now, room + len(self.launched)):
                 if entry.channel in self.launched:  # its summary read back moves it on
                     continue
+                read += 1
+                if read % DUE_ENTRIES_PER_SLICE == 0:
+                    await asyncio.sleep(0)
                 batch = self.batch_of(entry.channel, partition)
                 at = self.due_at(entry.channel, batch)
                 if at is None or at > now:  # emptied or moved on: the entry moves with it

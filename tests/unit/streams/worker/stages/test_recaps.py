@@ -309,3 +309,52 @@ async def test_a_recap_generating_when_its_partition_moved_is_recapped_when_it_i
     orphaned = later + recapper.orphaned_after + timedelta(seconds=1)
     with patch.object(recapper, "write_lot", AsyncMock()):
         assert await recapper.check_deadlines(orphaned) == 1  # found orphaned, taken again
+
+
+async def test_recaps_in_flight_are_bounded_and_a_tick_skips_them_without_reading() -> None:
+    """A million channels going quiet together: a tick takes none while RECAPS_IN_FLIGHT
+    are in flight, passes over those in flight without reading their status, and gives the
+    event loop back while it reads the others."""
+    import asyncio
+
+    from streams.records import key_partition
+    from streams.worker.deadlines import DUE_ENTRIES_PER_SLICE
+    from streams.worker.stages.recaps import RECAPS_IN_FLIGHT
+    from tests.unit.streams.worker.offline import offline_worker
+
+    worker = offline_worker("context", stages=("summaries", "recaps"))
+    chorus, recapper = worker.runtime, worker.recapper
+    assert recapper is not None
+    chorus.ownership.owned_partitions = lambda: frozenset(range(4))  # type: ignore[method-assign]
+    recapper.clock = lambda: NOW
+    quiet = [f"quiet/c{n}" for n in range(4 * DUE_ENTRIES_PER_SLICE)]
+    for offset, channel in enumerate(quiet):
+        said = msg(f"about {channel}", channel=channel)
+        await recapper.on_message(said, key_partition(channel.encode(), 4), offset)
+    later = NOW + timedelta(minutes=5)
+    read: list[str] = []
+    recap_of = recapper.recap_of
+    recapper.recap_of = lambda c, p: read.append(c) or recap_of(c, p)  # type: ignore[method-assign, func-returns-value]
+
+    for n in range(RECAPS_IN_FLIGHT):  # in flight, as taken by earlier ticks
+        recapper.generating[f"other/c{n}"] = 0
+    assert await recapper.check_deadlines(later) == 0 and read == []
+    assert chorus.meter.recaps_deferred._value.get() == 1
+    recapper.generating.clear()
+    in_flight = quiet[: len(quiet) // 2]
+    for channel in in_flight:
+        recapper.generating[channel] = 0
+    beats = 0
+
+    async def heartbeat(tick: asyncio.Future[int]) -> None:
+        nonlocal beats
+        while not tick.done():
+            beats += 1
+            await asyncio.sleep(0)
+
+    with patch.object(recapper, "write_lot", AsyncMock()):
+        tick = asyncio.ensure_future(recapper.check_deadlines(later))
+        await asyncio.gather(tick, heartbeat(tick))
+    assert tick.result() == len(quiet) - len(in_flight)
+    assert not set(read) & set(in_flight)
+    assert beats >= len(read) // DUE_ENTRIES_PER_SLICE >= 2
