@@ -3,8 +3,10 @@ agents, its tables are in memory, and its checkpoints write to an `OfflineProduc
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from streams.settings import Settings
 from streams.testing import OfflineProducer
@@ -54,3 +56,17 @@ class TopicRecords:
                 if limit is not None and len(found) >= limit:
                     break
         return found
+
+
+T = TypeVar("T")
+
+
+async def turns_given(work: Coroutine[Any, Any, T]) -> tuple[T, int]:
+    """`work`'s result, and how many turns of the event loop another task got while it ran
+    (what the heartbeats, the fold and the views would get)."""
+    task = asyncio.ensure_future(work)
+    turns = 0
+    while not task.done():
+        turns += 1
+        await asyncio.sleep(0)
+    return await task, turns

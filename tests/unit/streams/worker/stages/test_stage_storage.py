@@ -19,7 +19,7 @@ from streams.records import SummaryRecord, key_partition
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recaps import Recapper
 from streams.worker.stages.summaries import Summariser, header_batch, header_of
-from tests.unit.streams.worker.offline import TopicRecords, offline_worker
+from tests.unit.streams.worker.offline import TopicRecords, offline_worker, turns_given
 
 CHANNEL = "store/age"
 HOME = key_partition(CHANNEL.encode(), 4)
@@ -295,8 +295,6 @@ async def test_summaries_in_flight_are_bounded_and_a_tick_skips_them_without_rea
 async def test_a_tick_gives_the_event_loop_back_while_it_reads_due_batches() -> None:
     """A tick reads a batch per due entry (a table read and a decode): every
     DUE_ENTRIES_PER_SLICE of them it lets the heartbeats, the fold and the views run."""
-    import asyncio
-
     from streams.worker.deadlines import DUE_ENTRIES_PER_SLICE
 
     chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
@@ -304,21 +302,13 @@ async def test_a_tick_gives_the_event_loop_back_while_it_reads_due_batches() -> 
     stale = 3 * DUE_ENTRIES_PER_SLICE  # entries whose channels have nothing pending
     for n in range(stale):
         summariser.index.put(f"team/emptied-{n}", FAR - timedelta(hours=1), HOME)
-    beats = 0
-
-    async def heartbeat(tick: asyncio.Future[int]) -> None:
-        nonlocal beats
-        while not tick.done():
-            beats += 1
-            await asyncio.sleep(0)
 
     async def summarise(*_: Any) -> None:
         return None
 
     with patch.object(summariser, "summarise", summarise):
-        tick = asyncio.ensure_future(summariser.check_time_thresholds(FAR))
-        await asyncio.gather(tick, heartbeat(tick))
+        launched, turns = await turns_given(summariser.check_time_thresholds(FAR))
         await asyncio_idle()
-    assert tick.result() == 1  # the channel with a batch; the emptied entries moved away
+    assert launched == 1  # the channel with a batch; the emptied entries moved away
     assert [e.channel for e in summariser.index.due(HOME, FAR, stale + 10)] == [CHANNEL]
-    assert beats >= stale // DUE_ENTRIES_PER_SLICE
+    assert turns >= stale // DUE_ENTRIES_PER_SLICE
