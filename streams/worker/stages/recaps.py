@@ -345,8 +345,9 @@ class Recapper:
             await asyncio.sleep(0)
         candidates.sort(key=lambda found: found[0].at, reverse=True)
         lot: list[tuple[str, int]] = []
+        room = min(RECAP_LOT, RECAPS_IN_FLIGHT - len(self.generating))
         for read, (entry, partition) in enumerate(candidates, start=1):
-            if len(lot) >= RECAP_LOT:
+            if len(lot) >= room:
                 self.chorus.meter.recaps_deferred.inc()
                 break
             if entry.channel not in self.generating and self.take(entry, partition, now):

@@ -338,7 +338,12 @@ async def test_recaps_in_flight_are_bounded_and_a_tick_skips_them_without_readin
         recapper.generating[f"other/c{n}"] = 0
     assert await recapper.check_deadlines(later) == 0 and read == []
     assert chorus.meter.recaps_deferred._value.get() == 1
+    del recapper.generating["other/c0"], recapper.generating["other/c1"]
+    with patch.object(recapper, "write_lot", AsyncMock()):
+        assert await recapper.check_deadlines(later) == 2  # up to the bound, not a lot past it
+    assert len(recapper.generating) == RECAPS_IN_FLIGHT
     recapper.generating.clear()
+    read.clear()
     in_flight = quiet[: len(quiet) // 2]
     for channel in in_flight:
         recapper.generating[channel] = 0
