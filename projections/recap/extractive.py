@@ -8,7 +8,6 @@ rendered beside the recap when it is read (`projections.recap.state`)."""
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterator, Sequence
 
@@ -20,6 +19,7 @@ from projections.text.cleaning import clean
 from projections.text.ids import person, scrub_ids
 from projections.text.keyphrases import KeyphraseCounts, count_keyphrases, salience, top_keyphrases
 from projections.text.lines import ELLIPSIS, merged
+from projections.text.memo import short_texts
 from projections.text.sentences import SENTENCE_END
 from projections.text.words import content_words, is_backchannel
 
@@ -66,18 +66,18 @@ def _said(message: Message) -> str | None:
     # quote) and cleaning is most of its cost, so short texts (the stage's window cuts every
     # message to 300 characters) are cached; a longer one is cleaned each time, so the cache
     # holds at most SAID_CACHED texts of SAID_CACHED_CHARS.
-    return _said_text(content) if len(content) <= SAID_CACHED_CHARS else _said_uncached(content)
-
-
-def _said_uncached(content: str) -> str | None:
-    if is_backchannel(content):
-        return None
-    return _tidy(content) or None
+    return _said_text(content)
 
 
 SAID_CACHED = 2048
 SAID_CACHED_CHARS = 1000
-_said_text = functools.lru_cache(maxsize=SAID_CACHED)(_said_uncached)
+
+
+@short_texts(maxsize=SAID_CACHED, max_chars=SAID_CACHED_CHARS)
+def _said_text(content: str) -> str | None:
+    if is_backchannel(content):
+        return None
+    return _tidy(content) or None
 
 
 # A goal or a point needs this many words that name something; "Digits?" is not a goal.

@@ -9,9 +9,10 @@ readers of `sentences` and `words`."""
 
 from __future__ import annotations
 
-import functools
 import operator
 import re
+
+from projections.text.memo import WORD_CHARS, short_texts
 
 __all__ = ["LAUGHTER", "clean", "joined_contractions"]
 
@@ -54,7 +55,7 @@ _TOKEN = re.compile(r"\w+")
 _FILLER_TOKEN = re.compile(
     r"u+m+|u+h+|h+m+|m+h+m+|m+|ah+|oh+|er+|erm|eh|huh|" + LAUGHTER, re.IGNORECASE
 )
-_filler_token = functools.lru_cache(maxsize=4096)(_FILLER_TOKEN.fullmatch)
+_filler_token = short_texts(maxsize=4096, max_chars=WORD_CHARS)(_FILLER_TOKEN.fullmatch)
 # These two run once spaces are normalised (one space between words), so a literal space
 # is every space they can meet, and the engine scans for it instead of trying `\s` anywhere.
 _SPLIT_CONTRACTION = re.compile(r" ('(?:re|s|ll|ve|d|m)|n't)\b", re.IGNORECASE)

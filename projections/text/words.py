@@ -6,7 +6,6 @@ fillers and stutters out) and of all a text's sentences in one scan (`sentence_w
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 import re
@@ -14,6 +13,7 @@ from collections.abc import Sequence
 
 from projections.text.cleaning import LAUGHTER, clean, joined_contractions
 from projections.text.ids import HEX_RUN, scrub_ids
+from projections.text.memo import WORD_CHARS, short_texts
 
 __all__ = [
     "STOPWORDS",
@@ -82,7 +82,7 @@ _DRAWN_OUT = re.compile(r"(\w)\1{2,}")
 WORD = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?")
 
 
-@functools.lru_cache(maxsize=8192)
+@short_texts(maxsize=8192, max_chars=WORD_CHARS)
 def content_key(word: str) -> str | None:
     """`word` as the subject it names (lower case, a light plural fold), or None when it
     names none: a stopword, a word under three letters, a contraction, "mm-hmm", laughter,
@@ -119,7 +119,7 @@ _FILLER_WORD = re.compile(
 )
 
 
-@functools.lru_cache(maxsize=8192)
+@short_texts(maxsize=8192, max_chars=WORD_CHARS)
 def term_key(word: str) -> str | None:
     """`content_key`, and None for a filler."""
     return None if _FILLER_WORD.fullmatch(word) else content_key(word)
@@ -194,7 +194,7 @@ _NOT_IN_WORDS = str.maketrans(
 )
 
 
-@functools.lru_cache(maxsize=16384)
+@short_texts(maxsize=16384, max_chars=WORD_CHARS)
 def _token_or_break(token: str) -> str | None:
     if _is_break(token):
         return token
@@ -202,7 +202,7 @@ def _token_or_break(token: str) -> str | None:
     return term_key(word) if word else None
 
 
-@functools.lru_cache(maxsize=16384)
+@short_texts(maxsize=16384, max_chars=WORD_CHARS)
 def _content_token(token: str) -> str | None:
     word = token.strip("'-")
     return content_key(word) if word else None

@@ -56,3 +56,20 @@ def test_content_words_are_the_keys_of_word_matches(text: str) -> None:
     # Read in C where it can (`_as_ascii`, split on what WORD never takes): the same words.
     keys = [content_key(word) for word in WORD.findall(scrub_ids(text))]
     assert content_words(text) == [key for key in keys if key is not None]
+
+
+def test_a_long_token_is_read_but_never_cached() -> None:
+    # Tokens come from whatever a message holds (a base64 blob, a minified line): caching
+    # them would bound each cache by entries but not by bytes.
+    from projections.text import words
+
+    blob = "Z" + "a" * 200_000
+    content_words("server server")  # the short word cached before counting
+    cached = [words.content_key, words.term_key, words._token_or_break, words._content_token]
+    before = [function.cache_info().currsize for function in cached]
+    assert content_key(blob) == blob.lower()
+    assert words.term_key(blob) == blob.lower()
+    assert words._token_or_break(blob) == blob.lower()
+    assert words._content_token(blob) == blob.lower()
+    assert content_words(f"server {blob} server") == ["server", blob.lower(), "server"]
+    assert [function.cache_info().currsize for function in cached] == before

@@ -1,0 +1,22 @@
+"""Text caches bounded in characters: short texts cached, longer ones computed each time."""
+
+from __future__ import annotations
+
+from projections.text.memo import short_texts
+
+
+def test_short_texts_are_cached_and_longer_ones_computed_each_time() -> None:
+    calls: list[str] = []
+
+    @short_texts(maxsize=2, max_chars=5)
+    def shout(text: str) -> str:
+        calls.append(text)
+        return text.upper()
+
+    assert [shout("abcde"), shout("abcde")] == ["ABCDE", "ABCDE"]
+    assert calls == ["abcde"]  # five characters: cached
+    assert [shout("abcdef"), shout("abcdef")] == ["ABCDEF", "ABCDEF"]
+    assert calls == ["abcde", "abcdef", "abcdef"]  # six: computed each time, never kept
+    assert shout.cache_info().currsize == 1
+    shout("x"), shout("y"), shout("z")
+    assert shout.cache_info().currsize == 2  # and never more entries than maxsize
