@@ -153,7 +153,9 @@ class Runtime:
         # neither role applies a message past a gap.
         self.positions = self.checkpoint.table(self.table(POSITIONS_TABLE[role]))
         # What falls due when, per channel (`streams.worker.deadlines`): scanned, not cached.
-        self.deadlines = self.checkpoint.table(self.table(DEADLINES_TABLE), ordered=True)
+        self.deadlines = self.checkpoint.table(
+            self.table(DEADLINES_TABLE, time_index=True), ordered=True
+        )
         self.ownership.on_moved(self._moved)
 
     def _checkpointed(self, seconds: float) -> None:
@@ -186,16 +188,18 @@ class Runtime:
         table = self.table(CHANNEL_STATE_TABLE)
         return Columns(self.checkpoint, table, self.cache("channel-state", "channel-state"))
 
-    def table(self, name: str) -> Any:
+    def table(self, name: str, *, time_index: bool = False) -> Any:
         """A changelog-backed table whose changelog accepts what the chorus topics accept
         (the broker's default, 1 MiB, is smaller than a table value may be), its RocksDB
-        databases in the role's shared budget."""
+        databases in the role's shared budget (with a time index's options when
+        `time_index`: `SharedRocksDB.for_a_time_index`)."""
         table = self.app.Table(
             name,
             partitions=self.settings.partitions,
             extra_topic_configs=changelog_config(self.settings),
         )
-        share_rocksdb_budget(table, self.rocksdb)
+        rocksdb = self.rocksdb.for_a_time_index() if time_index else self.rocksdb
+        share_rocksdb_budget(table, rocksdb)
         return table
 
     def folds_of(self, channel: str) -> dict[str, Folded | None]:

@@ -15,7 +15,8 @@ from streams.worker.compose import Stage, Worker, build_worker
 
 
 def offline_settings(**settings: Any) -> Settings:
-    return Settings(store="memory://", topic_prefix="offline.", bootstrap_servers="x:1", **settings)
+    offline = {"store": "memory://", "topic_prefix": "offline.", "bootstrap_servers": "x:1"}
+    return Settings(**{**offline, **settings})
 
 
 def offline_worker(
