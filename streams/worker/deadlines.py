@@ -13,11 +13,13 @@ Costs: a write is one key in the checkpoint (a `put`, a `remove`); a tick reads 
 entries of the owned partitions and nothing else; an assignment reads nothing (the store
 is the partition's). A range scan also steps over the entries removed that RocksDB has not
 compacted away yet, so the index's databases flush small memtables and compact deletions
-at once (`streams.worker.app.SharedRocksDB.for_a_time_index`). An entry is a hint, never the truth: the stage that owns the state
-checks, when an entry fires, whether the channel is really due, and moves or removes the
-entry (`move`), so an entry left behind by a state that changed without it costs one
-look, not a missed deadline. Writers put an entry when a deadline appears or comes
-sooner; a deadline that moves later leaves its entry to fire early and be moved.
+at once (`streams.worker.app.SharedRocksDB.for_a_time_index`).
+
+An entry is a hint, never the truth: the stage that owns the state checks, when an entry
+fires, whether the channel is really due, and moves or removes the entry (`move`), so an
+entry left behind by a state that changed without it costs one look, not a missed
+deadline. Writers put an entry when a deadline appears or comes sooner; a deadline that
+moves later leaves its entry to fire early and be moved.
 """
 
 from __future__ import annotations

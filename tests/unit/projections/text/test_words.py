@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from projections.text import words
 from projections.text.cleaning import clean
 from projections.text.ids import has_ids, scrub_ids
 from projections.text.sentences import rough_sentences
@@ -61,8 +62,6 @@ def test_content_words_are_the_keys_of_word_matches(text: str) -> None:
 def test_a_long_token_is_read_but_never_cached() -> None:
     # Tokens come from whatever a message holds (a base64 blob, a minified line): caching
     # them would bound each cache by entries but not by bytes.
-    from projections.text import words
-
     blob = "Z" + "a" * 200_000
     content_words("server server")  # the short word cached before counting
     cached = [words.content_key, words.term_key, words._token_or_break, words._content_token]
