@@ -71,7 +71,8 @@ RESTART_TIMEOUT = 900.0
 STOP_TIMEOUT = 30.0
 KEEPALIVE_LOST = "keepalive is not responding"
 TIMER_GAUGE = re.compile(
-    r'^chorus_timer_(slowest|held_slowest)_seconds\{timer="([^"]+)"\} ([0-9.e+-]+)$'
+    r'^chorus_timer_(slowest|held_slowest|held_cpu_slowest)_seconds\{timer="([^"]+)"\} '
+    r"([0-9.e+-]+)$"
 )
 
 
@@ -175,7 +176,8 @@ def data_dir(system: System) -> Path:
 
 async def slowest_timers(system: System) -> dict[str, dict[str, float]]:
     """Per gauge, timer -> seconds, from both roles' /metrics (chorus only): `slowest` (a
-    tick, start to end) and `held_slowest` (the longest a tick held the event loop at once)."""
+    tick, start to end), `held_slowest` (the longest a tick held the event loop at once) and
+    `held_cpu_slowest` (the most CPU one step of a tick used)."""
     if system.process.command is not None:
         return {}
     found: dict[str, dict[str, float]] = {}
@@ -290,6 +292,7 @@ async def run_system(
         timers = await slowest_timers(system)
         result["timers_slowest_s"] = timers.get("slowest", {})
         result["timers_held_slowest_s"] = timers.get("held_slowest", {})
+        result["timers_held_cpu_slowest_s"] = timers.get("held_cpu_slowest", {})
         result["keepalives_lost"] = keepalives_lost(system)
         peaks.sample()
         result["peak_rss_mib"] = peaks.mib()

@@ -162,6 +162,16 @@ def _slowest(timers: dict[str, float]) -> str:
     return f"{name} {number(seconds * 1000)} ms"
 
 
+def _held(held: dict[str, float], cpu: dict[str, float]) -> str:
+    """The longest hold of the loop by a tick in words, with the most CPU one step of that
+    timer used beside it (a hold far above its CPU waited for a core), or "—"."""
+    slowest = _slowest(held)
+    if not held or not cpu:
+        return slowest
+    name = max(held.items(), key=lambda item: item[1])[0]
+    return f"{slowest} (CPU {ms(cpu.get(name, 0.0) * 1000)} ms)"
+
+
 def channels(result: dict[str, Any]) -> list[str]:
     """The channels phase: chorus beside Quix Streams at N resident channels."""
     quix = result.get("quix", {})
@@ -179,7 +189,9 @@ def channels(result: dict[str, Any]) -> list[str]:
             f"{label} {number(mib)}" for label, mib in figures.get("peak_rss_mib", {}).items()
         )
         slowest = _slowest(figures.get("timers_slowest_s", {}))
-        held = _slowest(figures.get("timers_held_slowest_s", {}))
+        held = _held(
+            figures.get("timers_held_slowest_s", {}), figures.get("timers_held_cpu_slowest_s", {})
+        )
         rows.append(
             [
                 system,
@@ -211,7 +223,7 @@ def channels(result: dict[str, Any]) -> list[str]:
         "wake p50 / p95 / p99 / max ms",
         "never woken",
         "slowest timer tick",
-        "longest hold of the loop by a tick",
+        "longest hold of the loop by a tick (its busiest step's CPU)",
         "keepalives lost",
         "SIGTERM exit s",
         "warm folding / ready, cold folding / ready s",

@@ -109,6 +109,13 @@ class CostMeter:
             ["timer"],
             registry=self.registry,
         )
+        self.timer_held_cpu_slowest = Gauge(
+            "chorus_timer_held_cpu_slowest_seconds",
+            "The most CPU any one step of a tick of each timer used, since the process started "
+            "(a hold far above it waited for a core)",
+            ["timer"],
+            registry=self.registry,
+        )
         self.checkpoint_seconds = Histogram(
             "chorus_checkpoint_seconds",
             "How long each checkpoint took, the broker's acknowledgement included (it gives "

@@ -8,7 +8,10 @@ choose, and whose every tick is measured twice on /metrics:
   tick does can be, not what it costs them;
 - the longest it held the event loop without letting go
   (`chorus_timer_held_slowest_seconds{timer}`): this is what holds the heartbeats, the fold
-  and every view up, and what must stay short (`Held`).
+  and every view up, and what must stay short (`Held`). It is wall time, so a step that
+  waits for a core (both cores busy, the context role niced) counts the wait too; beside it
+  the most CPU any one step used (`chorus_timer_held_cpu_slowest_seconds{timer}`) tells
+  the tick's own work from the machine's.
 """
 
 from __future__ import annotations
@@ -35,25 +38,33 @@ def moving(app: Any) -> bool:
 class Held:
     """Awaits a coroutine step by step and remembers its longest step (`longest`, seconds):
     a step runs from a resumption to the next suspension, the time the coroutine holds the
-    event loop at once. `counter` reads the time (`time.perf_counter` in production)."""
+    event loop at once. `counter` reads the time (`time.perf_counter` in production);
+    `cpu` reads the thread's CPU time (`time.thread_time`), and `longest_cpu` is the most
+    CPU any one step used: a step whose `longest` is far above it waited for a core."""
 
     def __init__(
-        self, coroutine: Coroutine[Any, Any, Any], counter: Callable[[], float] = time.perf_counter
+        self,
+        coroutine: Coroutine[Any, Any, Any],
+        counter: Callable[[], float] = time.perf_counter,
+        cpu: Callable[[], float] = time.thread_time,
     ) -> None:
         self.coroutine = coroutine
         self.counter = counter
+        self.cpu = cpu
         self.longest = 0.0
+        self.longest_cpu = 0.0
 
     def __await__(self) -> Generator[Any, Any, Any]:
         step: Callable[[], Any] = partial(self.coroutine.send, None)
         while True:
-            started = self.counter()
+            started, started_cpu = self.counter(), self.cpu()
             try:
                 suspended_on = step()
             except StopIteration as done:
                 return done.value
             finally:
                 self.longest = max(self.longest, self.counter() - started)
+                self.longest_cpu = max(self.longest_cpu, self.cpu() - started_cpu)
             try:
                 resumed_with = yield suspended_on
             except GeneratorExit:
@@ -77,11 +88,11 @@ def every(
 ) -> None:
     """Run `tick(clock())` every `seconds` as the Faust timer `name`, measured; not while
     partitions move unless `while_moving` (what is due waits for the next tick)."""
-    slowest = held_slowest = 0.0
+    slowest = held_slowest = held_cpu_slowest = 0.0
 
     @app.timer(seconds, name=name)
     async def timer() -> None:
-        nonlocal slowest, held_slowest
+        nonlocal slowest, held_slowest, held_cpu_slowest
         if not while_moving and moving(app):
             return
         started = time.perf_counter()
@@ -97,6 +108,9 @@ def every(
             if held.longest > held_slowest:
                 held_slowest = held.longest
                 meter.timer_held_slowest.labels(name).set(held.longest)
+            if held.longest_cpu > held_cpu_slowest:
+                held_cpu_slowest = held.longest_cpu
+                meter.timer_held_cpu_slowest.labels(name).set(held.longest_cpu)
 
 
 async def _coroutine(awaitable: Awaitable[object]) -> object:

@@ -50,6 +50,7 @@ def test_the_channels_table_gives_each_system_beside_quix() -> None:
         "peak_rss_mib": {"fold": 700.0, "context": 600.0},
         "timers_slowest_s": {"expire-commitments": 0.004, "checkpoint": 0.05},
         "timers_held_slowest_s": {"expire-commitments": 0.003, "checkpoint": 0.02},
+        "timers_held_cpu_slowest_s": {"expire-commitments": 0.003, "checkpoint": 0.004},
         "keepalives_lost": 0,
         "stop": {"seconds": 1.5},
         "warm": {"folding_s": 3.0, "ready_s": 4.0},
@@ -69,5 +70,5 @@ def test_the_channels_table_gives_each_system_beside_quix() -> None:
     assert "| 3,000 | 1.50× |" in row
     assert "fold 700, context 600" in row
     assert "8.0 / 9.0 / 12 / 96" in row
-    assert "| checkpoint 50 ms | checkpoint 20 ms |" in row
+    assert "| checkpoint 50 ms | checkpoint 20 ms (CPU 4.0 ms) |" in row
     assert "3.0 / 4.0 / 30.0 / 31.0" in row

@@ -25,30 +25,36 @@ class Counter:
         return self.now
 
 
-async def holds_then_waits(counter: Counter, released: asyncio.Event) -> str:
-    counter.now += 0.05  # holds the loop 50 ms
+async def holds_then_waits(counter: Counter, cpu: Counter, released: asyncio.Event) -> str:
+    counter.now += 0.05  # holds the loop 50 ms, 10 ms of it on a core
+    cpu.now += 0.01
     await released.wait()  # meanwhile others run for 10 s
-    counter.now += 0.01  # holds it again 10 ms
+    counter.now += 0.03  # holds it again 30 ms, all of it on a core
+    cpu.now += 0.03
     return "done"
 
 
-async def others(counter: Counter, released: asyncio.Event) -> None:
+async def others(counter: Counter, cpu: Counter, released: asyncio.Event) -> None:
     counter.now += 10.0
+    cpu.now += 10.0
     released.set()
 
 
 def test_held_is_the_longest_step_not_the_time_spent_waiting() -> None:
-    async def main() -> tuple[str, float, float]:
-        counter, released = Counter(), asyncio.Event()
-        held = Held(holds_then_waits(counter, released), counter)
-        both = asyncio.gather(held, others(counter, released))
+    async def main() -> tuple[str, Held, float]:
+        counter, cpu, released = Counter(), Counter(), asyncio.Event()
+        held = Held(holds_then_waits(counter, cpu, released), counter, cpu)
+        both = asyncio.gather(held, others(counter, cpu, released))
         result, _ = await both
-        return result, held.longest, counter.now
+        return result, held, counter.now
 
-    result, longest, wall = asyncio.run(main())
+    result, held, wall = asyncio.run(main())
     assert result == "done"
-    assert longest == pytest.approx(0.05)
-    assert wall == pytest.approx(10.06)
+    assert held.longest == pytest.approx(0.05)
+    assert wall == pytest.approx(10.08)
+    # The most CPU of any step, which need not be the longest step's: the first step waited
+    # 40 ms for a core.
+    assert held.longest_cpu == pytest.approx(0.03)
 
 
 def test_held_passes_an_error_and_a_cancellation_through() -> None:
@@ -108,9 +114,11 @@ def test_every_reports_the_slowest_tick_and_its_longest_hold() -> None:
     assert told == [NOW]
     slowest = gauge(meter, "chorus_timer_slowest_seconds", "tick")
     held = gauge(meter, "chorus_timer_held_slowest_seconds", "tick")
-    assert slowest is not None and held is not None
+    held_cpu = gauge(meter, "chorus_timer_held_cpu_slowest_seconds", "tick")
+    assert slowest is not None and held is not None and held_cpu is not None
     assert slowest >= 0.01
     assert held < slowest
+    assert held_cpu < slowest
 
 
 def test_every_skips_a_tick_while_partitions_move() -> None:
