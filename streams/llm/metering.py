@@ -123,14 +123,14 @@ class CostMeter:
             registry=self.registry,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
-        self.gc_frozen = Gauge(
-            "chorus_gc_frozen_objects",
-            "Objects the garbage collector no longer visits (frozen after each checkpoint)",
+        self.python_heap_blocks = Gauge(
+            "chorus_python_heap_blocks",
+            "Blocks Python's small-object allocator has handed out, read at each checkpoint",
             registry=self.registry,
         )
         self.gc_full = Counter(
             "chorus_gc_full_collections",
-            "Full garbage collections run because the frozen objects grew past their mark",
+            "Full garbage collections run because Python's heap doubled past its mark",
             registry=self.registry,
         )
         self.rocksdb_bytes = Gauge(
