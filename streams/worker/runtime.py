@@ -54,7 +54,7 @@ from streams.topology import (
 )
 from streams.worker.app import ChorusApp, SharedRocksDB, build_app, share_rocksdb_budget
 from streams.worker.checkpoint import Checkpoint, Columns
-from streams.worker.collector import Collector
+from streams.worker.collector import BLOCKS_PER_MIB, Collector
 from streams.worker.configs import ChannelConfigs
 from streams.worker.folds import FoldTables
 from streams.worker.gate import Gate
@@ -137,7 +137,7 @@ class Runtime:
             on_refused=self.gate.refused_in_checkpoint,
             took=self._checkpointed,
         )
-        self.collector = Collector(self.meter)
+        self.collector = Collector(self.meter, settings.memory_mb * BLOCKS_PER_MIB)
         self.app.checkpoint = self.checkpoint
         self.folds: FoldTables | None = None
         if role == "fold":

@@ -8,7 +8,9 @@ import gc
 import pytest
 
 from streams.llm.metering import CostMeter
-from streams.worker.collector import LEAK_FACTOR, LEAK_FLOOR, Collector
+from streams.worker.collector import BLOCKS_PER_MIB, LEAK_FACTOR, Collector
+
+FLOOR = 384 * BLOCKS_PER_MIB  # the default memory budget's
 
 
 class Blocks:
@@ -38,8 +40,8 @@ def test_a_checkpoint_never_walks_the_frozen_objects(monkeypatch: pytest.MonkeyP
         raise AssertionError("gc.get_freeze_count walks every frozen object")
 
     monkeypatch.setattr(gc, "get_freeze_count", walks)
-    blocks, meter = Blocks(LEAK_FLOOR), CostMeter()
-    collector = Collector(meter, blocks)
+    blocks, meter = Blocks(FLOOR), CostMeter()
+    collector = Collector(meter, FLOOR, blocks)
     collector.after_checkpoint()  # the first mark
     for _ in range(3):
         blocks.count = int(LEAK_FACTOR * blocks.count) + 1
@@ -50,19 +52,19 @@ def test_a_checkpoint_never_walks_the_frozen_objects(monkeypatch: pytest.MonkeyP
 
 def test_the_heap_growing_below_its_floor_collects_nothing() -> None:
     blocks, meter = Blocks(1_000), CostMeter()
-    collector = Collector(meter, blocks)
+    collector = Collector(meter, FLOOR, blocks)
     collector.after_checkpoint()
-    blocks.count = LEAK_FLOOR  # a thousand times its mark, at the floor
+    blocks.count = FLOOR  # a thousand times its mark, at the floor
     collector.after_checkpoint()
     assert full_collections(meter) == 0
     assert blocks.reads == 2  # read at each checkpoint: it is cheap
 
 
 def test_the_heap_doubling_past_its_floor_collects_once_and_marks_anew() -> None:
-    blocks, meter = Blocks(LEAK_FLOOR), CostMeter()
-    collector = Collector(meter, blocks)
+    blocks, meter = Blocks(FLOOR), CostMeter()
+    collector = Collector(meter, FLOOR, blocks)
     collector.after_checkpoint()
-    blocks.count = int(LEAK_FACTOR * LEAK_FLOOR)  # doubled, not past it
+    blocks.count = int(LEAK_FACTOR * FLOOR)  # doubled, not past it
     collector.after_checkpoint()
     assert full_collections(meter) == 0
     blocks.count += 1
@@ -75,7 +77,7 @@ def test_the_heap_doubling_past_its_floor_collects_once_and_marks_anew() -> None
 
 def test_what_lives_after_a_checkpoint_is_frozen() -> None:
     gc.unfreeze()
-    collector = Collector(CostMeter(), Blocks(1_000))
+    collector = Collector(CostMeter(), FLOOR, Blocks(1_000))
     alive = [object() for _ in range(10)]
     collector.after_checkpoint()
     assert gc.get_freeze_count() >= len(alive)
