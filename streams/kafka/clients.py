@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,6 +15,10 @@ from aiokafka.errors import KafkaConnectionError
 
 from streams.errors import ChorusError
 from streams.settings import Settings
+
+
+class ProducerStopped(ChorusError):
+    """An `OwnProducer` asked for after it stopped."""
 
 
 class NoBrokerError(ChorusError):
@@ -158,12 +164,47 @@ def client_options(settings: Settings) -> dict[str, Any]:
 
 def producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
     return AIOKafkaProducer(
-        **client_options(settings),
-        acks="all",
-        enable_idempotence=True,
-        max_request_size=settings.topic_max_message_bytes,
-        **overrides,
+        **{
+            **client_options(settings),
+            "acks": "all",
+            "enable_idempotence": True,
+            "max_request_size": settings.topic_max_message_bytes,
+            **overrides,
+        }
     )
+
+
+class OwnProducer:
+    """An aiokafka producer of one writer's own (`make()`), started on first use by
+    whichever caller comes first, stopped once (`stop`); asked for after it stopped, it
+    raises `ProducerStopped`.
+
+    Why a writer gets one: aiokafka sends one request at a time to a broker, so whatever
+    another writer queues meanwhile waits for that request's acknowledgement. The checkpoints'
+    changelog writes have one of their own, so an agent's wake signal never waits for a
+    checkpoint (the Java client pipelines up to five requests per connection instead)."""
+
+    def __init__(self, make: Callable[[], AIOKafkaProducer], settings: Settings) -> None:
+        self.make = make
+        self.settings = settings
+        self._producer: AIOKafkaProducer | None = None
+        self._stopped = False
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> AIOKafkaProducer:
+        async with self._lock:
+            if self._stopped:
+                raise ProducerStopped("the producer was stopped (the process is stopping)")
+            if self._producer is None:
+                self._producer = await started(self.make(), self.settings)
+            return self._producer
+
+    async def stop(self) -> None:
+        async with self._lock:
+            self._stopped = True
+            if self._producer is not None:
+                await self._producer.stop()
+                self._producer = None
 
 
 def consumer(settings: Settings, *topics: str, **overrides: Any) -> AIOKafkaConsumer:

@@ -471,8 +471,9 @@ class Checkpoint:
     (see the module).
 
     `interval`: seconds between checkpoints; `max_keys`, `max_held`: the memory bound;
-    `record_limit`: the largest value a table opened with `guard` writes; `producer`: the
-    aiokafka producer the changelogs are written with (the app's, unless given)."""
+    `record_limit`: the largest value a table opened with `guard` writes; `producer`: gives
+    the (started) aiokafka producer the changelogs are written with (the app's, unless
+    given; the runtime gives one of the checkpoint's own, `streams.kafka.clients.OwnProducer`)."""
 
     def __init__(
         self,
@@ -484,7 +485,7 @@ class Checkpoint:
         max_held: int,
         record_limit: int | None = None,
         on_refused: Callable[[RefusedWrite], Awaitable[None]] | None = None,
-        producer: Callable[[], Any] | None = None,
+        producer: Callable[[], Awaitable[Any]] | None = None,
         took: Callable[[float], None] | None = None,
     ) -> None:
         """`took(seconds)`: told how long each checkpoint took."""
@@ -495,7 +496,7 @@ class Checkpoint:
         self.max_held = max_held
         self.record_limit = record_limit
         self.tables: list[CheckpointedTable] = []
-        self.producer = producer or (lambda: app.producer._ensure_producer())
+        self.producer = producer or self._apps_producer
         self._on_refused = on_refused
         self._took = took
         # Awaited before the held records are acknowledged: what a stage sends on their
@@ -590,6 +591,9 @@ class Checkpoint:
             self._took(time.monotonic() - started)
         return written
 
+    async def _apps_producer(self) -> Any:
+        return self.app.producer._ensure_producer()
+
     def moved(self, gone: Collection[int], taken: Collection[int]) -> None:
         """Partitions moved: each table forgets what it must (`CheckpointedTable.moved`)."""
         for table in self.tables:
@@ -608,7 +612,7 @@ class Checkpoint:
         if self._on_refused is not None:
             for one in refused:
                 await self._on_refused(one)
-        kafka = self.producer()
+        kafka = await self.producer()
         published = await asyncio.gather(
             *(self._published(kafka, table, writes) for table, writes in pending)
         )

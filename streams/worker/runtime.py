@@ -31,7 +31,7 @@ from faust.types import EventT
 from projections.channel import ChannelStanding
 from projections.projection import ChannelProjection, Folded
 from streams.kafka.batches import Outbox, Published, Record, publish
-from streams.kafka.clients import bootstrap_servers
+from streams.kafka.clients import OwnProducer, bootstrap_servers, producer
 from streams.kafka.consume import RangeReader
 from streams.llm.metering import CostMeter
 from streams.memory import MIB, ByteCache, MemoryBudget
@@ -127,6 +127,19 @@ class Runtime:
         # Each role's state: read through memory, each changed key written to its table
         # and changelog once per checkpoint (`streams.worker.checkpoint`); a value that would
         # not fit a changelog record is refused and reported, never sent.
+        # The changelogs are written with a producer of their own (`OwnProducer`): a wake
+        # signal sent meanwhile waited for a checkpoint's request on the app's producer
+        # (280 ms at 100,000 channels).
+        self.changelog_producer = OwnProducer(
+            lambda: producer(
+                settings,
+                bootstrap_servers=self.servers,
+                linger_ms=settings.producer_linger_ms,
+                max_batch_size=min(settings.producer_batch_bytes, settings.max_message_bytes),
+            ),
+            settings,
+        )
+        self.app.on_before_shutdown.connect(self._stop_changelog_producer)
         self.checkpoint = Checkpoint(
             self.app,
             self.messages.get_topic_name(),
@@ -135,6 +148,7 @@ class Runtime:
             max_held=settings.checkpoint_max_held,
             record_limit=settings.max_message_bytes,
             on_refused=self.gate.refused_in_checkpoint,
+            producer=self.changelog_producer,
             took=self._checkpointed,
         )
         self.collector = Collector(self.meter, settings.memory_mb * BLOCKS_PER_MIB)
@@ -157,6 +171,10 @@ class Runtime:
             self.table(DEADLINES_TABLE, time_index=True), ordered=True
         )
         self.ownership.on_moved(self._moved)
+
+    async def _stop_changelog_producer(self, *_: Any, **__: Any) -> None:
+        """After the app's consumer stopped, and with it the last checkpoint."""
+        await self.changelog_producer.stop()
 
     def _checkpointed(self, seconds: float) -> None:
         self.meter.checkpoint_seconds.observe(seconds)

@@ -3,8 +3,10 @@ default), and a cluster that does not answer is one clear error."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -14,6 +16,8 @@ from streams.kafka import clients
 from streams.kafka.clients import (
     BrokerUnreachable,
     NoBrokerError,
+    OwnProducer,
+    ProducerStopped,
     admin,
     bootstrap_servers,
     consumer,
@@ -138,3 +142,43 @@ async def test_why_a_client_could_not_connect_comes_from_aiokafka_s_log() -> Non
     assert not any(
         type(h).__name__ == "_LastErrors" for h in logging.getLogger("aiokafka").handlers
     )
+
+
+class FakeProducer:
+    """What `OwnProducer` needs of an aiokafka producer: start and stop, counted."""
+
+    def __init__(self) -> None:
+        self.starts = self.stops = 0
+
+    async def start(self) -> None:
+        await asyncio.sleep(0)  # another caller comes meanwhile
+        self.starts += 1
+
+    async def stop(self) -> None:
+        self.stops += 1
+
+
+async def test_an_own_producer_starts_once_on_first_use_and_refuses_after_it_stopped() -> None:
+    made: list[FakeProducer] = []
+
+    def make() -> Any:
+        made.append(FakeProducer())
+        return made[-1]
+
+    own = OwnProducer(make, Settings(bootstrap_servers="127.0.0.1:1"))
+    assert made == []  # nothing until it is asked for
+    first, second = await asyncio.gather(own(), own())
+    assert first is second is made[0] and len(made) == 1 and made[0].starts == 1
+    await own.stop()
+    assert made[0].stops == 1
+    with pytest.raises(ProducerStopped):
+        await own()
+    await own.stop()  # stopping again does nothing
+    assert made[0].stops == 1 and len(made) == 1
+
+
+async def test_a_producer_s_options_override_the_settings_servers() -> None:
+    kafka = producer(
+        Settings(bootstrap_servers="127.0.0.1:1"), bootstrap_servers="127.0.0.1:2", linger_ms=2
+    )
+    assert kafka.client._bootstrap_servers == "127.0.0.1:2"

@@ -27,7 +27,11 @@ def offline_worker(
         offline_settings(**settings), broker="127.0.0.1:1", role=role, stages=stages
     )
     changelogs = OfflineProducer()
-    worker.runtime.checkpoint.producer = lambda: changelogs
+
+    async def offline() -> OfflineProducer:
+        return changelogs
+
+    worker.runtime.checkpoint.producer = offline
     return worker
 
 
