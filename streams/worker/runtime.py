@@ -124,9 +124,6 @@ class Runtime:
             self.meter,
             lambda channel: self.configs.get(channel),  # the writers of `projections.writers`
         )
-        # Each role's state: read through memory, each changed key written to its table
-        # and changelog once per checkpoint (`streams.worker.checkpoint`); a value that would
-        # not fit a changelog record is refused and reported, never sent.
         # The changelogs are written with a producer of their own (`OwnProducer`): a wake
         # signal sent meanwhile waited for a checkpoint's request on the app's producer
         # (280 ms at 100,000 channels).
@@ -140,6 +137,9 @@ class Runtime:
             settings,
         )
         self.app.on_before_shutdown.connect(self._stop_changelog_producer)
+        # Each role's state: read through memory, each changed key written to its table
+        # and changelog once per checkpoint (`streams.worker.checkpoint`); a value that would
+        # not fit a changelog record is refused and reported, never sent.
         self.checkpoint = Checkpoint(
             self.app,
             self.messages.get_topic_name(),
