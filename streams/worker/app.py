@@ -57,6 +57,13 @@ def role_url(settings: Settings, role: Role) -> str:
     return f"http://{host}:{role_web_port(settings, role)}"
 
 
+def record_batch_bytes(settings: Settings) -> int:
+    """The largest record batch a role's producers build. The broker checks a whole batch
+    against the topic's max.message.bytes (max_message_bytes + 64 KiB on chorus's topics):
+    two large dead letters in one batch were refused when the batch could outgrow it."""
+    return min(settings.producer_batch_bytes, settings.max_message_bytes)
+
+
 def role_data_dir(settings: Settings, role: Role) -> str:
     """The role's local table stores; two processes must not share a RocksDB directory."""
     return str(settings.data_dir if role == "fold" else Path(settings.data_dir) / "context")
@@ -173,10 +180,7 @@ def build_app(settings: Settings, role: Role, servers: str | None = None) -> Cho
         web_tables_enabled=False,
         producer_acks=-1,
         producer_linger=settings.producer_linger_ms / 1000,
-        # The broker checks a whole record batch against the topic's max.message.bytes
-        # (max_message_bytes + 64 KiB on chorus's topics): two large dead letters in one
-        # batch were refused when the batch could outgrow it.
-        producer_max_batch_size=min(settings.producer_batch_bytes, settings.max_message_bytes),
+        producer_max_batch_size=record_batch_bytes(settings),
         producer_max_request_size=settings.topic_max_message_bytes,
         consumer_auto_offset_reset="earliest",
         consumer_max_fetch_size=settings.consumer_fetch_bytes,

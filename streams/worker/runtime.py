@@ -52,7 +52,13 @@ from streams.topology import (
     changelog_config,
     fold_table_name,
 )
-from streams.worker.app import ChorusApp, SharedRocksDB, build_app, share_rocksdb_budget
+from streams.worker.app import (
+    ChorusApp,
+    SharedRocksDB,
+    build_app,
+    record_batch_bytes,
+    share_rocksdb_budget,
+)
 from streams.worker.checkpoint import Checkpoint, Columns
 from streams.worker.collector import BLOCKS_PER_MIB, Collector
 from streams.worker.configs import ChannelConfigs
@@ -132,7 +138,7 @@ class Runtime:
                 settings,
                 bootstrap_servers=self.servers,
                 linger_ms=settings.producer_linger_ms,
-                max_batch_size=min(settings.producer_batch_bytes, settings.max_message_bytes),
+                max_batch_size=record_batch_bytes(settings),
             ),
             settings,
         )
