@@ -19,7 +19,10 @@ An entry is a hint, never the truth: the stage that owns the state checks, when 
 fires, whether the channel is really due, and moves or removes the entry (`move`), so an
 entry left behind by a state that changed without it costs one look, not a missed
 deadline. Writers put an entry when a deadline appears or comes sooner; a deadline that
-moves later leaves its entry to fire early and be moved.
+moves later leaves its entry to fire early and be moved. A writer that keeps where its
+channel's entry is (`sooner`: its due ms in the channel's own row, written with it) holds
+one entry per channel: it replaces the entry when the deadline comes sooner, and a deadline
+that moves later costs no write until the entry fires.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MILLISECOND = timedelta(milliseconds=1)
 
 
-def _ms(at: datetime) -> int:
+def due_ms(at: datetime) -> int:
     """`at` in whole milliseconds since the epoch, rounded up: an entry never fires before
     its time."""
     return max(0, -((EPOCH - at) // MILLISECOND))
@@ -67,7 +70,7 @@ class Deadlines:
         self.kind = kind
 
     def key(self, channel: str, at: datetime) -> str:
-        return f"{self.kind}{SEPARATOR}{_ms(at):0{DUE_DIGITS}d}{SEPARATOR}{channel}"
+        return f"{self.kind}{SEPARATOR}{due_ms(at):0{DUE_DIGITS}d}{SEPARATOR}{channel}"
 
     def put(
         self,
@@ -81,13 +84,33 @@ class Deadlines:
         made it, as a table write's."""
         self.table.set(self.key(channel, at), 0, partition, offset, topic)
 
+    def sooner(
+        self,
+        channel: str,
+        at: datetime,
+        entry: int | None,
+        partition: int,
+        offset: int | None = None,
+        topic: str | None = None,
+    ) -> int | None:
+        """`channel` falls due at `at`; its one entry is due at `entry` (ms, None: none).
+        Returns the entry's ms from now on if it moved (put at `at`, the old one removed),
+        None if the entry is as soon already (it fires early and is moved)."""
+        wanted = due_ms(at)
+        if entry is not None and entry <= wanted:
+            return None
+        if entry is not None:
+            self.remove(Due(channel, EPOCH + entry * MILLISECOND), partition)
+        self.put(channel, at, partition, offset, topic)
+        return wanted
+
     def remove(self, due: Due, partition: int) -> None:
         self.table.delete(self.key(due.channel, due.at), partition)
 
     def move(self, due: Due, partition: int, at: datetime | None) -> None:
         """The entry `due` fired early or for nothing: the channel is due at `at` instead
         (None: not at all)."""
-        if at is not None and _ms(at) == _ms(due.at):
+        if at is not None and due_ms(at) == due_ms(due.at):
             return
         self.remove(due, partition)
         if at is not None:

@@ -21,8 +21,11 @@ builds on the latest.
 
 A batch falls due at its message threshold (launched as the message is taken) or at its
 time threshold: the deadline index (`streams.worker.deadlines`, kind `summary`) holds when,
-written when a batch's oldest item changes, so the timer `summary-time-thresholds` reads
-only the channels due.
+so the timer `summary-time-thresholds` reads only the channels due. A channel has one entry,
+whose due time its row keeps (`summary-entry`): it is replaced when the batch falls due
+sooner, and left to fire early and be moved when the batch moves on to a later one, so a
+summary costs no index write (a batch launched at its message threshold keeps its time
+threshold's entry, which brings it back should the summary fail).
 
 The pending batch is positions only (offsets, compacted spans): the log is the one copy of
 the messages (`streams.worker.bodies`: kept in memory while pending, else read back), so a
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -65,7 +69,7 @@ from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies, MessageBodies, Wanted
 from streams.worker.checkpoint import Codec
-from streams.worker.deadlines import DUE_ENTRIES_PER_SLICE, Deadlines
+from streams.worker.deadlines import DUE_ENTRIES_PER_SLICE, Deadlines, due_ms
 from streams.worker.followed import Followed, LatestBook, covers_less
 from streams.worker.timers import Clock, every
 
@@ -154,6 +158,8 @@ class Summariser:
         # per checkpoint (`streams.worker.checkpoint`).
         self.pending = chorus.channel_state.column("pending", HEADER_CODEC)
         self.summary = chorus.channel_state.column("summary")
+        # When the channel's one entry in the deadline index is due (ms; None: none).
+        self.entry = chorus.channel_state.column("summary-entry")
         self.followed = Followed(chorus, chorus.summaries, "record-summaries", self.on_record)
         self.latest: LatestBook[SummaryRecord] = LatestBook(
             "summary",
@@ -179,9 +185,25 @@ class Summariser:
     def configured(self, channel: str, partition: int) -> None:
         """The channel's thresholds may have changed: index its batch by them (an entry
         later than the new one fires and is moved; one sooner must be put)."""
-        at = self.due_at(channel, self.batch_of(channel, partition))
-        if at is not None:
-            self.index.put(channel, at, partition)
+        self.index_by(channel, self.due_at(channel, self.batch_of(channel, partition)), partition)
+
+    def index_by(
+        self,
+        channel: str,
+        at: datetime | None,
+        partition: int,
+        offset: int | None = None,
+        topic: str | None = None,
+    ) -> None:
+        """The channel's batch falls due at `at` (None: never): its entry is replaced if that
+        is sooner, else left to fire early and be moved (`Deadlines.sooner`)."""
+        if at is None:
+            return
+        moved = self.index.sooner(
+            channel, at, self.entry.get(channel, partition), partition, offset, topic
+        )
+        if moved is not None:
+            self.entry.set(channel, moved, partition, offset, topic)
 
     def moved(self, gone: frozenset[int], taken: frozenset[int], _: frozenset[int]) -> None:
         """Partitions moved: what is in flight for them is another worker's now."""
@@ -209,8 +231,14 @@ class Summariser:
             configs.setting(channel, "summary_after_seconds"),
         )
 
-    def due_at(self, channel: str, batch: PendingBatch) -> datetime | None:
+    def due_at(
+        self, channel: str, batch: PendingBatch, *, launched: bool = False
+    ) -> datetime | None:
+        """When `batch` falls due; once `launched`, by its time threshold alone (the summary
+        read back moves the batch on)."""
         after_messages, after_seconds = self.thresholds(channel)
+        if launched:
+            after_messages = sys.maxsize
         return due_at(batch, after_messages=after_messages, after_seconds=after_seconds)
 
     def in_flight_through(self, channel: str, partition: int) -> int:
@@ -243,19 +271,18 @@ class Summariser:
     def store(
         self,
         channel: str,
-        before: PendingBatch,
         batch: PendingBatch,
         partition: int,
+        launched: bool,
         offset: int | None = None,
         topic: str | None = None,
     ) -> None:
-        """The channel's pending batch is `batch` from now on (it was `before`): when it falls
-        due is indexed if that moved sooner (a later one leaves the earlier entry to fire
-        and be moved: `streams.worker.deadlines`)."""
+        """The channel's pending batch is `batch` from now on (`launched`: its summary just
+        was): when it falls due is indexed if that moved sooner (`index_by`)."""
         self.pending.set(channel, batch, partition, offset, topic)
-        at, was = self.due_at(channel, batch), self.due_at(channel, before)
-        if at is not None and (was is None or at < was):
-            self.index.put(channel, at, partition, offset, topic)
+        self.index_by(
+            channel, self.due_at(channel, batch, launched=launched), partition, offset, topic
+        )
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
         channel = message.channel
@@ -271,10 +298,10 @@ class Summariser:
             now=now,
             in_flight_through=self.in_flight_through(channel, partition),
         )
+        launched = self.maybe_launch(channel, batch, partition, now)
         if batch is not before:
             self.bodies.memory.keep(channel, partition, offset, message)
-            self.store(channel, before, batch, partition, offset)
-        self.maybe_launch(channel, batch, partition, now)
+            self.store(channel, batch, partition, launched, offset)
 
     def on_record(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int
@@ -300,10 +327,10 @@ class Summariser:
             self.launched.pop(channel, None)
         before = self.batch_of(channel, partition)
         batch = trim(before, last)
-        if batch is not before:
-            self.store(channel, before, batch, partition, offset, topic)
         self.bodies.memory.drop_through(channel, last)
-        self.maybe_launch(channel, batch, partition, self.clock())
+        launched = self.maybe_launch(channel, batch, partition, self.clock())
+        if batch is not before:
+            self.store(channel, batch, partition, launched, offset, topic)
 
     def maybe_launch(
         self, channel: str, batch: PendingBatch, partition: int, now: datetime
@@ -374,6 +401,8 @@ class Summariser:
                 at = self.due_at(entry.channel, batch)
                 if at is None or at > now:  # emptied or moved on: the entry moves with it
                     self.index.move(entry, partition, at)
+                    moved_to = None if at is None else due_ms(at)
+                    self.entry.set(entry.channel, moved_to, partition)
                     continue
                 # The entry stays until the summary read back moves the batch on: a worker
                 # that dies meanwhile leaves it to the next one.

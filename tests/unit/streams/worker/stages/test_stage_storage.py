@@ -315,3 +315,28 @@ async def test_a_tick_gives_the_event_loop_back_while_it_reads_due_batches() -> 
     assert launched == 1  # the channel with a batch; the emptied entries moved away
     assert [e.channel for e in summariser.index.due(HOME, FAR, stale + 10)] == [CHANNEL]
     assert turns >= stale // DUE_ENTRIES_PER_SLICE
+
+
+async def test_a_batch_launched_at_its_message_threshold_keeps_one_entry_in_the_index() -> None:
+    """The message threshold launches the summary as the message is taken: the index keeps
+    the batch's time threshold alone (it brings the batch back should the summary fail),
+    not a second entry due now for a tick to move (three changelog records a summary)."""
+    _, summariser, _ = await fold_messages(3, summary_after_messages=3)
+    assert CHANNEL in summariser.launched
+    (entry,) = summariser.index.due(HOME, FAR, 10)
+    since = summariser.batch_of(CHANNEL, HOME).pending_since
+    assert since is not None
+    threshold = since + timedelta(seconds=summariser.thresholds(CHANNEL)[1])
+    assert timedelta(0) <= entry.at - threshold < timedelta(milliseconds=1)  # ms, rounded up
+
+
+async def test_a_batch_due_sooner_replaces_its_entry_and_one_due_later_keeps_it() -> None:
+    """One entry per channel: a due time that moves sooner replaces the entry (removed, not
+    left to fire for nothing), one that moves later leaves it to fire early and be moved."""
+    _, summariser, _ = await fold_messages(3, summary_after_seconds=3600)
+    (later,) = summariser.index.due(HOME, FAR, 10)
+    summariser.index_by(CHANNEL, later.at + timedelta(hours=1), HOME)
+    assert summariser.index.due(HOME, FAR, 10) == [later]
+    sooner = later.at - timedelta(minutes=30)
+    summariser.index_by(CHANNEL, sooner, HOME)
+    assert [entry.at for entry in summariser.index.due(HOME, FAR, 10)] == [sooner]
