@@ -23,9 +23,10 @@ A batch falls due at its message threshold (launched as the message is taken) or
 time threshold: the deadline index (`streams.worker.deadlines`, kind `summary`) holds when,
 so the timer `summary-time-thresholds` reads only the channels due. A channel has one entry,
 whose due time its row keeps (`summary-entry`): it is replaced when the batch falls due
-sooner, and left to fire early and be moved when the batch moves on to a later one, so a
-summary costs no index write (a batch launched at its message threshold keeps its time
-threshold's entry, which brings it back should the summary fail).
+sooner, and left to fire early and be moved when the batch moves on to a later one. While a
+summary of the batch is in flight the batch is indexed by its time threshold alone (the
+summary read back moves it on and launches the next; the entry brings it back should the
+summary fail), so a summary at the message threshold costs no index write.
 
 The pending batch is positions only (offsets, compacted spans): the log is the one copy of
 the messages (`streams.worker.bodies`: kept in memory while pending, else read back), so a
@@ -232,12 +233,12 @@ class Summariser:
         )
 
     def due_at(
-        self, channel: str, batch: PendingBatch, *, launched: bool = False
+        self, channel: str, batch: PendingBatch, *, in_flight: bool = False
     ) -> datetime | None:
-        """When `batch` falls due; once `launched`, by its time threshold alone (the summary
-        read back moves the batch on)."""
+        """When `batch` falls due; by its time threshold alone while a summary of it is
+        `in_flight`."""
         after_messages, after_seconds = self.thresholds(channel)
-        if launched:
+        if in_flight:
             after_messages = sys.maxsize
         return due_at(batch, after_messages=after_messages, after_seconds=after_seconds)
 
@@ -273,15 +274,16 @@ class Summariser:
         channel: str,
         batch: PendingBatch,
         partition: int,
-        launched: bool,
         offset: int | None = None,
         topic: str | None = None,
     ) -> None:
-        """The channel's pending batch is `batch` from now on (`launched`: its summary just
-        was): when it falls due is indexed if that moved sooner (`index_by`)."""
+        """The channel's pending batch is `batch` from now on: when it falls due is indexed
+        if that moved sooner (`index_by`); while a summary of it is in flight, by its time
+        threshold alone (the summary read back moves the batch on, and launches the next)."""
         self.pending.set(channel, batch, partition, offset, topic)
+        in_flight = channel in self.launched
         self.index_by(
-            channel, self.due_at(channel, batch, launched=launched), partition, offset, topic
+            channel, self.due_at(channel, batch, in_flight=in_flight), partition, offset, topic
         )
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
@@ -298,10 +300,10 @@ class Summariser:
             now=now,
             in_flight_through=self.in_flight_through(channel, partition),
         )
-        launched = self.maybe_launch(channel, batch, partition, now)
+        self.maybe_launch(channel, batch, partition, now)  # before `store`: in flight?
         if batch is not before:
             self.bodies.memory.keep(channel, partition, offset, message)
-            self.store(channel, batch, partition, launched, offset)
+            self.store(channel, batch, partition, offset)
 
     def on_record(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int
@@ -328,9 +330,9 @@ class Summariser:
         before = self.batch_of(channel, partition)
         batch = trim(before, last)
         self.bodies.memory.drop_through(channel, last)
-        launched = self.maybe_launch(channel, batch, partition, self.clock())
+        self.maybe_launch(channel, batch, partition, self.clock())  # before `store`
         if batch is not before:
-            self.store(channel, batch, partition, launched, offset, topic)
+            self.store(channel, batch, partition, offset, topic)
 
     def maybe_launch(
         self, channel: str, batch: PendingBatch, partition: int, now: datetime
