@@ -345,3 +345,24 @@ async def test_a_batch_due_sooner_replaces_its_entry_and_one_due_later_keeps_it(
     sooner = later.at - timedelta(minutes=30)
     summariser.index_by(CHANNEL, sooner, HOME)
     assert [entry.at for entry in summariser.index.due(HOME, FAR, 10)] == [sooner]
+
+
+async def test_a_summary_that_failed_is_tried_again_at_its_time_threshold() -> None:
+    """A summariser that raises leaves the batch pending (`Summariser.summarise`): its
+    entry, the time threshold's, brings it back then (or the channel's next message does),
+    never a tick a second."""
+    chorus, summariser, _ = await fold_messages(3, summary_after_messages=3)
+    chorus.ownership.owned_partitions = lambda: frozenset({HOME})  # type: ignore[method-assign]
+    summariser.bodies.reader = TopicRecords()  # type: ignore[assignment]
+
+    tried: list[str] = []
+
+    async def summarise(channel: str, *_: Any) -> None:
+        tried.append(channel)
+
+    summariser.launched.pop(CHANNEL)  # as a summary that raised does
+    with patch.object(summariser, "summarise", summarise):
+        assert await summariser.check_time_thresholds(datetime.now(UTC)) == 0
+        assert await summariser.check_time_thresholds(FAR) == 1
+        await asyncio_idle()
+    assert tried == [CHANNEL]
