@@ -5,7 +5,8 @@ deadline index the timers read. Through Faust's test harness: no Kafka, sends ca
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest.mock import patch
@@ -54,6 +55,21 @@ async def fold_messages(
             await summariser.followed.take(CHANNEL.encode(), record.to_bytes(), HOME, offset)
         await chorus.checkpoint.checkpoint()  # what the tables hold from now on
     return chorus, summariser, recapper
+
+
+@contextmanager
+def launches_recorded(chorus: Runtime, summariser: Summariser) -> Iterator[list[str]]:
+    """The summariser owning the channel's partition and reading no log, its launches
+    recorded (each channel whose summary it starts) instead of summarised."""
+    chorus.ownership.owned_partitions = lambda: frozenset({HOME})  # type: ignore[method-assign]
+    summariser.bodies.reader = TopicRecords()  # type: ignore[assignment]
+    launched: list[str] = []
+
+    async def summarise(channel: str, *_: Any) -> None:
+        launched.append(channel)
+
+    with patch.object(summariser, "summarise", summarise):
+        yield launched
 
 
 def stored(chorus: Runtime) -> dict[str, Any]:
@@ -271,14 +287,7 @@ async def test_summaries_in_flight_are_bounded_and_a_tick_skips_them_without_rea
     from streams.worker.stages import summaries as stage
 
     chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
-    chorus.ownership.owned_partitions = lambda: frozenset({HOME})  # type: ignore[method-assign]
-    summariser.bodies.reader = TopicRecords()  # type: ignore[assignment]
-    launched: list[str] = []
-
-    async def summarise(channel: str, *_: Any) -> None:
-        launched.append(channel)
-
-    with patch.object(summariser, "summarise", summarise):
+    with launches_recorded(chorus, summariser) as launched:
         for n in range(stage.SUMMARIES_IN_FLIGHT):  # in flight, as launched by earlier ticks
             summariser.launched[f"team/other-{n}"] = 0
         assert await summariser.check_time_thresholds(FAR) == 0
@@ -352,16 +361,8 @@ async def test_a_summary_that_failed_is_tried_again_at_its_time_threshold() -> N
     entry, the time threshold's, brings it back then (or the channel's next message does),
     never a tick a second."""
     chorus, summariser, _ = await fold_messages(3, summary_after_messages=3)
-    chorus.ownership.owned_partitions = lambda: frozenset({HOME})  # type: ignore[method-assign]
-    summariser.bodies.reader = TopicRecords()  # type: ignore[assignment]
-
-    tried: list[str] = []
-
-    async def summarise(channel: str, *_: Any) -> None:
-        tried.append(channel)
-
     summariser.launched.pop(CHANNEL)  # as a summary that raised does
-    with patch.object(summariser, "summarise", summarise):
+    with launches_recorded(chorus, summariser) as tried:
         assert await summariser.check_time_thresholds(datetime.now(UTC)) == 0
         assert await summariser.check_time_thresholds(FAR) == 1
         await asyncio_idle()
