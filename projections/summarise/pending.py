@@ -247,12 +247,19 @@ def fill(batch: PendingBatch, bodies: Mapping[int, Message]) -> list[Message]:
     return out
 
 
-def trim(pending: PendingBatch, covered_offset: int) -> PendingBatch:
-    """Drop what a published summary covers."""
+def trim(
+    pending: PendingBatch, covered_offset: int, rest_since: datetime | None = None
+) -> PendingBatch:
+    """Drop what a published summary covers. `rest_since`: what is left came at or after
+    then (the summary's batch was launched then, with nothing after it), so it waits from
+    then, not from the batch's first message."""
     kept = [item for item in pending.items if item.offset > covered_offset]
     if len(kept) == len(pending.items):
         return pending
-    return PendingBatch(items=kept, pending_since=pending.pending_since if kept else None)
+    since = pending.pending_since if kept else None
+    if since is not None and rest_since is not None:
+        since = max(since, rest_since)
+    return PendingBatch(items=kept, pending_since=since)
 
 
 def due(pending: PendingBatch, *, after_messages: int, after_seconds: float, now: datetime) -> bool:

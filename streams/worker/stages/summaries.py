@@ -43,7 +43,7 @@ import logging
 import sys
 from collections.abc import Coroutine, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -96,8 +96,18 @@ SUMMARY_CHECK_SECONDS = 1.0
 SUMMARIES_PER_TICK = 200
 # Summaries launched and not yet taken (acknowledged or read back), at most: a batch falling
 # due meanwhile keeps its index entry and waits for a tick with room, so a burst (a million
-# channels going quiet together) is summarised at the summariser's pace instead of all held in memory at once.
+# channels going quiet together) is summarised at the summariser's pace instead of all held
+# in memory at once.
 SUMMARIES_IN_FLIGHT = 400
+
+
+class InFlight(NamedTuple):
+    """A channel's summary launched and not yet taken: the last offset it covers, and when
+    it was launched if nothing pending came after its batch then (what comes later waits
+    from then: `pending.trim`)."""
+
+    through: int
+    rest_since: datetime | None
 
 
 def header_batch(raw: dict[str, Any] | None) -> PendingBatch:
@@ -177,10 +187,10 @@ class Summariser:
             chorus, MessageBodies(chorus.cache("summary-bodies", "bodies", 0.5))
         )
         self.index = Deadlines(chorus.deadlines, KIND)
-        # Last offset handed to a summariser and not yet taken (acknowledged by the summaries
-        # topic, or read back from it): the next batch waits for it, so it builds on the summary it follows. At most
-        # SUMMARIES_IN_FLIGHT channels.
-        self.launched: dict[str, int] = {}
+        # Per channel, the summary handed to a summariser and not yet taken (acknowledged by
+        # the summaries topic, or read back from it): the next batch waits for it, so it
+        # builds on the summary it follows. At most SUMMARIES_IN_FLIGHT channels.
+        self.launched: dict[str, InFlight] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.outbox = chorus.outbox(chorus.summaries)
         chorus.ownership.on_moved(self.moved)
@@ -247,8 +257,10 @@ class Summariser:
 
     def in_flight_through(self, channel: str, partition: int) -> int:
         """The last offset of a batch being summarised (-1: none): compaction leaves it be."""
-        launched = self.launched.get(channel, -1)
-        return launched if launched > self.covered_offset(channel, partition) else -1
+        flight = self.launched.get(channel)
+        if flight is None or flight.through <= self.covered_offset(channel, partition):
+            return -1
+        return flight.through
 
     def batch_of(self, channel: str, partition: int) -> PendingBatch:
         batch: PendingBatch | None = self.pending.get(channel, partition)
@@ -340,10 +352,13 @@ class Summariser:
             return
         made_by = offset if topic is not None else None
         self.summary.set(channel, [partition, offset, last], partition, made_by, topic)
-        if self.launched.get(channel, -1) <= last:
-            self.launched.pop(channel, None)
+        flight = self.launched.get(channel)
+        rest_since = None
+        if flight is not None and flight.through <= last:
+            del self.launched[channel]
+            rest_since = flight.rest_since if flight.through == last else None
         before = self.batch_of(channel, partition)
-        batch = trim(before, last)
+        batch = trim(before, last, rest_since)
         self.bodies.memory.drop_through(channel, last)
         self.maybe_launch(channel, batch, partition, self.clock())  # before `store`
         if batch is not before:
@@ -365,7 +380,7 @@ class Summariser:
         """The part of `batch` to summarise now (its first `summary_after_messages`), marked
         in flight, or None: not due, one in flight already, or the channel's latest summary
         not caught up with yet."""
-        if self.launched.get(channel, -1) > self.covered_offset(channel, partition):
+        if self.in_flight_through(channel, partition) >= 0:
             return None
         if len(self.launched) >= SUMMARIES_IN_FLIGHT:  # its index entry brings it back
             return None
@@ -375,7 +390,8 @@ class Summariser:
         if not due(batch, after_messages=after_messages, after_seconds=after_seconds, now=now):
             return None
         chosen = next_batch(batch, after_messages)
-        self.launched[channel] = chosen.last_offset
+        rest = len(chosen.items) < len(batch.items)
+        self.launched[channel] = InFlight(chosen.last_offset, None if rest else now)
         return chosen
 
     def start(self, work: Coroutine[Any, Any, None]) -> None:
@@ -398,7 +414,8 @@ class Summariser:
         # latest at once, so its next batch need not wait for the read back (the agent
         # finds it known). Unless the partition moved meanwhile: then it is the new
         # owner's to read.
-        if offset is not None and self.launched.get(channel) == batch.last_offset:
+        flight = self.launched.get(channel)
+        if offset is not None and flight is not None and flight.through == batch.last_offset:
             self.latest.known(channel, partition, offset, record, len(value))
             self.take_latest(channel, partition, offset, batch.last_offset)
 

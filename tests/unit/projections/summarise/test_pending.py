@@ -201,6 +201,17 @@ def test_trim_removes_what_a_summary_covers() -> None:
     assert empty.items == [] and empty.pending_since is None
 
 
+def test_what_is_left_after_a_trim_waits_from_when_it_came_at_the_latest() -> None:
+    batch = filled(5)
+    assert batch.pending_since is not None
+    launched = batch.pending_since + timedelta(minutes=1)  # offsets 3 and 4 came after
+    assert trim(batch, 2, rest_since=launched).pending_since == launched
+    assert trim(batch, 2).pending_since == batch.pending_since  # not known: the oldest's
+    earlier = batch.pending_since - timedelta(minutes=1)
+    assert trim(batch, 2, rest_since=earlier).pending_since == batch.pending_since
+    assert trim(batch, 10, rest_since=launched).pending_since is None
+
+
 def test_due_by_count_or_by_age() -> None:
     assert not due(PendingBatch(), after_messages=1, after_seconds=0, now=NOW)
     batch = filled(3)
