@@ -197,13 +197,8 @@ class LatestBook(Generic[R]):
             record = self.parse(value)
         except ValidationError:
             return Latest(None, current)
-        self.known(channel, partition, offset, record, len(value))
+        self.cache.put(key, (offset, record), len(value) * RECORD_OVERHEAD, partition)
         return Latest(record, current)
-
-    def known(self, channel: str, partition: int, offset: int, record: R, size: int) -> None:
-        """`record` (`size` bytes of JSON) is at `offset` of `partition`: kept, so a read of
-        it by its position does not go to the topic."""
-        self.cache.put((self.name, channel), (offset, record), size * RECORD_OVERHEAD, partition)
 
 
 def _value(record: ConsumerRecord) -> bytes | None:

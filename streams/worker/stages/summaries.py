@@ -14,13 +14,11 @@ task publishes to `chorus.summaries`. What the next batch builds on, each channe
 summary, is the topic's: the agent `record-summaries` follows it (`streams.worker.followed`,
 the role's group, offsets committed with the checkpoints) and keeps in the channel state
 only where the latest summary is and what it covers through; the record is read back by
-that position when the next batch needs it. A summary the stage wrote is the latest as soon
-as the topic acknowledges it (at the offset the broker gave: what reading it back would
-give), so the channel's next batch launches then, not a round trip through the topic later;
-the agent finds it known. A summary taken trims the pending batch it covers (the pending
-batches are checkpointed); no batch is summarised while its channel's partition of the
-topic is still catching up after this worker took it, so a summary always builds on the
-latest.
+that position when the next batch needs it. A summary read back trims the pending batch it
+covers (the pending batches are checkpointed), and what came after the batch waits its time
+threshold from when the batch was launched; no batch is summarised while its channel's
+partition of the topic is still catching up after this worker took it, so a summary always
+builds on the latest.
 
 A batch falls due at its message threshold (launched as the message is taken) or at its
 time threshold: the deadline index (`streams.worker.deadlines`, kind `summary`) holds when,
@@ -28,7 +26,7 @@ so the timer `summary-time-thresholds` reads only the channels due. A channel ha
 whose due time its row keeps (`summary-entry`): it is replaced when the batch falls due
 sooner, and left to fire early and be moved when the batch moves on to a later one. While a
 summary of the batch is in flight the batch is indexed by its time threshold alone (the
-summary taken moves it on and launches the next; the entry brings it back should the
+summary read back moves it on and launches the next; the entry brings it back should the
 summary fail), so a summary at the message threshold costs no index write.
 
 The pending batch is positions only (offsets, compacted spans): the log is the one copy of
@@ -94,15 +92,14 @@ UNREAD_ITEMS = "unreadItems"
 KIND = "summary"
 SUMMARY_CHECK_SECONDS = 1.0
 SUMMARIES_PER_TICK = 200
-# Summaries launched and not yet taken (acknowledged or read back), at most: a batch falling
-# due meanwhile keeps its index entry and waits for a tick with room, so a burst (a million
-# channels going quiet together) is summarised at the summariser's pace instead of all held
-# in memory at once.
+# Summaries launched and not yet read back, at most: a batch falling due meanwhile keeps its
+# index entry and waits for a tick with room, so a burst (a million channels going quiet
+# together) is summarised at the summariser's pace instead of all held in memory at once.
 SUMMARIES_IN_FLIGHT = 400
 
 
 class InFlight(NamedTuple):
-    """A channel's summary launched and not yet taken: the last offset it covers, and when
+    """A channel's summary launched and not yet read back: the last offset it covers, and when
     it was launched if nothing pending came after its batch then (what comes later waits
     from then: `pending.trim`)."""
 
@@ -187,9 +184,9 @@ class Summariser:
             chorus, MessageBodies(chorus.cache("summary-bodies", "bodies", 0.5))
         )
         self.index = Deadlines(chorus.deadlines, KIND)
-        # Per channel, the summary handed to a summariser and not yet taken (acknowledged by
-        # the summaries topic, or read back from it): the next batch waits for it, so it
-        # builds on the summary it follows. At most SUMMARIES_IN_FLIGHT channels.
+        # Per channel, the summary handed to a summariser and not yet seen back on the
+        # summaries topic: the next batch waits for it, so it builds on the summary it
+        # follows. At most SUMMARIES_IN_FLIGHT channels.
         self.launched: dict[str, InFlight] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.outbox = chorus.outbox(chorus.summaries)
@@ -294,7 +291,7 @@ class Summariser:
     ) -> None:
         """The channel's pending batch is `batch` from now on: when it falls due is indexed
         if that moved sooner (`index_by`); while a summary of it is in flight, by its time
-        threshold alone (the summary taken moves the batch on, and launches the next)."""
+        threshold alone (the summary read back moves the batch on, and launches the next)."""
         self.pending.set(channel, batch, partition, offset, topic)
         in_flight = channel in self.launched
         self.index_by(
@@ -336,22 +333,10 @@ class Summariser:
         if last is None:
             return
         channel = key.decode(errors="replace")
-        kept = self.summary.get(channel, partition)
-        if kept is not None and kept[1] == offset:
-            return  # the stage's own, the latest since the topic acknowledged it
-        self.take_latest(channel, partition, offset, last, self.followed.name)
-
-    def take_latest(
-        self, channel: str, partition: int, offset: int, last: int, topic: str | None = None
-    ) -> None:
-        """The summary at `offset` of chorus.summaries, covering through `last`, is the
-        channel's latest unless it covers less: it trims the batch it covers and launches
-        the next when it is due. `topic`: the record was read from it (None: the topic
-        acknowledged it, and no record of the role's sources made the change)."""
+        topic = self.followed.name
         if covers_less(self.covered_offset(channel, partition), last):
             return
-        made_by = offset if topic is not None else None
-        self.summary.set(channel, [partition, offset, last], partition, made_by, topic)
+        self.summary.set(channel, [partition, offset, last], partition, offset, topic)
         flight = self.launched.get(channel)
         rest_since = None
         if flight is not None and flight.through <= last:
@@ -362,7 +347,7 @@ class Summariser:
         self.bodies.memory.drop_through(channel, last)
         self.maybe_launch(channel, batch, partition, self.clock())  # before `store`
         if batch is not before:
-            self.store(channel, batch, partition, made_by, topic)
+            self.store(channel, batch, partition, offset, topic)
 
     def maybe_launch(
         self, channel: str, batch: PendingBatch, partition: int, now: datetime
@@ -404,20 +389,10 @@ class Summariser:
             messages = await self.messages_of(channel, batch, partition)
             previous = (await self.latest.latest(channel, partition)).record
             record = await summarise_batch(self.writer, channel, batch, messages, previous)
-            value = record.to_bytes()
-            offset = await self.outbox.send((channel.encode(), value, partition))
+            await self.outbox.send((channel.encode(), record.to_bytes(), partition))
         except Exception:  # the default wiring falls back itself; this guards user wiring
             log.exception("summary of %s failed; the batch stays pending", channel)
             self.launched.pop(channel, None)
-            return
-        # What the topic acknowledged is what reading it back would give: the channel's
-        # latest at once, so its next batch need not wait for the read back (the agent
-        # finds it known). Unless the partition moved meanwhile: then it is the new
-        # owner's to read.
-        flight = self.launched.get(channel)
-        if offset is not None and flight is not None and flight.through == batch.last_offset:
-            self.latest.known(channel, partition, offset, record, len(value))
-            self.take_latest(channel, partition, offset, batch.last_offset)
 
     async def check_time_thresholds(self, now: datetime) -> int:
         """Summarise the batches whose time threshold passed (the message threshold fires
@@ -435,7 +410,7 @@ class Summariser:
                 continue
             lot: list[tuple[str, PendingBatch]] = []
             for entry in self.index.due(partition, now, room + len(self.launched)):
-                if entry.channel in self.launched:  # its summary taken moves it on
+                if entry.channel in self.launched:  # its summary read back moves it on
                     continue
                 read += 1
                 if read % DUE_ENTRIES_PER_SLICE == 0:
@@ -447,7 +422,7 @@ class Summariser:
                     moved_to = None if at is None else due_ms(at)
                     self.entry.set(entry.channel, moved_to, partition)
                     continue
-                # The entry stays until the summary taken moves the batch on: a worker
+                # The entry stays until the summary read back moves the batch on: a worker
                 # that dies meanwhile leaves it to the next one.
                 chosen = self.claim(entry.channel, batch, partition, now)
                 if chosen is not None:
