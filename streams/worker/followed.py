@@ -10,7 +10,9 @@ with what the topic held when this worker took it over (`caught_up`): a stage th
 build on the latest record (the next summary on the previous) waits for it.
 
 A reader of the latest record of a channel keeps only its position (in a table row) and
-reads the record back by it (`LatestBook`), parsed records in a cache bounded in bytes.
+reads the record back by it (`LatestBook`), records in a cache bounded in bytes: those the
+agent has just read as it read them, so the next summary (or a view) does not fetch back
+what was read a moment before.
 """
 
 from __future__ import annotations
@@ -187,18 +189,26 @@ class LatestBook(Generic[R]):
         offset = int(position[1])
         key = (self.name, channel)
         kept = self.cache.get(key)
-        if kept is not None and kept[0] == offset:
-            return Latest(kept[1], current)
-        found = await self.reader.read(partition, offset, offset, _value)
-        if not found:
-            return Latest(None, current)
-        value = found[0][1]
+        value = kept[1] if kept is not None and kept[0] == offset else None
+        if value is not None and not isinstance(value, bytes):
+            return Latest(value, current)
+        if value is None:  # not kept, or as the agent read it
+            found = await self.reader.read(partition, offset, offset, _value)
+            if not found:
+                return Latest(None, current)
+            value = found[0][1]
         try:
             record = self.parse(value)
         except ValidationError:
             return Latest(None, current)
         self.cache.put(key, (offset, record), len(value) * RECORD_OVERHEAD, partition)
         return Latest(record, current)
+
+    def read(self, channel: str, partition: int, offset: int, value: bytes) -> None:
+        """The agent read the channel's latest record, `value` at `offset`: kept as read
+        (parsed when first asked for), so the next `latest` does not fetch it back from the
+        topic, a request to the broker per record, one at a time."""
+        self.cache.put((self.name, channel), (offset, value), len(value), partition)
 
 
 def _value(record: ConsumerRecord) -> bytes | None:

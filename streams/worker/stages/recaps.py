@@ -320,6 +320,8 @@ class Recapper:
         ):
             self.generating.pop(channel, None)
         latest = recap.latest if record.phase == RecapPhase.GENERATING else [partition, offset]
+        if record.phase != RecapPhase.GENERATING and value is not None:
+            self.latest.read(channel, partition, offset, value)  # what the next recap reads
         updated = recap.model_copy(update={"status": status, "latest": latest})
         self.store(channel, updated, partition, offset, topic)
 

@@ -336,6 +336,7 @@ class Summariser:
         topic = self.followed.name
         if covers_less(self.covered_offset(channel, partition), last):
             return
+        self.latest.read(channel, partition, offset, value)  # what the next batch builds on
         self.summary.set(channel, [partition, offset, last], partition, offset, topic)
         flight = self.launched.get(channel)
         rest_since = None

@@ -388,3 +388,25 @@ async def test_what_came_after_a_batch_in_flight_waits_its_own_time_threshold() 
     assert [item.offset for item in rest.items] == [3, 4]
     assert rest.pending_since is not None and rest.pending_since > long_ago
     assert launched == []  # due a minute after the launch, by which the messages came
+
+
+async def test_the_next_summary_builds_on_the_one_the_agent_read_without_reading_it_back() -> None:
+    """Each summary read the previous one back from the topic by its position, one read at
+    a time for the whole role; the agent that follows the topic had just read it."""
+    covered = SummaryRecord(channel=CHANNEL, text="so far", first_offset=0, last_offset=2)
+    _, summariser, _ = await fold_messages(5, [covered], summary_after_messages=50)
+    assert await summariser.narrative(CHANNEL) == "so far"
+    assert summariser.latest.reader.reads == []  # type: ignore[attr-defined]
+
+
+async def test_the_next_recap_reads_the_one_the_agent_read_without_reading_it_back() -> None:
+    from projections.recap.phase import RecapPhase
+    from streams.records import RecapRecord
+
+    _, _, recapper = await fold_messages(3)
+    recaps = TopicRecords(CHANNEL.encode())
+    recapper.latest.reader = recaps  # type: ignore[assignment]
+    done = RecapRecord(channel=CHANNEL, text="Where it stands.", phase=RecapPhase.COMPLETED)
+    recapper.on_recap(CHANNEL.encode(), done.to_bytes(), HOME, 0)
+    assert (await recapper.latest.latest(CHANNEL, HOME)).record == done
+    assert recaps.reads == []
