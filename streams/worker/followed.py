@@ -10,9 +10,9 @@ with what the topic held when this worker took it over (`caught_up`): a stage th
 build on the latest record (the next summary on the previous) waits for it.
 
 A reader of the latest record of a channel keeps only its position (in a table row) and
-reads the record back by it (`LatestBook`), records in a cache bounded in bytes: those the
-agent has just read as it read them, so the next summary (or a view) does not fetch back
-what was read a moment before.
+reads the record back by it (`LatestBook`), records in a cache bounded in bytes. A stage
+that builds on its channel's latest record (the next summary on the previous one) keeps what
+its agent has just read as it read it (`LatestBook.read`), instead of fetching it back.
 """
 
 from __future__ import annotations

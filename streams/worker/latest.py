@@ -8,9 +8,8 @@ follows each (`streams.worker.followed`: the role's consumer group, its offsets 
 with the checkpoints) and keeps per channel only where its latest record is: the `latest`
 table (partition and offset of each, and the offset a summary covers through), one record
 per channel, checkpointed, so a restart, warm or cold, reads only what was published since.
-A view reads a record back from its topic by that position, unless the agent has just read
-it, and keeps the records in a cache bounded in bytes (the `latest` share of the role's
-memory); it says how far each
+A view reads a record back from its topic by that position and keeps the parsed records in
+a cache bounded in bytes (the `latest` share of the role's memory); it says how far each
 partition has been read (`Current`): a record published after that is not in it.
 
 A summary that covers less than the one the channel has (an older copy published again,
@@ -94,16 +93,12 @@ class LatestViews:
         kept = (self.positions.get(channel, partition) or {}).get("summary")
         if kept is not None and covers_less(kept[2], last):
             return
-        if key:
-            self.summaries.read(channel, partition, offset, value)  # what a view reads next
         self._write(key, partition, offset, "summary", [partition, offset, last])
 
     def on_recap(self, key: bytes | None, value: bytes | None, partition: int, offset: int) -> None:
         if value is None:
             self._forget(key, partition, offset, "recap")
             return
-        if key:
-            self.recaps.read(key.decode(errors="replace"), partition, offset, value)
         self._write(key, partition, offset, "recap", [partition, offset])
 
     def _forget(self, key: bytes | None, partition: int, offset: int, column: str) -> None:

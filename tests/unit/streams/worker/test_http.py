@@ -120,15 +120,6 @@ async def test_every_per_channel_view_answers_from_this_process(worker: Worker) 
     assert counted == 1
 
 
-async def test_the_latest_records_the_agents_just_read_are_not_read_back(worker: Worker) -> None:
-    views = worker.views
-    assert views is not None
-    with patch.object(worker.runtime, "standing", FakeRuntime(conversation()).standing):
-        await answer(worker, "summary")
-        await answer(worker, "recap")
-    assert views.summaries.reader.reads == views.recaps.reader.reads == []  # type: ignore[attr-defined]
-
-
 async def status_of(
     worker: Worker, suffix: str, channel: str = CHANNEL
 ) -> tuple[int, str, str | None]:
