@@ -82,7 +82,7 @@ _DRAWN_OUT = re.compile(r"(\w)\1{2,}")
 WORD = re.compile(r"[A-Za-z](?:[A-Za-z'’-]*[A-Za-z])?")
 
 
-@short_texts(maxsize=8192, max_chars=WORD_CHARS)
+@short_texts(maxsize=16384, max_chars=WORD_CHARS)
 def content_key(word: str) -> str | None:
     """`word` as the subject it names (lower case, a light plural fold), or None when it
     names none: a stopword, a word under three letters, a contraction, "mm-hmm", laughter,
@@ -119,7 +119,7 @@ _FILLER_WORD = re.compile(
 )
 
 
-@short_texts(maxsize=8192, max_chars=WORD_CHARS)
+@short_texts(maxsize=16384, max_chars=WORD_CHARS)
 def term_key(word: str) -> str | None:
     """`content_key`, and None for a filler."""
     return None if _FILLER_WORD.fullmatch(word) else content_key(word)
