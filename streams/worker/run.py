@@ -153,6 +153,7 @@ def run_worker(settings: Settings, loglevel: str = "info", role: Role = "fold") 
     # asyncio.run leaves no current loop behind; Faust's worker needs one.
     asyncio.set_event_loop(asyncio.new_event_loop())
     chorus = build_worker(settings, role=role).runtime
+    chorus.collector.start()
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     worker = ChorusWorker(chorus.app, settings, loglevel=loglevel, quiet=True)
     worker.spinner = None  # else Faust sets the root logger to DEBUG at WARNING and above

@@ -4,6 +4,7 @@ Python's heap has doubled past its floor, measured without walking what is froze
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 
 import pytest
 
@@ -81,3 +82,54 @@ def test_what_lives_after_a_checkpoint_is_frozen() -> None:
     alive = [object() for _ in range(10)]
     collector.after_checkpoint()
     assert gc.get_freeze_count() >= len(alive)
+
+
+@pytest.fixture
+def full_collections_seen() -> Iterator[list[int]]:
+    """The generation-2 collections CPython runs meanwhile (what each found); the
+    thresholds as they were after."""
+    seen: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            seen.append(info["collected"])
+
+    thresholds = gc.get_threshold()
+    gc.callbacks.append(record)
+    yield seen
+    gc.callbacks.remove(record)
+    gc.set_threshold(*thresholds)
+
+
+def survivors(count: int) -> list[list[int]]:
+    """Objects that outlive the young collections, as a checkpoint's encoded keys do."""
+    return [[i] for i in range(count)]
+
+
+def test_cpython_runs_full_collections_of_what_came_since_a_freeze(
+    full_collections_seen: list[int],
+) -> None:
+    gc.freeze()
+    kept = survivors(1_000_000)
+    assert full_collections_seen  # the default: every tenth young collection or so
+    assert len(kept) == 1_000_000
+
+
+def test_once_started_a_role_runs_a_full_collection_only_at_its_leak_check(
+    full_collections_seen: list[int],
+) -> None:
+    blocks = Blocks(FLOOR)
+    collector = Collector(CostMeter(), FLOOR, blocks)
+    collector.start()
+    assert gc.get_freeze_count() > 0  # what the start made
+    kept = survivors(1_000_000)
+    assert full_collections_seen == []
+    collector.after_checkpoint()  # the first mark
+    blocks.count = int(LEAK_FACTOR * FLOOR) + 1
+    cycle: list[object] = []
+    cycle.append(cycle)
+    del cycle
+    collector.after_checkpoint()
+    assert len(full_collections_seen) == 1
+    assert full_collections_seen[0] >= 1  # the cycle, found by the leak check's collection
+    assert len(kept) == 1_000_000
