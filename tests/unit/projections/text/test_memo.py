@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from projections.text.memo import short_texts
+from projections.text.memo import ShortTextCache, short_texts
 
 
-def test_short_texts_are_cached_and_longer_ones_computed_each_time() -> None:
+def shouting(maxsize: int, max_chars: int) -> tuple[ShortTextCache[str], list[str]]:
+    """`str.upper` cached, and the texts it was computed for."""
     calls: list[str] = []
 
-    @short_texts(maxsize=2, max_chars=5)
+    @short_texts(maxsize=maxsize, max_chars=max_chars)
     def shout(text: str) -> str:
         calls.append(text)
         return text.upper()
 
+    return shout, calls
+
+
+def test_short_texts_are_cached_and_longer_ones_computed_each_time() -> None:
+    shout, calls = shouting(maxsize=2, max_chars=5)
     assert [shout("abcde"), shout("abcde")] == ["ABCDE", "ABCDE"]
     assert calls == ["abcde"]  # five characters: cached
     assert [shout("abcdef"), shout("abcdef")] == ["ABCDEF", "ABCDEF"]
@@ -23,13 +29,7 @@ def test_short_texts_are_cached_and_longer_ones_computed_each_time() -> None:
 
 
 def test_a_full_cache_lets_its_older_entries_go_and_keeps_answering() -> None:
-    calls: list[str] = []
-
-    @short_texts(maxsize=4, max_chars=5)
-    def shout(text: str) -> str:
-        calls.append(text)
-        return text.upper()
-
+    shout, calls = shouting(maxsize=4, max_chars=5)
     for text in ["a", "b", "c", "d"]:
         shout(text)
     assert shout("e") == "E"  # full: the older half went, in the order they came
@@ -41,3 +41,11 @@ def test_a_full_cache_lets_its_older_entries_go_and_keeps_answering() -> None:
     assert shout.cache_info().misses == 6
     shout.cache_clear()
     assert shout.cache_info() == (0, 4, 0)
+
+
+def test_the_lookup_itself_computes_what_is_missing() -> None:
+    shout, calls = shouting(maxsize=4, max_chars=5)
+    lookup = shout.__getitem__  # how a hot loop maps it
+    assert list(map(lookup, ["ab", "abcdef", "ab"])) == ["AB", "ABCDEF", "AB"]
+    assert calls == ["ab", "abcdef"]
+    assert shout.cache_info().currsize == 1
