@@ -25,7 +25,9 @@ def main() -> None:
     create_role_topics(settings, ("fold",))
     # asyncio.run (in create_role_topics) leaves no current loop behind; Faust needs one.
     asyncio.set_event_loop(asyncio.new_event_loop())
-    app = build_worker(settings, stages=FOLD_ONLY).runtime.app
+    runtime = build_worker(settings, stages=FOLD_ONLY).runtime
+    runtime.collector.start()  # as `chorus worker`'s roles do
+    app = runtime.app
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     worker = faust.Worker(app, loglevel="warning", quiet=True)
     # Faust's spinner would turn the root logger to DEBUG at WARNING: measure without that.
