@@ -18,6 +18,7 @@ from projections.recap.phase import RecapPhase
 from projections.summarise.state import narrative_of, state_part, with_state
 from projections.termination import DecisionName
 from projections.writers import writer_refusal, writers_refusal
+from streams.memory import exact_bytes
 from streams.settings import Settings
 
 
@@ -107,7 +108,7 @@ class DriverEvent(WireRecord):
         record = {name: getattr(self, name) for name in type(self).model_fields}
         record["projections"] = {name: entry.__dict__ for name, entry in self.projections.items()}
         record["decision"] = self.decision.model_dump(mode="json") if self.decision else None
-        return orjson.dumps(record)
+        return exact_bytes(orjson.dumps(record))
 
     def fitted(self, limit: int) -> bytes:
         """The encoded event, at most `limit` bytes where it can be: the largest projections'

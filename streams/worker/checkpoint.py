@@ -74,7 +74,7 @@ from faust.types import EventT
 from faust.utils import json as faust_json
 
 from streams.kafka.batches import Record, publish, until_acknowledged
-from streams.memory import ByteCache
+from streams.memory import ByteCache, exact_bytes
 from streams.worker.store import TableStore, encoded_key
 
 log = logging.getLogger(__name__)
@@ -338,7 +338,7 @@ class CheckpointedTable:
                 continue
             try:
                 stored = self._codec.encode(change.value)
-                value = bytes(faust_json.dumps(stored))
+                value = exact_bytes(faust_json.dumps(stored))
             except Exception as error:  # a codec's bug must not stop every other write
                 refused.append(self._refused(key, 0, change, f"{type(error).__name__}: {error}"))
                 continue

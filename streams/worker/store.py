@@ -23,10 +23,13 @@ from typing import Any
 import orjson
 from faust.utils import json as faust_json
 
+from streams.memory import exact_bytes
+
 
 def encoded_key(key: Any) -> bytes:
-    """A table key as Faust's JSON codec writes it to the store and the changelog."""
-    return bytes(faust_json.dumps(key))
+    """A table key as Faust's JSON codec writes it to the store and the changelog (kept in
+    indexes and checkpoints: `exact_bytes`)."""
+    return exact_bytes(faust_json.dumps(key))
 
 
 class TableStore:

@@ -3,9 +3,12 @@ told) and the memory budget's shares."""
 
 from __future__ import annotations
 
+import tracemalloc
+
+import orjson
 import pytest
 
-from streams.memory import MIB, ByteCache, MemoryBudget
+from streams.memory import MIB, ByteCache, MemoryBudget, exact_bytes
 
 
 def test_the_least_recently_used_go_first_at_the_byte_bound_never_the_one_put() -> None:
@@ -67,3 +70,17 @@ def test_a_put_after_the_budget_was_lowered_evicts_down_to_it() -> None:
     cache.budget = 30
     assert not cache.put("c", 1, 50)  # larger than the whole cache: not kept
     assert evicted == ["c", "a", "b"] and cache.bytes == 0
+
+
+@pytest.mark.parametrize("size", [3, 600, 20_000])
+def test_exact_bytes_are_the_same_bytes_in_an_allocation_of_their_size(size: int) -> None:
+    encoded = orjson.dumps("x" * size)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        copy = exact_bytes(encoded)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert copy == encoded and copy is not encoded
+    assert held <= len(encoded) + 64, (held, len(encoded))
