@@ -2,6 +2,7 @@
 
 import base64
 import tracemalloc
+from typing import Any
 
 import orjson
 import pytest
@@ -222,15 +223,23 @@ def test_the_latest_summary_and_recap_read_from_their_topics_are_shown_as_views(
     assert recap_view("c", None) == {"channel": "c", "phase": "IDLE", "text": None, "recap": None}
 
 
-def test_driver_event_bytes_match_the_schema() -> None:
-    event = DriverEvent(
+def driver_event(change: ProjectionChange, **fields: Any) -> DriverEvent:
+    """Channel a's event for its message at offset 2, which `change` says of projection p."""
+    return DriverEvent(
         source="channel:a",
         channel="a",
         message_id="m",
         partition=1,
         offset=2,
-        projections={"p": ProjectionChange(version=1, changes={"k": [2]}, live={"k": [1, 2]})},
+        projections={"p": change},
         decision={"decision": "CONTINUE"},
+        **fields,
+    )
+
+
+def test_driver_event_bytes_match_the_schema() -> None:
+    event = driver_event(
+        ProjectionChange(version=1, changes={"k": [2]}, live={"k": [1, 2]}),
         errors={"q": "ValueError: no"},
     )
     assert DriverEvent.model_validate(orjson.loads(event.to_bytes())) == event
@@ -240,15 +249,7 @@ def test_driver_event_bytes_match_the_schema() -> None:
 def test_a_driver_events_bytes_weigh_what_they_hold() -> None:
     # A fold's events wait in a lot for the broker: orjson's own output would hold its
     # working buffer (8 KiB for these 700 bytes) until then.
-    event = DriverEvent(
-        source="channel:a",
-        channel="a",
-        message_id="m",
-        partition=1,
-        offset=2,
-        projections={"p": ProjectionChange(version=1, changes={"k": "x" * 600}, live={})},
-        decision={"decision": "CONTINUE"},
-    )
+    event = driver_event(ProjectionChange(version=1, changes={"k": "x" * 600}, live={}))
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
