@@ -506,4 +506,5 @@ async def test_what_a_checkpoint_holds_while_the_broker_acknowledges_weighs_its_
     assert await writing == 500
     encoded = sum(len(key) + len(value) for _, _, batch in app.kafka.sent for key, value in batch)
     assert encoded > 500 * 600
-    assert held < 2 * encoded, (held, encoded)
+    # what is held besides the records: the changes, their pending writes, the batches
+    assert held < 4 * encoded, (held, encoded)  # 26 times before, under 2 after
