@@ -211,5 +211,28 @@ def consumer(settings: Settings, *topics: str, **overrides: Any) -> AIOKafkaCons
     return AIOKafkaConsumer(*topics, **{**client_options(settings), **overrides})
 
 
+def drop_fetched_ahead(kafka: AIOKafkaConsumer) -> None:
+    """Free what a consumer fetched and has not returned, before a seek, an assign or
+    a stop drops it (docs/reliability.md, bug 25).
+
+    aiokafka keeps each partition's fetched bytes (up to `max_partition_fetch_bytes`, 1 MiB)
+    in a `PartitionRecords` whose record generator refers back to it: a reference cycle that
+    only reading the records to the end breaks. Dropped unread, only the cyclic collector
+    frees those bytes, and in a worker role it never does: the role freezes what is alive
+    after each batch (`streams.worker.collector`), and its leak check counts Python's small
+    blocks, not these buffers. Closing each generator breaks its cycle, so what is dropped
+    is freed at once. Reads aiokafka 0.14's fetcher (`_fetcher._records`: partition ->
+    `FetchResult` or `FetchError`, from its start); the test of `RangeReader` fails if
+    that changes."""
+    if kafka._fetcher is None:
+        return
+    fetched = kafka._fetcher._records
+    for result in fetched.values():
+        records = getattr(result, "_partition_records", None)
+        if records is not None and records._records_iterator is not None:
+            records._records_iterator.close()
+    fetched.clear()
+
+
 def admin(settings: Settings) -> AIOKafkaAdminClient:
     return AIOKafkaAdminClient(**client_options(settings))

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from streams.kafka.clients import consumer, started, topic_partitions
+from streams.kafka.clients import consumer, drop_fetched_ahead, started, topic_partitions
 from streams.settings import Settings
 
 T = TypeVar("T")
@@ -136,6 +136,7 @@ class RangeReader:
         async with self._lock:
             kafka = await self._started()
             tp = TopicPartition(self.topic, partition)
+            drop_fetched_ahead(kafka)
             kafka.assign([tp])
             kafka.seek(tp, first)
             end = (await kafka.end_offsets([tp]))[tp]
@@ -175,5 +176,6 @@ class RangeReader:
     async def stop(self) -> None:
         async with self._lock:
             if self._kafka is not None:
+                drop_fetched_ahead(self._kafka)
                 await self._kafka.stop()
                 self._kafka = None

@@ -45,7 +45,7 @@ from streams.agents.sending import (
     agent_message,
     sent_answer,
 )
-from streams.kafka.clients import consumer, started
+from streams.kafka.clients import consumer, drop_fetched_ahead, started
 from streams.records import key_partition
 from streams.settings import bearer_header
 from streams.topology import DRIVER_EVENTS, MESSAGES
@@ -311,6 +311,7 @@ def install(chorus: Runtime) -> None:
             pass  # the client went away
         finally:
             streams.discard(task)
+            drop_fetched_ahead(kafka)
             await kafka.stop()
         return response
 

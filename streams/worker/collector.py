@@ -22,6 +22,11 @@ floor is what keeps a heap that is only filling its caches from being collected:
 1,000,000 channels and the default budget (384 MiB) the fold role held 3.9-4.3 million
 blocks and the context role 3.3 million, and a full collection there found nothing.
 
+The blocks count only Python's small objects: a cycle that holds a large buffer is barely
+seen. The one such cycle found is aiokafka's fetched records dropped unread (up to a MiB
+each), and chorus's own consumers free those before they drop them
+(`streams.kafka.clients.drop_fetched_ahead`, bug 25).
+
 That check is the only full collection a role runs (`start`): CPython's own, every tenth
 young collection or so, walk only what came since the last freeze, and what came then is a
 checkpoint's encoded keys while it waits for the broker (measured at 100,000 channels: the
