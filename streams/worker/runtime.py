@@ -190,6 +190,7 @@ class Runtime:
         self.checkpoint.moved(gone, taken)
         for cache in self.caches:
             cache.forget_partitions({*gone, *taken})
+        self.collector.after_moved()
 
     def cache(self, name: str, share: str, fraction: float = 1.0) -> ByteCache[Any, Any]:
         """A cache of `fraction` of the memory share `share`, forgotten per partition as

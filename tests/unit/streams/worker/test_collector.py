@@ -4,6 +4,7 @@ Python's heap has doubled past its floor, measured without walking what is froze
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -133,3 +134,32 @@ def test_once_started_a_role_runs_a_full_collection_only_at_its_leak_check(
     assert len(full_collections_seen) == 1
     assert full_collections_seen[0] >= 1  # the cycle, found by the leak check's collection
     assert len(kept) == 1_000_000
+
+
+class Fetched:
+    """What a consumer fetched ahead: a large buffer in a cycle, as aiokafka's unread
+    records are (bug 25)."""
+
+    def __init__(self) -> None:
+        self.itself = self
+        self.data = bytes(2**20)
+
+
+def test_after_partitions_move_the_next_checkpoint_collects_what_was_frozen() -> None:
+    """A rebalance drops what Faust's consumer fetched of the partitions unread: cycles a
+    freeze kept, whose buffers the block count does not see."""
+    meter = CostMeter()
+    collector = Collector(meter, FLOOR, Blocks(FLOOR))
+    collector.after_checkpoint()  # the first mark
+    fetched = Fetched()
+    dropped = weakref.ref(fetched)
+    collector.after_batch()  # frozen while it was alive
+    del fetched
+    collector.after_checkpoint()  # the same block count: no collection
+    assert dropped() is not None
+    collector.after_moved()
+    collector.after_checkpoint()
+    assert dropped() is None
+    assert full_collections(meter) == 1
+    collector.after_checkpoint()  # once per move
+    assert full_collections(meter) == 1
