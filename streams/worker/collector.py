@@ -31,12 +31,12 @@ collection (`after_moved`): a second or so at 1,000,000 channels, once per rebal
 
 That check and `after_moved` are the only full collections a role runs (`start`):
 CPython's own, every tenth young collection or so, walk only what came since the last
-freeze, and what came then is a
-checkpoint's encoded keys while it waits for the broker (measured at 100,000 channels: the
-context role ran one every 3-4 s, 11-40 ms of CPU each over some 50,000 objects, 18,000 of
-them a checkpoint's pending writes, none finding garbage), landing in whatever step of a
-timer or a batch was running. What a young collection promotes past them is frozen at the
-next batch or checkpoint, where the leak check answers for it as for the rest.
+freeze, and what came then is a checkpoint's encoded keys while it waits for the broker
+(measured at 100,000 channels: the context role ran one every 3-4 s, 11-40 ms of CPU each
+over some 50,000 objects, 18,000 of them a checkpoint's pending writes, none finding
+garbage), landing in whatever step of a timer or a batch was running. What a young
+collection promotes past them is frozen at the next batch or checkpoint, where the leak
+check answers for it as for the rest.
 """
 
 from __future__ import annotations
