@@ -1,5 +1,7 @@
-"""docs/operators.md's settings table against `streams.settings.Settings`: every setting is
-documented, every documented one exists, and each documented default is the real one."""
+"""The docs against the code: docs/operators.md's settings table against
+`streams.settings.Settings` (every setting is documented, every documented one exists, and
+each documented default is the real one), the README's example against the file the quick
+start runs, and every link between the pages to a file that exists."""
 
 from __future__ import annotations
 
@@ -86,3 +88,17 @@ def test_the_readme_s_agent_is_the_example_the_quick_start_runs() -> None:
     example = OPERATORS.parents[1] / "examples" / "first_agent.py"
     assert readme_block("## What an agent does with it", "python") == example.read_text()
     assert ".venv/bin/python examples/first_agent.py" in readme_block("## Quick start", "sh")
+
+
+def relative_links(page: Path) -> list[Path]:
+    """What `page`'s Markdown links to inside this repository (no scheme, not an anchor of
+    the page itself), resolved from the page's folder, without anchors."""
+    targets = re.findall(r"\]\(([^)\s]+)\)", page.read_text())
+    return [page.parent / t.split("#")[0] for t in targets if not re.match(r"[a-z]+:|#", t)]
+
+
+def test_every_link_between_the_pages_names_a_file_that_exists() -> None:
+    pages = [README, *sorted(OPERATORS.parent.glob("*.md"))]
+    links = [(page.name, target) for page in pages for target in relative_links(page)]
+    assert len(links) > 10, "the pages link to each other"
+    assert [(name, str(target)) for name, target in links if not target.exists()] == []
