@@ -23,6 +23,7 @@ from streams.registry import registered_projections
 from streams.replay import catch_up_rebuilds, mark_served
 from streams.settings import Settings
 from streams.topology import ROLES, Role, role_changelogs
+from streams.worker.allocator import map_large_blocks_apart
 from streams.worker.app import role_data_dir
 from streams.worker.compose import build_worker
 
@@ -127,7 +128,9 @@ CONTEXT_NICENESS = 10
 
 def run_worker(settings: Settings, loglevel: str = "info", role: Role = "fold") -> None:
     """Run one role in this process until it is stopped (the context role below the fold
-    role's priority: `CONTEXT_NICENESS`)."""
+    role's priority: `CONTEXT_NICENESS`), its large blocks mapped apart from glibc's heap
+    (`streams.worker.allocator`)."""
+    map_large_blocks_apart()
     if role == "context":
         os.nice(CONTEXT_NICENESS)
     create_role_topics(settings, (role,))

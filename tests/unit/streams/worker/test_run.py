@@ -96,3 +96,26 @@ def test_the_context_role_runs_below_the_fold_roles_priority() -> None:
         ):
             run_worker(settings, role=role)  # type: ignore[arg-type]
         assert nice.call_args_list == niceness
+
+
+def test_each_role_maps_its_large_blocks_apart_before_it_starts() -> None:
+    from unittest.mock import patch
+
+    import pytest
+
+    from streams.settings import Settings
+    from streams.worker.run import run_worker
+
+    class Started(Exception):
+        pass
+
+    settings = Settings(store="memory://", bootstrap_servers="127.0.0.1:1")
+    for role in ("context", "fold"):
+        with (
+            patch("os.nice"),
+            patch("streams.worker.run.map_large_blocks_apart") as apart,
+            patch("streams.worker.run.create_role_topics", side_effect=Started),
+            pytest.raises(Started),
+        ):
+            run_worker(settings, role=role)  # type: ignore[arg-type]
+        apart.assert_called_once_with()
