@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from streams.errors import ChorusError
 from streams.settings import Settings
@@ -82,6 +82,9 @@ class BrokerUnreachable(ChorusError):
 
 
 Client = TypeVar("Client", AIOKafkaConsumer, AIOKafkaProducer, AIOKafkaAdminClient)
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 class _LastErrors(logging.Handler):
@@ -236,3 +239,19 @@ def drop_fetched_ahead(kafka: AIOKafkaConsumer) -> None:
 
 def admin(settings: Settings) -> AIOKafkaAdminClient:
     return AIOKafkaAdminClient(**client_options(settings))
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]], attempts: int = 10, delay: float = 2.0
+) -> T:
+    """Retry Kafka's transient start-up errors, e.g. a group coordinator that a fresh
+    cluster has not elected yet."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return await call()
+        except KafkaError as error:
+            if not error.retriable or attempt == attempts:
+                raise
+            log.warning("%s; retrying in %.0fs (%d/%d)", error, delay, attempt, attempts)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")

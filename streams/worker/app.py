@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +24,12 @@ from streams.kafka.clients import bootstrap_servers, client_options
 from streams.kafka.groups import group_instance_id
 from streams.settings import Settings
 from streams.topology import Role, role_app_id
+from streams.worker.restore import restore_before_joining
 
 if TYPE_CHECKING:
     from streams.worker.checkpoint import Checkpoint
+
+log = logging.getLogger(__name__)
 
 # While Faust waits for every delivered message to be acknowledged, how often what is held
 # is checkpointed.
@@ -139,6 +143,27 @@ class ChorusApp(faust.App):
     batch already taken from the stream may still be folded while Faust waits."""
 
     checkpoint: Checkpoint | None = None
+    # Set by `build_app`: its tables' stores are restored before the consumer joins.
+    settings: Settings | None = None
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        if self.settings is None:
+            return
+        try:
+            restored = await restore_before_joining(self, self.settings, list(self.tables.values()))
+        except Exception as error:  # the stores keep what was written: Faust goes on
+            log.warning("the restore before joining stopped: %r", error)
+            return
+        if restored.skipped:
+            log.info("no restore before joining: %s", restored.skipped)
+        else:
+            log.info(
+                "restored %d changelog records of %d partitions in %.1f s before joining",
+                restored.records,
+                restored.partitions,
+                restored.seconds,
+            )
 
     async def _consumer_wait_empty(self, consumer: Any, logger: Any) -> None:
         checkpoint = self.checkpoint
@@ -164,7 +189,7 @@ class ChorusApp(faust.App):
 def build_app(settings: Settings, role: Role, servers: str | None = None) -> ChorusApp:
     """The role's Faust app on `servers` (the settings' bootstrap servers unless given)."""
     servers = servers or bootstrap_servers(settings)
-    return ChorusApp(
+    app = ChorusApp(
         role_app_id(settings, role),
         broker=[f"kafka://{server}" for server in servers.split(",")],
         broker_credentials=_credentials(settings),
@@ -191,3 +216,5 @@ def build_app(settings: Settings, role: Role, servers: str | None = None) -> Cho
         key_serializer="raw",
         value_serializer="raw",
     )
+    app.settings = settings
+    return app

@@ -75,7 +75,7 @@ from faust.utils import json as faust_json
 
 from streams.kafka.batches import Record, publish, until_acknowledged
 from streams.memory import ByteCache, exact_bytes
-from streams.worker.store import TableStore, encoded_key
+from streams.worker.store import ChangelogEvent, ChangelogMessage, TableStore, encoded_key
 
 log = logging.getLogger(__name__)
 
@@ -147,22 +147,6 @@ class Change:
     partition: int
     offset: int | None
     topic: str | None = None
-
-
-class _ChangelogMessage(NamedTuple):
-    """What Faust's stores read of a changelog record (`Store.apply_changelog_batch`)."""
-
-    tp: TopicPartition
-    offset: int
-    partition: int
-    key: bytes
-    value: bytes | None
-
-
-class _ChangelogEvent(NamedTuple):
-    key: Any
-    value: Any
-    message: _ChangelogMessage
 
 
 class _Pending(NamedTuple):
@@ -370,7 +354,7 @@ class CheckpointedTable:
         """Write what the changelog acknowledged to the store, as Faust's recovery would,
         SLICE_KEYS keys to a write batch, and keep the values written in the cache."""
         topic = self.table.changelog_topic.get_topic_name()
-        events: list[_ChangelogEvent] = []
+        events: list[ChangelogEvent] = []
         for one, offset in zip(pending, offsets, strict=True):
             if offset is None:  # refused by the broker: the store keeps its value
                 if self.cache is not None:
@@ -378,10 +362,10 @@ class CheckpointedTable:
                 continue
             raw_key, raw_value, partition = one.record
             assert raw_key is not None
-            message = _ChangelogMessage(
+            message = ChangelogMessage(
                 TopicPartition(topic, partition), offset, partition, raw_key, raw_value
             )
-            events.append(_ChangelogEvent(one.key, one.stored, message))
+            events.append(ChangelogEvent(one.key, one.stored, message))
             self._remember(one)
             if len(events) >= SLICE_KEYS:
                 self.table.apply_changelog_batch(events)

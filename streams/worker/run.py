@@ -10,13 +10,12 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import faust
-from aiokafka.errors import KafkaError
 
+from streams.kafka.clients import with_retries
 from streams.kafka.groups import leave_group
 from streams.ops.topics import create_topics
 from streams.registry import registered_projections
@@ -29,7 +28,6 @@ from streams.worker.compose import build_worker
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 # How long a worker may take to stop after SIGTERM or Ctrl-C before it exits anyway. With
 # its broker gone, Faust waits 60 s for its consumer thread and its producer would wait for
@@ -92,22 +90,6 @@ class ChorusWorker(faust.Worker):
         group, instance_id = self.app.conf.id, self.app.conf.consumer_group_instance_id
         if instance_id:
             asyncio.run(leave_group(self.settings, group, instance_id))
-
-
-async def with_retries(
-    call: Callable[[], Awaitable[T]], attempts: int = 10, delay: float = 2.0
-) -> T:
-    """Retry Kafka's transient start-up errors, e.g. a group coordinator that a fresh
-    cluster has not elected yet."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return await call()
-        except KafkaError as error:
-            if not error.retriable or attempt == attempts:
-                raise
-            log.warning("%s; retrying in %.0fs (%d/%d)", error, delay, attempt, attempts)
-            await asyncio.sleep(delay)
-    raise AssertionError("unreachable")
 
 
 def create_role_topics(settings: Settings, roles: tuple[Role, ...] = ROLES) -> None:

@@ -7,9 +7,10 @@ table is co-partitioned with), so it reads that partition's database alone, and 
 range of keys in key order within one partition: what a time-ordered index needs
 (`streams.worker.deadlines`).
 
-Faust's recovery and standbys still write the store (`Table.apply_changelog_batch`); this
-only reads it. Keys are Faust's JSON (the table's codec); values are returned as stored
-(JSON bytes), for the caller to decode (and to know what they weigh).
+Faust's recovery and standbys, a checkpoint and a restore before joining write the store
+(`Table.apply_changelog_batch`, with `ChangelogEvent`s); this only reads it. Keys are
+Faust's JSON (the table's codec); values are returned as stored (JSON bytes), for the caller
+to decode (and to know what they weigh).
 
 With the `memory://` store (tests) Faust keeps one dict for every partition: reads ignore
 the partition, and a scan sorts the keys of that dict (fine for a test's few keys).
@@ -18,9 +19,10 @@ the partition, and a scan sorts the keys of that dict (fine for a test's few key
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
+from faust.types import TP as TopicPartition
 from faust.utils import json as faust_json
 
 from streams.memory import exact_bytes
@@ -30,6 +32,25 @@ def encoded_key(key: Any) -> bytes:
     """A table key as Faust's JSON codec writes it to the store and the changelog (kept in
     indexes and checkpoints: `exact_bytes`)."""
     return exact_bytes(faust_json.dumps(key))
+
+
+class ChangelogMessage(NamedTuple):
+    """What Faust's stores read of a changelog record (`Store.apply_changelog_batch`)."""
+
+    tp: TopicPartition
+    offset: int
+    partition: int
+    key: bytes
+    value: bytes | None
+
+
+class ChangelogEvent(NamedTuple):
+    """A changelog record as `Table.apply_changelog_batch` takes it: the key and value
+    decoded (what a store in memory keeps) and the record (what RocksDB keeps)."""
+
+    key: Any
+    value: Any
+    message: ChangelogMessage
 
 
 class TableStore:

@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.errors import (
+    GroupCoordinatorNotAvailableError,
+    KafkaConnectionError,
+    TopicAuthorizationFailedError,
+)
 
 from streams.kafka import clients
 from streams.kafka.clients import (
@@ -24,6 +28,7 @@ from streams.kafka.clients import (
     local_run_dir,
     producer,
     started,
+    with_retries,
 )
 from streams.ops.broker import free_port
 from streams.settings import Settings
@@ -182,3 +187,30 @@ async def test_a_producer_s_options_override_the_settings_servers() -> None:
         Settings(bootstrap_servers="127.0.0.1:1"), bootstrap_servers="127.0.0.1:2", linger_ms=2
     )
     assert kafka.client._bootstrap_servers == "127.0.0.1:2"
+
+
+async def test_transient_startup_errors_are_retried() -> None:
+    calls = []
+
+    async def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise GroupCoordinatorNotAvailableError()
+        return "done"
+
+    assert await with_retries(flaky, attempts=5, delay=0) == "done"
+    assert len(calls) == 3
+
+
+async def test_permanent_errors_and_exhausted_retries_are_raised() -> None:
+    async def denied() -> None:
+        raise TopicAuthorizationFailedError()
+
+    with pytest.raises(TopicAuthorizationFailedError):
+        await with_retries(denied, attempts=5, delay=0)
+
+    async def never() -> None:
+        raise GroupCoordinatorNotAvailableError()
+
+    with pytest.raises(GroupCoordinatorNotAvailableError):
+        await with_retries(never, attempts=2, delay=0)

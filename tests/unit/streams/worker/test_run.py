@@ -1,34 +1,4 @@
 import pytest
-from aiokafka.errors import GroupCoordinatorNotAvailableError, TopicAuthorizationFailedError
-
-from streams.worker.run import with_retries
-
-
-async def test_transient_startup_errors_are_retried() -> None:
-    calls = []
-
-    async def flaky() -> str:
-        calls.append(1)
-        if len(calls) < 3:
-            raise GroupCoordinatorNotAvailableError()
-        return "done"
-
-    assert await with_retries(flaky, attempts=5, delay=0) == "done"
-    assert len(calls) == 3
-
-
-async def test_permanent_errors_and_exhausted_retries_are_raised() -> None:
-    async def denied() -> None:
-        raise TopicAuthorizationFailedError()
-
-    with pytest.raises(TopicAuthorizationFailedError):
-        await with_retries(denied, attempts=5, delay=0)
-
-    async def never() -> None:
-        raise GroupCoordinatorNotAvailableError()
-
-    with pytest.raises(GroupCoordinatorNotAvailableError):
-        await with_retries(never, attempts=2, delay=0)
 
 
 def test_a_stop_deadline_exits_once_after_its_time() -> None:
@@ -79,8 +49,6 @@ def test_the_context_role_runs_below_the_fold_roles_priority() -> None:
     """Summaries and recaps take the CPU the fold does not need: nothing waits on them."""
     from unittest.mock import patch
 
-    import pytest
-
     from streams.settings import Settings
     from streams.worker.run import CONTEXT_NICENESS, run_worker
 
@@ -100,8 +68,6 @@ def test_the_context_role_runs_below_the_fold_roles_priority() -> None:
 
 def test_each_role_maps_its_large_blocks_apart_before_it_starts() -> None:
     from unittest.mock import patch
-
-    import pytest
 
     from streams.settings import Settings
     from streams.worker.run import run_worker
