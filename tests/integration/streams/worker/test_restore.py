@@ -17,7 +17,7 @@ from streams.ops.topics import create_topics
 from streams.records import key_partition
 from streams.settings import Settings
 from streams.worker.app import SharedRocksDB, build_app, share_rocksdb_budget
-from streams.worker.restore import restore_before_joining
+from streams.worker.restore import Restored, restore_before_joining
 from streams.worker.store import TableStore, encoded_key
 from tests.conftest import WorkerProcess, read_until
 from tests.factories import conversation
@@ -108,39 +108,40 @@ async def member_of_the_group(settings: Settings, app: Any, **options: Any) -> A
     raise AssertionError("the consumer was never assigned partitions")
 
 
+async def restore_beside_a_member(
+    settings: Settings, its_instance_id: str | None
+) -> tuple[Restored, bytes | None]:
+    """A restore while a member of `its_instance_id` (None: this worker's own) is in the
+    group, and what the store then holds of the one key its changelog has."""
+    app, table = fold_app_and_table(settings)
+    topic = table.changelog_topic.get_topic_name()
+    await create_topics(settings, [topic])
+    await write_changelog(settings, topic, [("room/a", b"{}")])
+    instance_id = its_instance_id or app.conf.consumer_group_instance_id
+    member = await member_of_the_group(settings, app, group_instance_id=instance_id)
+    try:
+        restored = await restore_before_joining(app, settings, [table])
+    finally:
+        await member.stop()
+    return restored, stored(table, settings, "room/a")
+
+
 async def test_with_another_worker_in_the_group_it_reads_nothing(
     chorus_settings: Settings,
 ) -> None:
-    app, table = fold_app_and_table(chorus_settings)
-    topic = table.changelog_topic.get_topic_name()
-    await create_topics(chorus_settings, [topic])
-    await write_changelog(chorus_settings, topic, [("room/a", b"{}")])
-    other = await member_of_the_group(chorus_settings, app, group_instance_id="another-host")
-    try:
-        restored = await restore_before_joining(app, chorus_settings, [table])
-    finally:
-        await other.stop()
+    restored, value = await restore_beside_a_member(chorus_settings, "another-host")
     assert restored.skipped == "1 other member(s) in the group"
     assert restored.records == 0
-    assert stored(table, chorus_settings, "room/a") is None  # Faust's recovery restores it
+    assert value is None  # Faust's recovery restores it, for the partitions assigned
 
 
 async def test_its_own_earlier_process_still_in_the_group_is_not_another_worker(
     chorus_settings: Settings,
 ) -> None:
     # A crashed worker's static member stays in the group until its session ends.
-    app, table = fold_app_and_table(chorus_settings)
-    topic = table.changelog_topic.get_topic_name()
-    await create_topics(chorus_settings, [topic])
-    await write_changelog(chorus_settings, topic, [("room/a", b"{}")])
-    instance_id = app.conf.consumer_group_instance_id
-    earlier = await member_of_the_group(chorus_settings, app, group_instance_id=instance_id)
-    try:
-        restored = await restore_before_joining(app, chorus_settings, [table])
-    finally:
-        await earlier.stop()
+    restored, value = await restore_beside_a_member(chorus_settings, None)
     assert restored.skipped is None
-    assert stored(table, chorus_settings, "room/a") == b"{}"
+    assert value == b"{}"
 
 
 async def test_a_worker_on_an_empty_data_directory_restores_before_it_joins(
