@@ -41,6 +41,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from streams.kafka.clients import (
+    MissingTopicError,
     admin,
     consumer,
     drop_fetched_ahead,
@@ -118,19 +119,25 @@ async def restore_before_joining(app: Any, settings: Settings, tables: Sequence[
     )
     await started(kafka, settings)
     try:
-        return await _restore(app, kafka, stored)
+        return await restore_stores(app, kafka, stored)
     finally:
         drop_fetched_ahead(kafka)
         await kafka.stop()
 
 
-async def _restore(app: Any, kafka: AIOKafkaConsumer, tables: Sequence[Any]) -> Restored:
+async def restore_stores(app: Any, kafka: AIOKafkaConsumer, tables: Sequence[Any]) -> Restored:
+    """Read each of `tables`' changelog partitions with `kafka` (a consumer of no group)
+    from after its store's offset to the end it has now, each fetch of a partition one write
+    batch; stop after the fetch under way when `app` stops."""
     started_at = time.monotonic()
     by_topic: dict[str, Any] = {}
     assigned: list[TopicPartition] = []
     for table in tables:
         topic = table.changelog_topic.get_topic_name()
-        partitions = await topic_partitions(kafka, topic)  # none yet: a first start
+        try:
+            partitions = await topic_partitions(kafka, topic)
+        except MissingTopicError:  # Faust creates it as it starts: nothing to restore
+            continue
         by_topic[topic] = table
         assigned += [TopicPartition(topic, p) for p in sorted(partitions)]
     if not assigned:
