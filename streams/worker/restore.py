@@ -5,7 +5,8 @@ Faust's recovery reads a changelog record by record: each one goes through the c
 per-message callback (four tasks), becomes an event, crosses a queue to the recovery loop
 (a task per record) and is followed by a count of what every partition has left to read. A
 profile of a cold start showed that path using most of both roles' CPU, and restoring
-1,000,000 channels took 325–391 s (`bench/results/issue-40-investigations.md`).
+1,000,000 channels took 325–392 s; this way both roles are ready in about 30 s
+(`bench/results/issue-40-investigations.md`, "The cold restore").
 
 This reads them as Kafka Streams' restore consumer does: a consumer of its own (no group,
 nothing committed) fetches record batches from where each store is, and each partition's
