@@ -11,7 +11,10 @@ system starts; then it is started and measured:
   wake      with the N channels resident, an independent client sends real turns at
             `PROBE_RATE` msg/s over `PROBE_CHANNELS` fresh channels for `probe_seconds`
             and times each message's driver event (produce → read back: the wake phase's
-            clock): p50/p95/p99/max and how many were never woken;
+            clock): p50/p95/p99/max and how many were never woken, beside the records
+            published meanwhile to the topics the fold role follows for its views
+            (`FOLLOWED`: summaries and recaps, which the context role may still be writing
+            for the N channels when the probe starts);
   timers    chorus's slowest timer tick by timer, start to end
             (`chorus_timer_slowest_seconds` on each role's /metrics), and the longest a
             tick held the event loop at once (`chorus_timer_held_slowest_seconds`), and
@@ -41,7 +44,7 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.kafka import Follower, produce, send_paced
+from bench.kafka import Follower, end_offsets, opened, produce, send_paced
 from bench.measure import Poll, rss_bytes, run_figures, wake_figures
 from bench.systems import (
     Broker,
@@ -56,6 +59,7 @@ from bench.systems import (
 from bench.throughput import poll_until
 from bench.wake import send_and_clock, warm_and_load
 from streams.conversations import Conversation
+from streams.topology import RECAPS, SUMMARIES
 
 # Channels per block: the block's COMMANDs go out before their replies, so a reply finds its
 # channel folded a block ago, not the message before.
@@ -65,6 +69,9 @@ OPEN_EVERY = 10
 PROBE_RATE = 100.0
 PROBE_CHANNELS = 200
 PROBE_DRAIN_SECONDS = 60.0
+# The topics chorus's context role publishes and its fold role follows (the latest summary
+# and recap of each channel, for its views); a system without them counts 0.
+FOLLOWED = (SUMMARIES, RECAPS)
 # How often a restart's readiness probe sends a fresh message, and how long it tries.
 RESTART_PROBE_SECONDS = 0.5
 RESTART_TIMEOUT = 900.0
@@ -74,6 +81,15 @@ TIMER_GAUGE = re.compile(
     r'^chorus_timer_(slowest|held_slowest|held_cpu_slowest)_seconds\{timer="([^"]+)"\} '
     r"([0-9.e+-]+)$"
 )
+
+
+async def published(broker: Broker, system: System) -> dict[str, int]:
+    """The records on each of the system's `FOLLOWED` topics so far (their end offsets,
+    summed over partitions; 0 where the topic does not exist)."""
+    topics = {name: system.topic(name) for name in FOLLOWED}
+    async with opened(broker.settings) as kafka:
+        ends = await end_offsets(kafka, list(topics.values()))
+    return {name: sum(ends[topic].values()) for name, topic in topics.items()}
 
 
 def channel_records(channels: int, tag: str, contents: list[str]) -> list[tuple[bytes, bytes]]:
@@ -285,8 +301,14 @@ async def run_system(
         log(f"  folded {len(records):,}: {result['fold']['msgs_per_s'] or 0:,.0f} msg/s")
         warm, load = probe
         sent, clock = await send_and_clock(system, broker, warm, 100.0, PROBE_DRAIN_SECONDS)
+        before = await published(broker, system)
         sent, clock = await send_and_clock(system, broker, load, PROBE_RATE, PROBE_DRAIN_SECONDS)
-        result["wake"] = {**wake_figures(sent, clock.woken), "rate": PROBE_RATE}
+        after = await published(broker, system)
+        result["wake"] = {
+            **wake_figures(sent, clock.woken),
+            "rate": PROBE_RATE,
+            "followed_published": {name: after[name] - before[name] for name in FOLLOWED},
+        }
         wake_ms = result["wake"]["wake_ms"]
         log(f"  wake p50 {wake_ms['p50']:.0f} ms, p99 {wake_ms['p99']:.0f} ms")
         timers = await slowest_timers(system)

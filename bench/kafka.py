@@ -75,8 +75,11 @@ async def opened(settings: Settings) -> AsyncIterator[AIOKafkaConsumer]:
 
 
 async def end_offsets(kafka: AIOKafkaConsumer, topics: Sequence[str]) -> Offsets:
-    ends = await kafka.end_offsets(await partitions_of(kafka, topics))
+    partitions = await partitions_of(kafka, topics)
     found: Offsets = {topic: {} for topic in topics}
+    if not partitions:  # none of the topics exists
+        return found
+    ends = await kafka.end_offsets(partitions)
     for tp, offset in ends.items():
         found[tp.topic][tp.partition] = offset
     return found

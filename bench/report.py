@@ -172,6 +172,14 @@ def _held(held: dict[str, float], cpu: dict[str, float]) -> str:
     return f"{slowest} (CPU {ms(cpu.get(name, 0.0) * 1000)} ms)"
 
 
+def _followed(published: dict[str, int] | None) -> str:
+    """The summaries and recaps published while the probe ran ("—" when not counted: a run
+    from before they were)."""
+    if not published:
+        return "—"
+    return f"{number(published.get('summaries'))} / {number(published.get('recaps'))}"
+
+
 def channels(result: dict[str, Any]) -> list[str]:
     """The channels phase: chorus beside Quix Streams at N resident channels."""
     quix = result.get("quix", {})
@@ -181,7 +189,7 @@ def channels(result: dict[str, Any]) -> list[str]:
         if system == "fold" and not figures:
             continue  # the fold stage alone runs only when named
         if not figures or "error" in figures:
-            rows.append([system, figures.get("error", "not run")] + ["—"] * 11)
+            rows.append([system, figures.get("error", "not run")] + ["—"] * 12)
             continue
         fold, wake_ = figures.get("fold", {}), figures.get("wake", {})
         waits = wake_.get("wake_ms", {})
@@ -202,6 +210,7 @@ def channels(result: dict[str, Any]) -> list[str]:
                 " / ".join(ms(waits.get(q)) for q in ("p50", "p95", "p99"))
                 + f" / {ms(wake_.get('max_ms'))}",
                 str(wake_.get("never_woken", "—")),
+                _followed(wake_.get("followed_published")),
                 slowest,
                 held,
                 str(figures.get("keepalives_lost", "—")),
@@ -222,6 +231,7 @@ def channels(result: dict[str, Any]) -> list[str]:
         "peak RSS MiB",
         "wake p50 / p95 / p99 / max ms",
         "never woken",
+        "summaries / recaps published during the probe",
         "slowest timer tick",
         "longest hold of the loop by a tick (its busiest step's CPU)",
         "keepalives lost",

@@ -46,6 +46,7 @@ def test_the_channels_table_gives_each_system_beside_quix() -> None:
             "wake_ms": {"p50": 8.0, "p95": 9.0, "p99": 12.0},
             "max_ms": 96.0,
             "never_woken": 0,
+            "followed_published": {"summaries": 1500, "recaps": 40},
         },
         "peak_rss_mib": {"fold": 700.0, "context": 600.0},
         "timers_slowest_s": {"expire-commitments": 0.004, "checkpoint": 0.05},
@@ -56,7 +57,11 @@ def test_the_channels_table_gives_each_system_beside_quix() -> None:
         "warm": {"folding_s": 3.0, "ready_s": 4.0},
         "cold": {"folding_s": 30.0, "ready_s": 31.0},
     }
-    quix = {**system, "fold": {"msgs_per_s": 2000.0}, "timers_slowest_s": {}}
+    # A result from before the followed topics were counted says so.
+    wake_before = {
+        key: value for key, value in system["wake"].items() if key != "followed_published"
+    }
+    quix = {**system, "fold": {"msgs_per_s": 2000.0}, "timers_slowest_s": {}, "wake": wake_before}
     result = {
         "channels": 1000,
         "messages": 2000,
@@ -69,6 +74,8 @@ def test_the_channels_table_gives_each_system_beside_quix() -> None:
     row = next(line for line in lines if line.startswith("| chorus"))
     assert "| 3,000 | 1.50× |" in row
     assert "fold 700, context 600" in row
-    assert "8.0 / 9.0 / 12 / 96" in row
+    assert "8.0 / 9.0 / 12 / 96 | 0 | 1,500 / 40 |" in row
     assert "| checkpoint 50 ms | checkpoint 20 ms (CPU 4.0 ms) |" in row
     assert "3.0 / 4.0 / 30.0 / 31.0" in row
+    quix_row = next(line for line in lines if line.startswith("| quix"))
+    assert "8.0 / 9.0 / 12 / 96 | 0 | — |" in quix_row
