@@ -508,3 +508,41 @@ async def test_what_a_checkpoint_holds_while_the_broker_acknowledges_weighs_its_
     assert encoded > 500 * 600
     # what is held besides the records: the changes, their pending writes, the batches
     assert held < 4 * encoded, (held, encoded)  # 26 times before, under 2 after
+
+
+async def test_a_large_checkpoint_gives_the_event_loop_back_every_slice_of_keys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(streams.worker.checkpoint, "SLICE_KEYS", 3)
+    app = App()
+    table = Table("folds")
+    state = checkpoint(app)
+    turns = 0  # how often another task had the event loop
+    encoded_at: list[int] = []
+
+    def encode(value: Any) -> Any:
+        encoded_at.append(turns)
+        return value
+
+    folds = state.table(table, codec=Codec(encode=encode, decode=lambda value: value))
+    for key in range(7):
+        folds.set(f"k{key}", key, partition=0)
+    applied_at: list[int] = []
+    apply = table.apply_changelog_batch
+
+    def apply_and_note(events: list[Any]) -> None:
+        applied_at.append(turns)
+        apply(events)
+
+    table.apply_changelog_batch = apply_and_note  # type: ignore[method-assign]
+    writing = asyncio.create_task(state.checkpoint())
+    while not writing.done():
+        turns += 1
+        await asyncio.sleep(0)
+    assert await writing == 7
+    assert [len(batch) for batch in table.applied] == [3, 3, 1]
+    # Each slice runs in a step of its own: the other task ran between them.
+    assert encoded_at[0] < encoded_at[3] < encoded_at[6]
+    assert len(set(encoded_at[:3])) == len(set(encoded_at[3:6])) == 1
+    assert applied_at[0] < applied_at[1] < applied_at[2]
+    assert table.data == {f"k{key}": key for key in range(7)}
