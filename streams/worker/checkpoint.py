@@ -37,8 +37,9 @@ When: every `CHORUS_CHECKPOINT_MS`; at once when the memory bound is met (`max_k
 changed keys or `max_held` held events: the stage waits for it); while partitions are
 revoked (Faust waits until every delivered message is acknowledged before it hands them
 over, so the state of revoked partitions is checkpointed, never dropped); when the app
-stops. A checkpoint encodes and writes in slices of `SLICE_KEYS` keys, giving the event
-loop back between slices, so a large one never holds the heartbeats or the fold up.
+stops. A checkpoint encodes and writes in slices of `SLICE_KEYS` keys, and acknowledges
+its held records `SLICE_KEYS` at a time, giving the event loop back between slices, so a
+large one never holds the heartbeats or the fold up.
 
 A checkpoint that fails half way (the app stopping, a store error) gives everything it took
 back: the changes to the next checkpoint (newer changes to a key win) and the held events
@@ -570,7 +571,7 @@ class Checkpoint:
                 raise
             for table in tables:
                 table._settle()
-            self._acknowledge(held)
+            await self._acknowledge(held)
         if held and not self.app.rebalancing:
             await self.app.consumer.commit()
         if self._took is not None:
@@ -623,9 +624,20 @@ class Checkpoint:
             log.error("%s refused %r for good: %r", topic, writes[one.index].key, one.error)
         return published.offsets
 
-    def _acknowledge(self, held: Sequence[EventT]) -> None:
+    async def _acknowledge(self, held: Sequence[EventT]) -> None:
+        """Acknowledge `held` (their state is durable now), SLICE_KEYS at a time, giving
+        the event loop back between slices (the checkpoint after a backlog holds tens of
+        thousands); a cancellation meanwhile leaves the rest to the next checkpoint's
+        acknowledgement, never unacknowledged for good."""
         sensors = self.app.sensors
-        for event in held:
-            if event.ack():
-                message = event.message
-                sensors.on_message_out(message.tp, message.offset, message)
+        for start in range(0, len(held), SLICE_KEYS):
+            if start:
+                try:
+                    await asyncio.sleep(0)
+                except BaseException:
+                    self._held = [*held[start:], *self._held]
+                    raise
+            for event in held[start : start + SLICE_KEYS]:
+                if event.ack():
+                    message = event.message
+                    sensors.on_message_out(message.tp, message.offset, message)

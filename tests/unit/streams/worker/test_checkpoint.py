@@ -546,3 +546,59 @@ async def test_a_large_checkpoint_gives_the_event_loop_back_every_slice_of_keys(
     assert len(set(encoded_at[:3])) == len(set(encoded_at[3:6])) == 1
     assert applied_at[0] < applied_at[1] < applied_at[2]
     assert table.data == {f"k{key}": key for key in range(7)}
+
+
+async def test_held_records_are_acknowledged_a_slice_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(streams.worker.checkpoint, "SLICE_KEYS", 3)
+    app = App()
+    state = checkpoint(app)
+    folds = state.table(Table("folds"))
+    events = [held(state, offset) for offset in range(7)]
+    folds.set("a", 1, partition=0)
+    turns = 0
+    acknowledged_at: list[int] = []
+    note = app.sensors.on_message_out
+
+    def on_message_out(tp: Any, offset: int, message: Any) -> None:
+        acknowledged_at.append(turns)
+        note(tp, offset, message)
+
+    app.sensors.on_message_out = on_message_out  # type: ignore[method-assign]
+    writing = asyncio.create_task(state.checkpoint())
+    while not writing.done():
+        turns += 1
+        await asyncio.sleep(0)
+    await writing
+    assert all(event.message.acked for event in events) and app.sensors.out == list(range(7))
+    assert acknowledged_at[0] == acknowledged_at[2] < acknowledged_at[3] == acknowledged_at[5]
+    assert acknowledged_at[5] < acknowledged_at[6]
+
+
+async def test_a_checkpoint_cancelled_while_acknowledging_leaves_the_rest_to_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(streams.worker.checkpoint, "SLICE_KEYS", 3)
+    app = App()
+    state = checkpoint(app)
+    folds = state.table(Table("folds"))
+    events = [held(state, offset) for offset in range(7)]
+    folds.set("a", 1, partition=0)
+    note = app.sensors.on_message_out
+    writing: asyncio.Task[int] | None = None
+
+    def on_message_out(tp: Any, offset: int, message: Any) -> None:
+        note(tp, offset, message)
+        if offset == 2 and writing is not None:
+            writing.cancel()  # e.g. the app stopping
+
+    app.sensors.on_message_out = on_message_out  # type: ignore[method-assign]
+    writing = asyncio.create_task(state.checkpoint())
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    assert [event.message.acked for event in events] == [True] * 3 + [False] * 4
+    assert state.held == 4
+    assert await state.checkpoint() == 0  # nothing to write, the rest to acknowledge
+    assert all(event.message.acked for event in events) and state.held == 0
+    assert app.sensors.out == list(range(7))
