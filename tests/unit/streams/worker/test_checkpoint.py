@@ -548,15 +548,21 @@ async def test_a_large_checkpoint_gives_the_event_loop_back_every_slice_of_keys(
     assert table.data == {f"k{key}": key for key in range(7)}
 
 
-async def test_held_records_are_acknowledged_a_slice_at_a_time(
+def seven_held_in_slices_of_three(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
+) -> tuple[App, Checkpoint, list[Event]]:
+    """A checkpoint with one changed key and seven held records, SLICE_KEYS at 3."""
     monkeypatch.setattr(streams.worker.checkpoint, "SLICE_KEYS", 3)
     app = App()
     state = checkpoint(app)
-    folds = state.table(Table("folds"))
-    events = [held(state, offset) for offset in range(7)]
-    folds.set("a", 1, partition=0)
+    state.table(Table("folds")).set("a", 1, partition=0)
+    return app, state, [held(state, offset) for offset in range(7)]
+
+
+async def test_held_records_are_acknowledged_a_slice_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app, state, events = seven_held_in_slices_of_three(monkeypatch)
     turns = 0
     acknowledged_at: list[int] = []
     note = app.sensors.on_message_out
@@ -579,12 +585,7 @@ async def test_held_records_are_acknowledged_a_slice_at_a_time(
 async def test_a_checkpoint_cancelled_while_acknowledging_leaves_the_rest_to_the_next(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(streams.worker.checkpoint, "SLICE_KEYS", 3)
-    app = App()
-    state = checkpoint(app)
-    folds = state.table(Table("folds"))
-    events = [held(state, offset) for offset in range(7)]
-    folds.set("a", 1, partition=0)
+    app, state, events = seven_held_in_slices_of_three(monkeypatch)
     note = app.sensors.on_message_out
     writing: asyncio.Task[int] | None = None
 
