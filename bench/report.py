@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from streams.topology import RECAPS, SUMMARIES
+
 
 def number(value: float | None, digits: int = 0) -> str:
     if value is None or math.isnan(value):
@@ -177,7 +179,7 @@ def _followed(published: dict[str, int] | None) -> str:
     from before they were)."""
     if not published:
         return "—"
-    return f"{number(published.get('summaries'))} / {number(published.get('recaps'))}"
+    return f"{number(published.get(SUMMARIES))} / {number(published.get(RECAPS))}"
 
 
 def channels(result: dict[str, Any]) -> list[str]:
