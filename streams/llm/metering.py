@@ -69,6 +69,12 @@ class CostMeter:
             ["topic"],
             registry=self.registry,
         )
+        self.followed_records = Counter(
+            "chorus_followed_records",
+            "Records this process read of a topic it follows (summaries, recaps), by topic",
+            ["topic"],
+            registry=self.registry,
+        )
         self.refused_writes = Counter(
             "chorus_refused_table_writes",
             "Table writes refused because the value would not fit a changelog record",

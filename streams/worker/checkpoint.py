@@ -19,7 +19,9 @@ checkpoint; so does chorus:
   batches (`streams.kafka.batches`), waits until the broker has acknowledged them all,
   writes them to each table's store the way Faust's recovery does
   (`Table.apply_changelog_batch`: one RocksDB write batch per partition, then the
-  changelog offset it is at), then acknowledges the held events and commits.
+  changelog offset it is at), tells what it took that it is durable (`on_take`: a
+  follower of a topic then writes how far it had read, in the next checkpoint), then
+  acknowledges the held events and commits.
 
 Faust's guarantee is kept: at-least-once. Faust commits a source offset only once every
 message before it is acknowledged, and a message is acknowledged only after the changelog
@@ -489,6 +491,9 @@ class Checkpoint:
         # Awaited before the held records are acknowledged: what a stage sends on their
         # behalf beside the tables (the fold's driver events) is acknowledged first.
         self.before_acknowledging: list[Callable[[], Awaitable[None]]] = []
+        # Asked as a checkpoint takes the changes, between two batches: what to do once they
+        # are durable (a follower of a topic then writes how far it had read, in the next).
+        self.on_take: list[Callable[[], Callable[[], None]]] = []
         self._held: list[EventT] = []
         self._last = time.monotonic()
         # Created on first use, inside the app's event loop.
@@ -559,6 +564,7 @@ class Checkpoint:
                 for table in tables:
                     table._take()
                 held, self._held = self._held, []
+                durable = [take() for take in self.on_take]
                 self._last = time.monotonic()
             try:
                 written = await self._write(tables)
@@ -571,6 +577,8 @@ class Checkpoint:
                 raise
             for table in tables:
                 table._settle()
+            for done in durable:
+                done()
             await self._acknowledge(held)
         if held and not self.app.rebalancing:
             await self.app.consumer.commit()

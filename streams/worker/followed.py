@@ -1,43 +1,70 @@
-"""A compacted chorus topic followed by an agent of the role (both roles): `chorus.summaries`
-and `chorus.recaps`, keyed and partitioned like `chorus.messages`, so Faust assigns a worker
-the same partition numbers of both. What the agent makes of a record reaches the role's
-tables once per checkpoint, and the record stays held until then (`Checkpoint.hold`), so the
-group's committed offset never passes what the tables hold: a restarted worker goes on from
-there, warm or cold, instead of reading the topic again from its beginning.
+"""A compacted chorus topic followed by a role (both roles): `chorus.summaries` and
+`chorus.recaps`, keyed and partitioned like `chorus.messages`, so the records of the
+channels a worker owns are on the partitions of the same numbers.
 
-Each partition says how far it was read (`Current`), and whether it is still catching up
-with what the topic held when this worker took it over (`caught_up`): a stage that must
-build on the latest record (the next summary on the previous) waits for it.
+Each followed topic is read by a consumer of its own, in record batches, as the cold
+restore reads the changelogs (`streams.worker.restore`): no group (it is assigned the
+partitions of `chorus.messages` Faust assigns the role, `streams.worker.ownership`), and
+not through Faust's consumer, whose per-record path (an event and its tasks per record) took
+0.13-0.40 ms a record: the messages polled after a burst of summaries waited 75-180 ms
+for it (bench/results/issue-40-investigations.md, "The wake p99 at 1,000,000 channels").
+
+What the stage makes of a batch reaches the role's tables once per checkpoint. How far each
+partition was read (the next offset to read) goes to the role's positions table, key
+`read|<topic>|<partition>`, once a checkpoint that holds the effects of what was read
+is durable: the checkpoint after it writes it, so the position never passes what the tables
+hold, whichever table a stage writes. A restart, warm or cold, goes on from there instead of
+reading the topic from its beginning; it reads again at most what its last two checkpoints
+covered (the stages take a record read twice as they took it once). A partition with no
+position yet (the first start, or one from before chorus kept them) starts where the role's
+consumer group had committed it, else at its beginning.
+
+Partitions moving: at an assignment, the partitions gone and those taken over stop being
+read, and a fetch made before a partition moved is dropped for that partition; once the
+tables have recovered, each partition taken over is read from its position in the
+recovered positions table. Each partition says how far it was read (`Current`), and
+whether it is still catching up with what the topic held when this worker took it over
+(`caught_up`): a stage that must build on the latest record (the next summary on the
+previous) waits for it.
+
+Costs: per record, the stage's work; per fetch, at most CHORUS_BATCH_MAX records and
+CHORUS_CONSUMER_FETCH_BYTES of memory; per assignment, one position read per partition
+taken over (and one request for the group's offsets of those that have none). Nothing is
+kept per channel.
 
 A reader of the latest record of a channel keeps only its position (in a table row) and
 reads the record back by it (`LatestBook`), records in a cache bounded in bytes. A stage
 that builds on its channel's latest record (the next summary on the previous one) keeps what
-its agent has just read as it read it (`LatestBook.read`), instead of fetching it back.
+its consumer has just read as it read it (`LatestBook.read`), instead of fetching it back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from aiokafka import ConsumerRecord
-from faust.types import TP as TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ValidationError
 
+from streams.kafka.clients import admin, consumer, drop_fetched_ahead, started
 from streams.kafka.consume import RangeReader
 from streams.memory import ByteCache
 from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-# How often a partition still catching up is looked at.
-CATCH_UP_POLL_SECONDS = 0.1
+# How long one fetch waits for records before the assignment is looked at again.
+FETCH_WAIT_MS = 200
+# How long a follower waits after its consumer failed before it reads again.
+RETRY_SECONDS = 1.0
 
-# What the agent does with each record: (key, value, partition, offset).
+# What the follower does with each record: (key, value, partition, offset).
 OnRecord = Callable[[bytes | None, bytes | None, int, int], Awaitable[None] | None]
 
 
@@ -62,68 +89,214 @@ class Current:
 
 
 class Followed:
-    """`topic` (a Faust topic of the role's app) followed by the agent `name`."""
+    """`topic` (a Faust topic of the role's app) read by a consumer of its own, each record
+    handed to `on_record` (see the module); `name` names it in the logs."""
 
     def __init__(self, chorus: Runtime, topic: Any, name: str, on_record: OnRecord) -> None:
         self.chorus = chorus
-        self.topic = topic
         self.name = topic.get_topic_name()
+        self.agent = name
         self.on_record = on_record
         # partition -> the last offset read since this worker took it
         self.read_through: dict[int, int] = {}
         # partition -> taken over and not caught up yet
         self.catching_up: set[int] = set()
+        # partition being read -> the next offset to read
+        self.reading: dict[int, int] = {}
+        # partitions taken over and recovered, to be read from their positions
+        self.starting: set[int] = set()
+        # partition -> the next offset its position holds, as this worker last read or wrote it
+        self.saved: dict[int, int | None] = {}
+        # partition -> the end it had when it was taken over (while catching up)
+        self.ends: dict[int, int] = {}
+        # partition -> how often it moved: a fetch from before a move is not applied
+        self.moves: dict[int, int] = {}
+        self.records_read = chorus.meter.followed_records.labels(self.name)
+        self._changed = asyncio.Event()
+        # Whether the consumer's positions are the partitions' next offsets (not after an
+        # error: what it had fetched may not have been applied).
+        self._sought = False
         chorus.ownership.on_moved(self.moved)
+        chorus.checkpoint.on_take.append(self.taken)
+        chorus.app.task(self.follow)
 
-        @chorus.app.agent(topic, name=name)
-        async def follow(stream: Any) -> None:
-            checkpoint = chorus.checkpoint
-            async for event in stream.events():
-                async with checkpoint.between_batches():
-                    checkpoint.hold(event)
-                    record = event.message
-                    await self.take(event.key, event.value, record.partition, record.offset)
+    def key(self, partition: int) -> str:
+        """The key of `partition`'s position in the positions table: one per partition, as
+        a table's changes are kept by key."""
+        return f"read|{self.name}|{partition}"
 
     async def take(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int
     ) -> None:
-        """The record at `partition`@`offset`, read (what the agent does with each)."""
+        """The record at `partition`@`offset`, read (what the follower does with each)."""
         self.read_through[partition] = offset
+        if partition in self.reading:
+            self.reading[partition] = offset + 1
         done = self.on_record(key, value, partition, offset)
         if inspect.isawaitable(done):
             await done
 
-    def moved(self, gone: frozenset[int], taken: frozenset[int], _: frozenset[int]) -> None:
-        for partition in gone:
-            self.read_through.pop(partition, None)
-            self.catching_up.discard(partition)
-        for partition in taken:
-            self.read_through.pop(partition, None)
-            self.catching_up.add(partition)
-        if taken:
-            self.chorus.app.add_future(self._catch_up(frozenset(taken)))
+    def moved(self, gone: frozenset[int], taken: frozenset[int], owned: frozenset[int]) -> None:
+        """At an assignment, stop reading what moved; once the tables have recovered,
+        read each partition taken over from its position."""
+        if self.chorus.ownership.recovering:
+            for partition in gone | taken:
+                self.moves[partition] = self.moves.get(partition, 0) + 1
+                for kept in (self.reading, self.read_through, self.saved, self.ends):
+                    kept.pop(partition, None)
+                self.starting.discard(partition)
+            self.catching_up -= gone
+            self.catching_up |= taken
+        else:
+            self.starting |= (taken & owned) - self.reading.keys()
+        self._changed.set()
 
-    async def _catch_up(self, partitions: frozenset[int]) -> None:
-        """Until the agent's position in each partition reaches the end the partition had
-        now (a record published since need not be read first)."""
-        consumer = self.chorus.app.consumer
+    def taken(self) -> Callable[[], None]:
+        """A checkpoint takes the changes made so far: once they are durable, each
+        partition's position is where it was read to now (written by the next one)."""
+        reading, moves = dict(self.reading), dict(self.moves)
+
+        def durable() -> None:
+            for partition, next_offset in reading.items():
+                moved = self.moves.get(partition) != moves.get(partition)
+                if moved or partition not in self.reading:
+                    continue
+                if self.saved.get(partition) != next_offset:
+                    self.chorus.positions.set(self.key(partition), next_offset, partition)
+                    self.saved[partition] = next_offset
+
+        return durable
+
+    async def follow(self) -> None:
+        """Read the partitions this worker owns until the app stops (the app's task)."""
+        settings = self.chorus.settings
+        kafka = consumer(
+            settings,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=settings.consumer_fetch_bytes,
+            fetch_max_bytes=settings.consumer_fetch_bytes,
+        )
+        await started(kafka, settings)
+        try:
+            await self.read(kafka)
+        finally:
+            drop_fetched_ahead(kafka)
+            await kafka.stop()
+
+    async def read(self, kafka: AIOKafkaConsumer) -> None:
+        """Fetch, apply, repeat: each fetch's records of the partitions that did not move
+        meanwhile, between two checkpoints (`Checkpoint.between_batches`)."""
+        app, checkpoint = self.chorus.app, self.chorus.checkpoint
+        batch_max = self.chorus.settings.batch_max
+        while not app.should_stop:
+            try:
+                await self._assign(kafka)
+                if not self.reading:
+                    await self._wait_for_a_change()
+                    continue
+                moves = dict(self.moves)
+                fetched = await kafka.getmany(timeout_ms=FETCH_WAIT_MS, max_records=batch_max)
+            except KafkaError as error:  # the broker away: the same partitions again, later
+                log.warning(
+                    "%s: reading %s failed (%r); again in %gs",
+                    self.agent,
+                    self.name,
+                    error,
+                    RETRY_SECONDS,
+                )
+                self._sought = False
+                await asyncio.sleep(RETRY_SECONDS)
+                continue
+            async with checkpoint.between_batches():
+                for tp, records in fetched.items():
+                    partition = tp.partition
+                    if partition not in self.reading or self.moves.get(partition) != moves.get(
+                        partition
+                    ):
+                        continue
+                    for record in records:
+                        await self.take(record.key, record.value, partition, record.offset)
+                    self.records_read.inc(len(records))
+            await self._check_caught_up(kafka)
+            if checkpoint.over_bound():
+                await checkpoint.checkpoint()
+
+    async def _wait_for_a_change(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), FETCH_WAIT_MS / 1000)
+        self._changed.clear()
+
+    async def _assign(self, kafka: AIOKafkaConsumer) -> None:
+        """The consumer reads the partitions being read, each from its next offset (an
+        assignment resets every position, kept partitions' too)."""
+        started_now: list[int] = []
+        if self.starting:
+            moves = dict(self.moves)
+            starts = await self.positions(sorted(self.starting))
+            for partition, (saved, offset) in starts.items():
+                if partition in self.starting and self.moves.get(partition) == moves.get(partition):
+                    self.starting.discard(partition)
+                    self.reading[partition] = offset
+                    self.saved[partition] = saved
+                    started_now.append(partition)
+        wanted = {TopicPartition(self.name, partition) for partition in self.reading}
+        if self._sought and wanted == set(kafka.assignment()):
+            return
+        drop_fetched_ahead(kafka)
+        kafka.assign(sorted(wanted))
+        for tp in wanted:
+            kafka.seek(tp, self.reading[tp.partition])
+        self._sought = True
+        if started_now:
+            tps = [TopicPartition(self.name, partition) for partition in started_now]
+            for tp, end in (await kafka.end_offsets(tps)).items():
+                if tp.partition in self.reading:
+                    self.ends[tp.partition] = int(end)
+
+    async def positions(self, partitions: Sequence[int]) -> dict[int, tuple[int | None, int]]:
+        """Per partition, its position in the positions table (None: none) and the offset
+        to read from: the position, else the group's committed offset, else 0."""
+        stored = {p: self.chorus.positions.get(self.key(p), p) for p in partitions}
+        missing = [p for p, found in stored.items() if found is None]
+        committed = await self.committed(missing) if missing else {}
+        return {
+            p: (found, int(found) if found is not None else committed.get(p, 0))
+            for p, found in stored.items()
+        }
+
+    async def committed(self, partitions: Sequence[int]) -> dict[int, int]:
+        """The role's group's committed offsets of `partitions` of the topic (where Faust's
+        consumer read it before chorus kept positions); none when it cannot tell."""
+        client = admin(self.chorus.settings)
         tps = [TopicPartition(self.name, p) for p in partitions]
         try:
-            ends = await consumer.highwaters(*tps)
-            waiting = {tp: int(end) for tp, end in ends.items()}
-            while waiting:
-                for tp, end in list(waiting.items()):
-                    if tp.partition not in self.catching_up:
-                        del waiting[tp]
-                        continue
-                    position = await consumer.position(tp)
-                    if end <= 0 or (position is not None and position >= end):
-                        self.catching_up.discard(tp.partition)
-                        del waiting[tp]
-                if waiting:
-                    await asyncio.sleep(CATCH_UP_POLL_SECONDS)
-        except Exception:  # a rebalance under way: the next assignment starts again
-            log.info("%s: catching up stopped; the next assignment starts again", self.name)
+            await started(client, self.chorus.settings)
+            offsets = await client.list_consumer_group_offsets(
+                self.chorus.app.conf.id, partitions=tps
+            )
+        except Exception as error:
+            log.warning(
+                "%s: the group's offsets of %s could not be read (%r); from 0",
+                self.agent,
+                self.name,
+                error,
+            )
+            return {}
+        finally:
+            await client.close()
+        return {tp.partition: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
+
+    async def _check_caught_up(self, kafka: AIOKafkaConsumer) -> None:
+        for partition in list(self.catching_up):
+            end = self.ends.get(partition)
+            if end is None or partition not in self.reading:
+                continue
+            position = await kafka.position(TopicPartition(self.name, partition))
+            if position >= end:
+                self.catching_up.discard(partition)
+                self.ends.pop(partition, None)
 
     def caught_up(self, partition: int) -> bool:
         return partition not in self.catching_up
@@ -192,7 +365,7 @@ class LatestBook(Generic[R]):
         value = kept[1] if kept is not None and kept[0] == offset else None
         if value is not None and not isinstance(value, bytes):
             return Latest(value, current)
-        if value is None:  # not kept, or as the agent read it
+        if value is None:  # not kept, or as the follower read it
             found = await self.reader.read(partition, offset, offset, _value)
             if not found:
                 return Latest(None, current)
@@ -205,7 +378,7 @@ class LatestBook(Generic[R]):
         return Latest(record, current)
 
     def read(self, channel: str, partition: int, offset: int, value: bytes) -> None:
-        """The agent read the channel's latest record, `value` at `offset`: kept as read
+        """The follower read the channel's latest record, `value` at `offset`: kept as read
         (parsed when first asked for), so the next `latest` does not fetch it back from the
         topic, a request to the broker per record, one at a time."""
         self.cache.put((self.name, channel), (offset, value), len(value), partition)

@@ -3,11 +3,12 @@ compacted `chorus.summaries` and `chorus.recaps` topics, never from the context 
 role).
 
 Both topics are keyed and partitioned like `chorus.messages`, so the summaries and recaps of
-the channels a fold worker owns are on the partitions with the same numbers. An agent
-follows each (`streams.worker.followed`: the role's consumer group, its offsets committed
-with the checkpoints) and keeps per channel only where its latest record is: the `latest`
-table (partition and offset of each, and the offset a summary covers through), one record
-per channel, checkpointed, so a restart, warm or cold, reads only what was published since.
+the channels a fold worker owns are on the partitions with the same numbers. A follower
+reads each (`streams.worker.followed`: a consumer of its own, in record batches, how far it
+read checkpointed with the role's state) and keeps per channel only where its latest record
+is: the `latest` table (partition and offset of each, and the offset a summary covers
+through), one record per channel, checkpointed, so a restart, warm or cold, reads only what
+was published since.
 A view reads a record back from its topic by that position and keeps the parsed records in
 a cache bounded in bytes (the `latest` share of the role's memory); it says how far each
 partition has been read (`Current`): a record published after that is not in it.
@@ -111,5 +112,5 @@ class LatestViews:
 
 
 def install(chorus: Runtime) -> LatestViews:
-    """The books and the agents that follow their topics (the fold role's views)."""
+    """The books and the followers of their topics (the fold role's views)."""
     return LatestViews(chorus)

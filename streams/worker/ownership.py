@@ -36,11 +36,15 @@ class Ownership:
         # The partitions the last assignment took over: their stores are recovered from
         # the changelogs after it, so what was read of them meanwhile is forgotten again.
         self.taken: frozenset[int] = frozenset()
+        # From an assignment until the tables have recovered from it: what listeners are
+        # told is the assignment (True) or the recovery after it (False).
+        self.recovering = False
 
         async def assigned(_: Any, tps: Collection[TopicPartition], **__: Any) -> None:
             self.assigned(frozenset(tp.partition for tp in tps if tp.topic == self.topic))
 
         async def recovered(*_: Any, **__: Any) -> None:
+            self.recovering = False
             for moved in self.listeners:
                 moved(frozenset(), self.taken, self.owned)
 
@@ -55,6 +59,7 @@ class Ownership:
     def assigned(self, owned: frozenset[int]) -> None:
         gone, taken = self.owned - owned, owned - self.owned
         self.owned, self.taken = owned, taken
+        self.recovering = True
         for moved in self.listeners:
             moved(gone, taken, owned)
 

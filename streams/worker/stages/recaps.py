@@ -17,7 +17,7 @@ The furnace's budget (CHORUS_RECAP_LLM_PER_MINUTE): with a model configured, at 
 many recaps a minute are written by it; the others due meanwhile are written extractive
 (no model), counted (`chorus_recaps_over_budget_total`), never dropped. Every phase change
 travels through the compacted `chorus.recaps` topic before the channel state records it
-(read back by the agent `record-recaps`), as summaries do; an extractive recap is one
+(read back as the role follows `chorus.recaps`), as summaries do; an extractive recap is one
 record (COMPLETED), a model's two (GENERATING, then COMPLETED or ERROR).
 
 The recent window is positions in the status record; its messages are kept in memory

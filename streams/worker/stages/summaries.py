@@ -11,8 +11,8 @@ other role.
 The feed never waits for a summariser: a due batch is handed to a task, so a slow LLM
 delays neither folding nor other channels (beyond the client's concurrency limit). The
 task publishes to `chorus.summaries`. What the next batch builds on, each channel's latest
-summary, is the topic's: the agent `record-summaries` follows it (`streams.worker.followed`,
-the role's group, offsets committed with the checkpoints) and keeps in the channel state
+summary, is the topic's: the role follows it (`streams.worker.followed`: a consumer of its
+own, how far it read checkpointed with the role's state) and keeps in the channel state
 only where the latest summary is and what it covers through; the record is read back by
 that position when the next batch needs it. A summary read back trims the pending batch it
 covers (the pending batches are checkpointed), and what came after the batch waits its time
@@ -320,7 +320,7 @@ class Summariser:
     def on_record(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int
     ) -> None:
-        """A record of chorus.summaries (the agent `record-summaries`): the channel's latest
+        """A record of chorus.summaries (as the role follows it): the channel's latest
         unless it covers less; it trims the batch it covers and launches the next when it is
         due."""
         if not key or value is None:
@@ -511,7 +511,7 @@ def summariser_from_settings(
 
 
 def install(chorus: Runtime, clock: Clock = utc_now) -> Summariser:
-    """The summaries stage (the context role): the agent that follows `chorus.summaries`
+    """The summaries stage (the context role): the follower of `chorus.summaries`
     and the timer of the time thresholds; the feed hands it the messages
     (`Summariser.on_message`)."""
     from streams.llm.client import client_from_settings

@@ -603,3 +603,31 @@ async def test_a_checkpoint_cancelled_while_acknowledging_leaves_the_rest_to_the
     assert await state.checkpoint() == 0  # nothing to write, the rest to acknowledge
     assert all(event.message.acked for event in events) and state.held == 0
     assert app.sensors.out == list(range(7))
+
+
+async def test_what_a_checkpoint_takes_is_told_durable_only_once_it_is() -> None:
+    """A follower writes how far it had read once the checkpoint holding what it made of
+    those records is durable: never for a checkpoint that failed."""
+    app = App()
+    app.kafka.gate = asyncio.Event()  # the broker does not answer
+    state = checkpoint(app)
+    folds = state.table(Table("folds"))
+    read_through = 3
+    durable: list[int] = []
+
+    def taken() -> Any:
+        at_take = read_through
+        return lambda: durable.append(at_take)
+
+    state.on_take.append(taken)
+    folds.set("a", 1, partition=0)
+    writing = asyncio.create_task(state.checkpoint())
+    await asyncio.wait_for(until(lambda: bool(app.kafka.sent)), 1)
+    read_through = 5  # read meanwhile: not in the checkpoint under way
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    assert durable == []
+    app.kafka.gate.set()
+    await asyncio.wait_for(state.checkpoint(), 1)
+    assert durable == [5]  # what this checkpoint took covers everything read before it

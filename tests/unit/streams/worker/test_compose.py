@@ -31,12 +31,12 @@ def test_the_fold_role_writes_only_the_fold_and_reads_the_rest_from_the_topics()
     # messages the fold hands them (the log is read once: no other reader of the messages).
     assert worker.views is not None and worker.window is not None
     assert worker.summariser is None and worker.recapper is None
-    agents = {"channel-config", "fold-messages", "latest-summaries", "latest-recaps"}
-    assert set(app.agents) == agents
-    assert {a.channel.get_topic_name() for n, a in app.agents.items() if "latest" in n} == {
-        "offline.summaries",
-        "offline.recaps",
-    }
+    # Faust's consumer reads the messages and configs; the two topics the views follow
+    # are read by consumers of their own (`streams.worker.followed`).
+    assert set(app.agents) == {"channel-config", "fold-messages"}
+    views = worker.views
+    followed = {views.summaries_followed.name, views.recaps_followed.name}
+    assert followed == {"offline.summaries", "offline.recaps"}
     assert worker.folder.readers == [worker.window.on_record]
     assert {"fold-positions", "latest", "deadlines"} <= set(app.tables)
     assert not any(name.startswith(("summary-", "recap-")) for name in app.tables)
@@ -72,7 +72,9 @@ def test_the_context_role_is_an_app_of_its_own_without_fold_tables() -> None:
     assert isinstance(worker.summariser, Summariser)
     assert worker.recapper is not None and "channel-state" in app.tables
     assert "fold-messages" not in app.agents and "feed-messages" in app.agents
-    assert {"record-summaries", "record-recaps"} <= set(app.agents)  # its own outputs
+    assert set(app.agents) == {"channel-config", "feed-messages"}
+    assert worker.summariser.followed.name == "offline.summaries"  # its own outputs
+    assert worker.recapper.followed.name == "offline.recaps"
     assert worker.runtime.folds is None and not any(n.startswith("fold-") for n in app.tables)
     assert str(app.conf.datadir).endswith("context")
 

@@ -30,3 +30,14 @@ def test_a_channels_partition_is_kafkas_default_partitioners() -> None:
     chorus = offline_worker().runtime
     assert chorus.ownership.partition_of("team/a") == key_partition(b"team/a", 4)
     assert chorus.ownership.messages_partition("team/a") is None  # nothing owned yet
+
+
+async def test_listeners_are_told_whether_it_is_an_assignment_or_the_recovery_after_it() -> None:
+    chorus = offline_worker().runtime
+    ownership = chorus.ownership
+    told: list[tuple[bool, frozenset[int]]] = []
+    ownership.on_moved(lambda _, taken, __: told.append((ownership.recovering, taken)))
+    messages = chorus.messages.get_topic_name()
+    await chorus.app.on_partitions_assigned.send({TP(messages, 1)})
+    await chorus.app.on_rebalance_complete.send()
+    assert told == [(True, frozenset({1})), (False, frozenset({1}))]
