@@ -1,5 +1,7 @@
-"""The latest record of each channel on a followed topic (`LatestBook`): read back by its
-position, unless the agent that follows the topic has just read it."""
+"""A followed topic (`Followed`): read by a consumer of its own from each partition's
+position once its tables recovered, how far it read written a checkpoint after what it made
+of it; the latest record of each channel (`LatestBook`): read back by its position, unless
+the follower has just read it."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ CHANNEL = "team/plan"
 
 
 class Following:
-    """What a book asks of its topic's agent: how far each partition has been read."""
+    """What a book asks of its topic's follower: how far each partition has been read."""
 
     def current(self, partition: int | None) -> Current:
         return Current("t.summaries", partition, 7, restoring=False)
@@ -48,7 +50,7 @@ def book(reader: TopicRecords, positions: dict[str, list[int]]) -> LatestBook[Su
 
 
 async def test_a_record_the_agent_read_is_not_read_back_from_the_topic() -> None:
-    """The next summary builds on the channel's latest, which the stage's agent read a
+    """The next summary builds on the channel's latest, which the stage's follower read a
     moment before: it is kept (within the cache's bytes) instead of fetched back by its
     position, a request to the broker for each summary, one at a time."""
     record = SummaryRecord(channel=CHANNEL, text="so far", last_offset=4)
@@ -226,9 +228,9 @@ async def test_a_fetch_made_before_its_partition_moved_is_not_applied() -> None:
     await assign(worker, {0, 1}, recovered=True)
     # Partition 1 moves away while the first fetch is under way.
     kafka.during_fetch = lambda: worker.runtime.ownership.assigned(frozenset({0}))
-    await following(followed, kafka, lambda: followed.caught_up(0) and len(read) == 3)
+    only_0 = {TopicPartition(followed.name, 0)}
+    await following(followed, kafka, lambda: len(read) == 3 and kafka.assignment() == only_0)
     assert read == [(0, 0), (0, 1), (0, 2)]
-    assert kafka.assignment() == {TopicPartition(followed.name, 0)}
 
 
 async def test_after_the_consumer_failed_the_partitions_are_read_again_from_where_they_were(
@@ -254,3 +256,28 @@ async def test_after_the_consumer_failed_the_partitions_are_read_again_from_wher
     await assign(worker, {0}, recovered=True)
     await following(followed, kafka, lambda: len(read) == 4)
     assert read == [0, 1, 2, 3]
+
+
+async def test_records_are_applied_a_slice_at_a_time_the_event_loop_given_back_between() -> None:
+    """A tick's lot of summaries (350-400 at 1,000,000 channels) applied at once held the
+    fold role's loop, and the messages behind it, for as long as it took."""
+    worker = offline_worker()
+    followed = worker.views.recaps_followed
+    turns = 0
+    at_turn: list[int] = []
+    followed.on_record = lambda *_: at_turn.append(turns)
+    worker.runtime.positions.set(followed.key(0), 0, 0)
+    kafka = FakeTopic(followed.name, {0: recap_records(range(250))})
+
+    async def turning() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(turning())
+    await assign(worker, {0}, recovered=True)
+    await following(followed, kafka, lambda: len(at_turn) == 250)
+    other.cancel()
+    slices = [at_turn.count(turn) for turn in sorted(set(at_turn))]
+    assert max(slices) == followed_module.SLICE_RECORDS and len(slices) == 3
