@@ -1,41 +1,52 @@
 """streams.worker.followed on a real broker: a role follows `chorus.summaries` with a
-consumer of its own, and a restart reads only what was published since its position."""
+consumer of its own; a restart, and a worker taking partitions over, read only what was
+published after the positions the role checkpointed."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
+import httpx
 import pytest
 
+from projections.overview import ChannelOverviewProjection
 from streams.kafka.clients import producer, started
 from streams.kafka.consume import read_topic
+from streams.kafka.produce import send_messages
 from streams.ops.topics import create_topics
 from streams.records import SummaryRecord, key_partition
 from streams.settings import Settings
-from streams.testing import WorkerProcess
-from streams.topology import POSITIONS_TABLE, SUMMARIES, changelog_name
+from streams.testing import WorkerProcess, free_web_port
+from streams.topology import POSITIONS_TABLE, SUMMARIES, changelog_name, fold_table_name
+from tests.factories import conversation
 
 pytestmark = pytest.mark.kafka
 
 CHANNEL = "team/followed"
 
 
-async def publish_summaries(settings: Settings, first: int, count: int) -> int:
-    """`count` summaries of CHANNEL on chorus.summaries, covering through `first`...; the
-    offset after the last."""
+async def publish_summaries(
+    settings: Settings, first: int, count: int, channels: Sequence[str] = (CHANNEL,)
+) -> dict[int, int]:
+    """`count` summaries of each of `channels` on chorus.summaries, covering through
+    `first`, `first` + 1...; per partition, the offset after its last."""
     kafka = await started(producer(settings), settings)
-    key = CHANNEL.encode()
-    partition = key_partition(key, settings.partitions)
+    ends: dict[int, int] = {}
     try:
         for last in range(first, first + count):
-            record = SummaryRecord(channel=CHANNEL, text=f"through {last}", last_offset=last)
-            sent = await kafka.send_and_wait(
-                settings.topic(SUMMARIES), record.to_bytes(), key=key, partition=partition
-            )
+            for channel in channels:
+                key = channel.encode()
+                partition = key_partition(key, settings.partitions)
+                record = SummaryRecord(channel=channel, text=f"through {last}", last_offset=last)
+                sent = await kafka.send_and_wait(
+                    settings.topic(SUMMARIES), record.to_bytes(), key=key, partition=partition
+                )
+                ends[partition] = int(sent.offset) + 1
     finally:
         await kafka.stop()
-    return int(sent.offset) + 1
+    return ends
 
 
 def followed_records(worker: WorkerProcess, settings: Settings) -> float:
@@ -55,22 +66,26 @@ async def until(done: Callable[[], bool], timeout: float = 60.0) -> None:
         await asyncio.sleep(0.2)
 
 
-async def position_written(settings: Settings, next_offset: int, timeout: float = 60.0) -> None:
-    """Until the fold role's positions changelog holds `next_offset` as how far it read
-    CHANNEL's partition of chorus.summaries."""
-    partition = key_partition(CHANNEL.encode(), settings.partitions)
-    key = f"read|{settings.topic(SUMMARIES)}|{partition}"
+async def positions_written(
+    settings: Settings, ends: dict[int, int], timeout: float = 60.0
+) -> None:
+    """Until the fold role's positions changelog holds, for each partition of `ends`, its
+    end as how far it read that partition of chorus.summaries."""
     changelog = changelog_name(settings, POSITIONS_TABLE["fold"])
+    wanted = {f"read|{settings.topic(SUMMARIES)}|{p}": end for p, end in ends.items()}
 
     async def written() -> None:
         async for record in read_topic(settings, changelog, follow=True):
-            if record.key is not None and key in record.key and record.value == next_offset:
-                return
+            key = (record.key or "").strip('"')
+            if wanted.get(key) == record.value:
+                del wanted[key]
+                if not wanted:
+                    return
 
     try:
         await asyncio.wait_for(written(), timeout)
     except TimeoutError:
-        pytest.fail(f"{changelog} never held {next_offset} for {key}")
+        pytest.fail(f"{changelog} never held these positions: {wanted}")
 
 
 async def test_a_warm_restart_reads_only_the_summaries_published_since_its_position(
@@ -78,12 +93,56 @@ async def test_a_warm_restart_reads_only_the_summaries_published_since_its_posit
 ) -> None:
     await create_topics(chorus_settings)
     worker = start_worker()
-    end = await publish_summaries(chorus_settings, 0, 20)
+    ends = await publish_summaries(chorus_settings, 0, 20)
     await until(lambda: followed_records(worker, chorus_settings) >= 20)
-    await position_written(chorus_settings, end)
+    await positions_written(chorus_settings, ends)
     worker.stop()
 
     await publish_summaries(chorus_settings, 20, 5)
     again = start_worker()  # the same data directory: a warm start
     await until(lambda: followed_records(again, chorus_settings) >= 5)
     assert followed_records(again, chorus_settings) == 5  # not the 20 before its position
+
+
+def summary_of(worker: WorkerProcess, channel: str) -> str | None:
+    """The channel's summary as the views answer it (routed to its owner)."""
+    answer = worker.get(f"/channels/{channel}/summary")
+    content = answer.json().get("content") if answer.status_code == 200 else None
+    return content.split("\n")[0] if content else None
+
+
+def owned_by(worker: WorkerProcess, settings: Settings) -> dict[str, list[int]]:
+    """Host URL -> the partitions it actively owns (of a fold table, as Faust routes them)."""
+    table = changelog_name(settings, fold_table_name(ChannelOverviewProjection()))
+    routes = httpx.get(f"{worker.base_url}/router/", timeout=10).json()
+    return {host: sorted(topics.get(table, [])) for host, topics in routes.items()}
+
+
+async def test_partitions_moving_to_another_worker_are_read_on_from_their_positions(
+    chorus_settings: Settings,
+    start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    settings = chorus_settings
+    await create_topics(settings)
+    quiet = {"CHORUS_SUMMARY_AFTER_MESSAGES": "1000"}  # the summaries are the test's
+    first = start_worker(**quiet)
+    channels = [f"team/moved-{i}" for i in range(12)]
+    assert len({key_partition(c.encode(), settings.partitions) for c in channels}) > 1
+    await send_messages(settings, conversation(channels, 5 * len(channels)))
+    ends = await publish_summaries(settings, 0, 1, channels)
+    await until(lambda: all(summary_of(first, c) == "through 0" for c in channels))
+    await positions_written(settings, ends)
+
+    second = start_worker(
+        **quiet,
+        CHORUS_WEB_PORT=str(free_web_port(taken=int(first.env["CHORUS_WEB_PORT"]))),
+        CHORUS_DATA_DIR=str(tmp_path / "second-data"),
+    )
+    await until(lambda: all(owned_by(first, settings).get(w.base_url) for w in (first, second)))
+    await publish_summaries(settings, 1, 1, channels)
+    await until(lambda: all(summary_of(first, c) == "through 1" for c in channels))
+    taken = owned_by(first, settings)[second.base_url]
+    # It read its partitions from the first worker's positions: only what came after.
+    its_channels = [c for c in channels if key_partition(c.encode(), settings.partitions) in taken]
+    assert followed_records(second, settings) == len(its_channels) > 0

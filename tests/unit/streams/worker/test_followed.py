@@ -128,6 +128,12 @@ class FakeTopic:
         return fetched
 
 
+def recaps_of(worker: Worker) -> Followed:
+    """The fold role's follower of chorus.recaps (its views')."""
+    assert worker.views is not None
+    return worker.views.recaps_followed
+
+
 def recap_records(offsets: range) -> list[tuple[int, bytes, bytes]]:
     return [(o, CHANNEL.encode(), b"{}") for o in offsets]
 
@@ -157,7 +163,7 @@ async def assign(worker: Worker, partitions: set[int], *, recovered: bool) -> No
 
 async def test_a_partition_taken_over_is_read_from_its_position_once_its_tables_recovered() -> None:
     worker = offline_worker()
-    followed = worker.views.recaps_followed
+    followed = recaps_of(worker)
     read: list[tuple[int, int]] = []
     followed.on_record = lambda _k, _v, partition, offset: read.append((partition, offset))
     worker.runtime.positions.set(followed.key(0), 5, 0)  # partition 0 was read up to 5
@@ -190,7 +196,7 @@ async def test_how_far_it_read_is_written_by_the_checkpoint_after_the_one_holdin
         return changelogs
 
     chorus.checkpoint.producer = offline
-    followed = worker.views.recaps_followed
+    followed = recaps_of(worker)
     kafka = FakeTopic(followed.name, {0: recap_records(range(3))})
     chorus.positions.set(followed.key(0), 0, 0)
     await chorus.checkpoint.checkpoint()
@@ -216,7 +222,7 @@ async def test_how_far_it_read_is_written_by_the_checkpoint_after_the_one_holdin
 
 async def test_a_fetch_made_before_its_partition_moved_is_not_applied() -> None:
     worker = offline_worker()
-    followed = worker.views.recaps_followed
+    followed = recaps_of(worker)
     read: list[tuple[int, int]] = []
     followed.on_record = lambda _k, _v, partition, offset: read.append((partition, offset))
     kafka = FakeTopic(followed.name, {0: recap_records(range(3)), 1: recap_records(range(2))})
@@ -238,7 +244,7 @@ async def test_after_the_consumer_failed_the_partitions_are_read_again_from_wher
 ) -> None:
     monkeypatch.setattr(followed_module, "RETRY_SECONDS", 0)
     worker = offline_worker()
-    followed = worker.views.recaps_followed
+    followed = recaps_of(worker)
     read: list[int] = []
     followed.on_record = lambda _k, _v, _p, offset: read.append(offset)
     worker.runtime.positions.set(followed.key(0), 0, 0)
@@ -262,7 +268,7 @@ async def test_records_are_applied_a_slice_at_a_time_the_event_loop_given_back_b
     """A tick's lot of summaries (350-400 at 1,000,000 channels) applied at once held the
     fold role's loop, and the messages behind it, for as long as it took."""
     worker = offline_worker()
-    followed = worker.views.recaps_followed
+    followed = recaps_of(worker)
     turns = 0
     at_turn: list[int] = []
     followed.on_record = lambda *_: at_turn.append(turns)
