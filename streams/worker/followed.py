@@ -14,8 +14,9 @@ partition was read (the next offset to read) goes to the role's positions table,
 `read|<topic>|<partition>`, once a checkpoint that holds the effects of what was read
 is durable: the checkpoint after it writes it, so the position never passes what the tables
 hold, whichever table a stage writes. A restart, warm or cold, goes on from there instead of
-reading the topic from its beginning; it reads again at most what its last two checkpoints
-covered (the stages take a record read twice as they took it once). A partition with no
+reading the topic from its beginning; it reads again only what was read after the last
+position written, a checkpoint interval or two before it stopped (the stages take a record
+read twice as they took it once). A partition with no
 position yet (the first start, or one from before chorus kept them) starts where the role's
 consumer group had committed it, else at its beginning.
 
@@ -120,7 +121,7 @@ class Followed:
         # error: what it had fetched may not have been applied).
         self._sought = False
         chorus.ownership.on_moved(self.moved)
-        chorus.checkpoint.on_take.append(self.taken)
+        chorus.checkpoint.on_take.append(self.taken_by_checkpoint)
         chorus.app.task(self.follow)
 
     def key(self, partition: int) -> str:
@@ -154,7 +155,7 @@ class Followed:
             self.starting |= (taken & owned) - self.reading.keys()
         self._changed.set()
 
-    def taken(self) -> Callable[[], None]:
+    def taken_by_checkpoint(self) -> Callable[[], None]:
         """A checkpoint takes the changes made so far: once they are durable, each
         partition's position is where it was read to now (written by the next one)."""
         reading, moves = dict(self.reading), dict(self.moves)
