@@ -9,9 +9,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
+from projections.overview import ChannelOverviewProjection
 from streams.kafka.clients import producer
 from streams.kafka.consume import Record, read_topic
 from streams.records import key_partition
@@ -20,7 +22,7 @@ from streams.testing import REPO as REPO  # re-exported: the tests import them f
 from streams.testing import WorkerProcess as WorkerProcess
 from streams.testing import free_web_port as free_web_port
 from streams.testing import local_broker, worker_env
-from streams.topology import CHANNEL_CONFIG, DEAD_LETTERS
+from streams.topology import CHANNEL_CONFIG, DEAD_LETTERS, changelog_name, fold_table_name
 
 SHARED_DATA = REPO.parent / "shared" / "data"
 
@@ -123,3 +125,11 @@ async def config_folded(settings: Settings, channel: str, timeout: float = 60.0)
         return any(r.key == probe and marker in str(r.value.get("original")) for r in records)
 
     await read_until(settings, DEAD_LETTERS, dead_lettered, timeout)
+
+
+def owned_partitions(worker: WorkerProcess, settings: Settings) -> dict[str, list[int]]:
+    """Host URL -> the partitions each worker actively owns, as `worker`'s router sees
+    them (those of a fold table: every table is co-partitioned with the messages)."""
+    table = changelog_name(settings, fold_table_name(ChannelOverviewProjection()))
+    routes = httpx.get(f"{worker.base_url}/router/", headers=worker.auth, timeout=10).json()
+    return {host: sorted(topics.get(table, [])) for host, topics in routes.items()}

@@ -14,13 +14,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 
-from projections.overview import ChannelOverviewProjection
 from streams.settings import Settings
-from streams.topology import changelog_name, fold_table_name
-from tests.conftest import free_web_port
+from tests.conftest import free_web_port, owned_partitions
 from tests.faults.conftest import FaultWorker
 from tests.faults.support import (
     Producing,
@@ -36,13 +33,6 @@ from tests.faults.support import (
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.faults]
-
-
-def owned(worker: FaultWorker, settings: Settings) -> dict[str, list[int]]:
-    """Host URL -> active partitions of the overview fold, as this worker's router sees it."""
-    table = changelog_name(settings, fold_table_name(ChannelOverviewProjection()))
-    routes = httpx.get(f"{worker.base_url}/router/", timeout=10).json()
-    return {host: sorted(topics.get(table, [])) for host, topics in routes.items()}
 
 
 @pytest.mark.timeout(900)
@@ -75,7 +65,7 @@ async def test_killed_group_member_hands_over_from_changelogs_and_rejoins(
     everything = list(range(settings.partitions))
 
     def split() -> bool:
-        hosts = owned(survivor, settings)
+        hosts = owned_partitions(survivor, settings)
         return len(hosts) == 2 and all(hosts.values())
 
     await eventually(lambda: asyncio.to_thread(split), 90, 1.0, "partitions split over two")
@@ -83,14 +73,14 @@ async def test_killed_group_member_hands_over_from_changelogs_and_rejoins(
     producing = Producing(settings, messages[:first], rate=first / 40.0)
     production = asyncio.create_task(producing.run())
     await asyncio.sleep(rng.uniform(5.0, 15.0))
-    before = owned(survivor, settings)
+    before = owned_partitions(survivor, settings)
     moved = before[victim.base_url]
     acked_at_kill = len(producing.acked)
     victim.kill()
     killed_at = time.monotonic()
 
     def took_over() -> bool:
-        return owned(survivor, settings).get(survivor.base_url) == everything
+        return owned_partitions(survivor, settings).get(survivor.base_url) == everything
 
     await eventually(lambda: asyncio.to_thread(took_over), 120, 0.5, "survivor owns everything")
     handover_seconds = time.monotonic() - killed_at
@@ -108,7 +98,7 @@ async def test_killed_group_member_hands_over_from_changelogs_and_rejoins(
     await asyncio.to_thread(back.start, 120.0)
     await eventually(lambda: asyncio.to_thread(split), 120, 1.0, "partitions split again")
     rejoin_seconds = time.monotonic() - rejoin_started
-    after = owned(survivor, settings)
+    after = owned_partitions(survivor, settings)
     more = Producing(settings, messages[first:], rate=second / 10.0)
     await asyncio.wait_for(more.run(), 300)
     assert not more.failed

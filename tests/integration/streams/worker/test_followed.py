@@ -8,10 +8,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import httpx
 import pytest
 
-from projections.overview import ChannelOverviewProjection
 from streams.kafka.clients import producer, started
 from streams.kafka.consume import read_topic
 from streams.kafka.produce import send_messages
@@ -19,7 +17,8 @@ from streams.ops.topics import create_topics
 from streams.records import SummaryRecord, key_partition
 from streams.settings import Settings
 from streams.testing import WorkerProcess, free_web_port
-from streams.topology import POSITIONS_TABLE, SUMMARIES, changelog_name, fold_table_name
+from streams.topology import POSITIONS_TABLE, SUMMARIES, changelog_name
+from tests.conftest import owned_partitions
 from tests.factories import conversation
 
 pytestmark = pytest.mark.kafka
@@ -111,13 +110,6 @@ def summary_of(worker: WorkerProcess, channel: str) -> str | None:
     return content.split("\n")[0] if content else None
 
 
-def owned_by(worker: WorkerProcess, settings: Settings) -> dict[str, list[int]]:
-    """Host URL -> the partitions it actively owns (of a fold table, as Faust routes them)."""
-    table = changelog_name(settings, fold_table_name(ChannelOverviewProjection()))
-    routes = httpx.get(f"{worker.base_url}/router/", timeout=10).json()
-    return {host: sorted(topics.get(table, [])) for host, topics in routes.items()}
-
-
 async def test_partitions_moving_to_another_worker_are_read_on_from_their_positions(
     chorus_settings: Settings,
     start_worker: Callable[..., WorkerProcess],
@@ -139,10 +131,12 @@ async def test_partitions_moving_to_another_worker_are_read_on_from_their_positi
         CHORUS_WEB_PORT=str(free_web_port(taken=int(first.env["CHORUS_WEB_PORT"]))),
         CHORUS_DATA_DIR=str(tmp_path / "second-data"),
     )
-    await until(lambda: all(owned_by(first, settings).get(w.base_url) for w in (first, second)))
+    await until(
+        lambda: all(owned_partitions(first, settings).get(w.base_url) for w in (first, second))
+    )
     await publish_summaries(settings, 1, 1, channels)
     await until(lambda: all(summary_of(first, c) == "through 1" for c in channels))
-    taken = owned_by(first, settings)[second.base_url]
+    taken = owned_partitions(first, settings)[second.base_url]
     # It read its partitions from the first worker's positions: only what came after.
     its_channels = [c for c in channels if key_partition(c.encode(), settings.partitions) in taken]
     assert followed_records(second, settings) == len(its_channels) > 0
