@@ -109,8 +109,6 @@ class Followed:
         self.reading: dict[int, int] = {}
         # partitions taken over and recovered, to be read from their positions
         self.starting: set[int] = set()
-        # partition -> the next offset its position holds, as this worker last read or wrote it
-        self.saved: dict[int, int | None] = {}
         # partition -> the end it had when it was taken over (while catching up)
         self.ends: dict[int, int] = {}
         # partition -> how often it moved: a fetch from before a move is not applied
@@ -146,7 +144,7 @@ class Followed:
         if self.chorus.ownership.recovering:
             for partition in gone | taken:
                 self.moves[partition] = self.moves.get(partition, 0) + 1
-                for kept in (self.reading, self.read_through, self.saved, self.ends):
+                for kept in (self.reading, self.read_through, self.ends):
                     kept.pop(partition, None)
                 self.starting.discard(partition)
             self.catching_up -= gone
@@ -165,9 +163,9 @@ class Followed:
                 moved = self.moves.get(partition) != moves.get(partition)
                 if moved or partition not in self.reading:
                     continue
-                if self.saved.get(partition) != next_offset:
-                    self.chorus.positions.set(self.key(partition), next_offset, partition)
-                    self.saved[partition] = next_offset
+                key = self.key(partition)  # the positions table owns where it is
+                if self.chorus.positions.get(key, partition) != next_offset:
+                    self.chorus.positions.set(key, next_offset, partition)
 
         return durable
 
@@ -240,11 +238,10 @@ class Followed:
         if self.starting:
             moves = dict(self.moves)
             starts = await self.positions(sorted(self.starting))
-            for partition, (saved, offset) in starts.items():
+            for partition, offset in starts.items():
                 if partition in self.starting and self.moves.get(partition) == moves.get(partition):
                     self.starting.discard(partition)
                     self.reading[partition] = offset
-                    self.saved[partition] = saved
                     started_now.append(partition)
         wanted = {TopicPartition(self.name, partition) for partition in self.reading}
         if self._sought and wanted == set(kafka.assignment()):
@@ -260,14 +257,14 @@ class Followed:
                 if tp.partition in self.reading:
                     self.ends[tp.partition] = int(end)
 
-    async def positions(self, partitions: Sequence[int]) -> dict[int, tuple[int | None, int]]:
-        """Per partition, its position in the positions table (None: none) and the offset
-        to read from: the position, else the group's committed offset, else 0."""
+    async def positions(self, partitions: Sequence[int]) -> dict[int, int]:
+        """Per partition, the offset to read from: its position in the positions table,
+        else the group's committed offset, else 0."""
         stored = {p: self.chorus.positions.get(self.key(p), p) for p in partitions}
         missing = [p for p, found in stored.items() if found is None]
         committed = await self.committed(missing) if missing else {}
         return {
-            p: (found, int(found) if found is not None else committed.get(p, 0))
+            p: int(found) if found is not None else committed.get(p, 0)
             for p, found in stored.items()
         }
 
