@@ -24,6 +24,7 @@ from streams.kafka.clients import bootstrap_servers, client_options
 from streams.kafka.groups import group_instance_id
 from streams.settings import Settings
 from streams.topology import Role, role_app_id
+from streams.worker.consumer import ChorusTransport
 from streams.worker.restore import restore_before_joining
 
 if TYPE_CHECKING:
@@ -145,6 +146,11 @@ class ChorusApp(faust.App):
     checkpoint: Checkpoint | None = None
     # Set by `build_app`: its tables' stores are restored before the consumer joins.
     settings: Settings | None = None
+
+    def _new_transport(self) -> Any:
+        # Faust's aiokafka transport, its consumer delivering a lot of records per task
+        # (`streams.worker.consumer`).
+        return ChorusTransport(self.conf.broker_consumer, self)
 
     async def on_start(self) -> None:
         await super().on_start()
