@@ -56,9 +56,7 @@ def fetches(
     return fetcher, races
 
 
-async def test_a_fetch_is_delivered_in_order_a_race_per_lot_not_records_read_before() -> (
-    None
-):
+async def test_a_fetch_is_delivered_in_order_a_race_per_lot_not_records_read_before() -> None:
     delivered: list[int] = []
 
     async def deliver(message: Any) -> None:
