@@ -10,9 +10,9 @@ message at 1,000,000 channels (`bench/results/issue-40-investigations.md`, "Faus
 per-record race"). Here the race is run once per lot of `RECORDS_PER_LOT` records of a fetch:
 a lot's records are delivered one after the other by one task, and a suspension cancels that
 task where it is, as it cancels one record's delivery in Faust. The records after it are not
-delivered (Faust's own fetcher went on delivering them, each in a race the suspension had
-already won); the partitions are sought to their committed offsets when they are assigned
-again.
+delivered (Faust's own fetcher still started each of their deliveries, in a race the
+suspension had already won); the partitions are sought to their committed offsets when they
+are assigned again.
 
 Everything else is Faust's: the group, the assignment, the fetch (`getmany`: flow control,
 the generation, paused partitions), the read offsets, gaps, commits and the conductor.
