@@ -25,7 +25,7 @@ a lot's `Message` objects, over what Faust's fetch holds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -70,18 +70,27 @@ class LotDeliveryConsumer(faust_aiokafka.Consumer):
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
 
-    async def _deliver_in_lots(self, fetched: AsyncIterator[tuple[Any, Any]]) -> None:
+    async def _deliver_in_lots(self, fetched: AsyncGenerator[tuple[Any, Any], None]) -> None:
         """The fetch's records, `RECORDS_PER_LOT` at a time, each lot delivered in a race
-        with a suspension of the flow. Faust's fetch stops yielding once the flow is
-        stopped, so a suspension ends the fetch with the lot it cancels."""
+        with a suspension of the flow (and the consumer's stop): a lot the race cancels ends
+        the fetch."""
         lot: list[tuple[Any, Any]] = []
         async for pair in fetched:
             lot.append(pair)
             if len(lot) == RECORDS_PER_LOT:
-                await self.wait_first(self._deliver(lot), self.suspend_flow.wait())
+                if not await self._race(lot):
+                    await fetched.aclose()
+                    return
                 lot = []
         if lot:
-            await self.wait_first(self._deliver(lot), self.suspend_flow.wait())
+            await self._race(lot)
+
+    async def _race(self, lot: Sequence[tuple[Any, Any]]) -> bool:
+        """Deliver `lot` unless the flow is suspended or the consumer stops first; whether
+        it was delivered whole."""
+        delivery = self._deliver(lot)
+        race = await self.wait_first(delivery, self.suspend_flow.wait())
+        return delivery in race.done
 
     async def _deliver(self, lot: Sequence[tuple[Any, Any]]) -> None:
         """Hand each record of a lot to the conductor, as Faust's fetcher does: a record

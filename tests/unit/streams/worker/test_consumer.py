@@ -34,7 +34,7 @@ def fetches(
 ) -> tuple[SimpleNamespace, list[int]]:
     """Make `consumer` fetch `offsets` (one list per fetch) of PARTITION, then stop its
     fetcher; the fetcher, and the number of races (`wait_first`) run."""
-    fetcher = SimpleNamespace(_stopped=asyncio.Event())
+    fetcher = SimpleNamespace(_stopped=asyncio.Event(), closed=False)
     pending = list(offsets)
     races: list[int] = []
 
@@ -42,8 +42,12 @@ def fetches(
         if not pending:
             fetcher._stopped.set()
             return
-        for offset in pending.pop(0):
-            yield PARTITION, SimpleNamespace(offset=offset, topic=PARTITION.topic)
+        try:
+            for offset in pending.pop(0):
+                yield PARTITION, SimpleNamespace(offset=offset, topic=PARTITION.topic)
+        except GeneratorExit:
+            fetcher.closed = True
+            raise
 
     original = consumer.wait_first
 
@@ -106,11 +110,12 @@ async def test_a_suspended_flow_stops_the_delivery_where_it_is() -> None:
         delivered.append(message.offset)
 
     consumer = consumer_of(deliver)
-    fetcher, _ = fetches(consumer, [1, 2, 3])
+    fetcher, _ = fetches(consumer, list(range(1, 2 * RECORDS_PER_LOT + 1)))
     draining = asyncio.ensure_future(consumer._drain_messages(fetcher))
     await blocked.wait()
     consumer.suspend_flow.set()  # a rebalance begins
     await asyncio.wait_for(draining, timeout=5)
     assert delivered == [1]
-    assert cancelled == [2]  # and 3 never handed over
+    assert cancelled == [2]  # and nothing after it handed over, in this lot or the next
+    assert fetcher.closed  # the fetch ends with the lot the suspension cancelled
     assert consumer._read_offset[PARTITION] == 1
