@@ -44,7 +44,10 @@ def fetches(
             return
         try:
             for offset in pending.pop(0):
-                yield PARTITION, SimpleNamespace(offset=offset, topic=PARTITION.topic)
+                yield (
+                    PARTITION,
+                    SimpleNamespace(offset=offset, topic=PARTITION.topic, key=b"", value=b""),
+                )
         except GeneratorExit:
             fetcher.closed = True
             raise
