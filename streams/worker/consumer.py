@@ -18,7 +18,8 @@ Everything else is Faust's: the group, the assignment, the fetch (`getmany`: flo
 the generation, paused partitions), the read offsets, gaps, commits and the conductor.
 
 Guarantee: the records of a fetch reach the conductor in the order Faust's fetch yields
-them, each once, or (on a suspension) not at all from the one being delivered on. Memory:
+them, each once, or (on a suspension, or the consumer stopping) not at all from the one
+being delivered on: the rest of that fetch is left for the next assignment. Memory:
 a lot's `Message` objects, over what Faust's fetch holds.
 """
 
