@@ -24,7 +24,7 @@ from streams.kafka.clients import bootstrap_servers, client_options
 from streams.kafka.groups import group_instance_id
 from streams.settings import Settings
 from streams.topology import Role, role_app_id
-from streams.worker.consumer import ChorusTransport
+from streams.worker.consumer import ChorusTransport, LotTaker
 from streams.worker.restore import restore_before_joining
 
 if TYPE_CHECKING:
@@ -146,6 +146,12 @@ class ChorusApp(faust.App):
     checkpoint: Checkpoint | None = None
     # Set by `build_app`: its tables' stores are restored before the consumer joins.
     settings: Settings | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # topic -> where its records go a lot at a time, past Faust's conductor and streams
+        # (`streams.worker.consumer`, `streams.worker.intake`).
+        self.lot_takers: dict[str, LotTaker] = {}
 
     def _new_transport(self) -> Any:
         # Faust's aiokafka transport, its consumer delivering a lot of records per task

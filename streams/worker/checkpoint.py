@@ -12,7 +12,7 @@ checkpoint; so does chorus:
   in the key's partition alone (`streams.worker.store`). Writes (and deletes) stay in
   memory, each with the source partition it belongs to (a table is co-partitioned with its
   source topic);
-* a stage `hold`s every source event it processes: the event stays unacknowledged (a
+* a stage `hold`s every source record it processes: the record stays unacknowledged (a
   reference on its Faust message) until the checkpoint holding its effects is durable;
 * `Checkpoint.checkpoint` takes the changed keys between two batches of the stages
   (`between_batches`), produces each table's changed values to its changelog in record
@@ -73,7 +73,7 @@ from typing import Any, NamedTuple
 
 import orjson
 from faust.types import TP as TopicPartition
-from faust.types import EventT
+from faust.types import Message
 from faust.utils import json as faust_json
 
 from streams.kafka.batches import Record, publish, until_acknowledged
@@ -494,7 +494,7 @@ class Checkpoint:
         # Asked as a checkpoint takes the changes, between two batches: what to do once they
         # are durable (a follower of a topic then writes how far it had read, in the next).
         self.on_take: list[Callable[[], Callable[[], None]]] = []
-        self._held: list[EventT] = []
+        self._held: list[Message] = []
         self._last = time.monotonic()
         # Created on first use, inside the app's event loop.
         self._batch_lock: asyncio.Lock | None = None
@@ -522,10 +522,22 @@ class Checkpoint:
         self.tables.append(checkpointed)
         return checkpointed
 
-    def hold(self, event: EventT) -> None:
-        """Keep `event` unacknowledged until a checkpoint holds what it changed."""
-        event.message.incref()
-        self._held.append(event)
+    def hold(self, message: Message) -> None:
+        """Keep `message` (a source record, tracked by Faust's consumer) unacknowledged until
+        a checkpoint holds what it changed."""
+        message.incref()
+        self._held.append(message)
+
+    def release(self, messages: Collection[Message]) -> None:
+        """Let go of held `messages` without acknowledging them (a batch its stage failed
+        on): this process never commits their offsets, and Faust's wait before a rebalance
+        or a stop no longer waits for them."""
+        released = {id(message) for message in messages}
+        self._held = [message for message in self._held if id(message) not in released]
+        unacked = self.app.consumer.unacked
+        for message in messages:
+            message.decref()
+            unacked.discard(message)
 
     @property
     def held(self) -> int:
@@ -632,12 +644,12 @@ class Checkpoint:
             log.error("%s refused %r for good: %r", topic, writes[one.index].key, one.error)
         return published.offsets
 
-    async def _acknowledge(self, held: Sequence[EventT]) -> None:
+    async def _acknowledge(self, held: Sequence[Message]) -> None:
         """Acknowledge `held` (their state is durable now), SLICE_KEYS at a time, giving
         the event loop back between slices (the checkpoint after a backlog holds tens of
         thousands); a cancellation meanwhile leaves the rest to the next checkpoint's
         acknowledgement, never unacknowledged for good."""
-        sensors = self.app.sensors
+        consumer = self.app.consumer
         for start in range(0, len(held), SLICE_KEYS):
             if start:
                 try:
@@ -645,7 +657,5 @@ class Checkpoint:
                 except BaseException:
                     self._held = [*held[start:], *self._held]
                     raise
-            for event in held[start : start + SLICE_KEYS]:
-                if event.ack():
-                    message = event.message
-                    sensors.on_message_out(message.tp, message.offset, message)
+            for message in held[start : start + SLICE_KEYS]:
+                message.ack(consumer)

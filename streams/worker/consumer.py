@@ -14,19 +14,23 @@ delivered (Faust's own fetcher still started each of their deliveries, in a race
 suspension had already won); the partitions are sought to their committed offsets when they
 are assigned again.
 
+The records of a topic the app takes in lots (`ChorusApp.lot_takers`: chorus.messages, taken
+by the role's stage through `streams.worker.intake`) skip the conductor: each lot's records
+of it are handed to the taker at once, after the lot's other records went to the conductor.
+
 Everything else is Faust's: the group, the assignment, the fetch (`getmany`: flow control,
 the generation, paused partitions), the read offsets, gaps, commits and the conductor.
 
-Guarantee: the records of a fetch reach the conductor in the order Faust's fetch yields
-them, each once, or (on a suspension, or the consumer stopping) not at all from the one
-being delivered on: the rest of that fetch is left for the next assignment. Memory:
-a lot's `Message` objects, over what Faust's fetch holds.
+Guarantee: the records of a fetch reach the conductor (or their topic's taker) in the order
+Faust's fetch yields them, each once, or (on a suspension, or the consumer stopping) not at
+all from the lot being delivered on: the rest of that fetch is left for the next assignment.
+Memory: a lot's `Message` objects, over what Faust's fetch holds.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -36,6 +40,10 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 # between two lots (Faust's fetcher gives it back every 100 records too). What a lot holds
 # besides the fetched records themselves: a `Message` per record.
 RECORDS_PER_LOT = 100
+
+# Where the records of a topic the app takes in lots go (`streams.worker.intake.Intake.put`):
+# a lot's records of that topic, in order, at once.
+LotTaker = Callable[[Sequence[Any]], Awaitable[None]]
 
 
 class LotDeliveryConsumer(faust_aiokafka.Consumer):
@@ -94,12 +102,15 @@ class LotDeliveryConsumer(faust_aiokafka.Consumer):
         return delivery in race.done
 
     async def _deliver(self, lot: Sequence[tuple[Any, Any]]) -> None:
-        """Hand each record of a lot to the conductor, as Faust's fetcher does: a record
-        before the partition's read offset was delivered already and is skipped; a jump past
-        it is a gap Faust acknowledges for the partition's commits."""
+        """Hand each record of a lot to the conductor, as Faust's fetcher does, or, for a
+        topic the app takes in lots (`ChorusApp.lot_takers`), the lot's records of it at
+        once: a record before the partition's read offset was delivered already and is
+        skipped; a jump past it is a gap Faust acknowledges for the partition's commits."""
         read_offset = self._read_offset
         acks_enabled_for = self.app.topics.acks_enabled_for
         callback = self.callback
+        takers: dict[str, LotTaker] = self.app.lot_takers
+        taken: dict[str, list[Any]] = {}
         for tp, message in lot:
             offset = message.offset
             last = read_offset[tp]
@@ -110,8 +121,13 @@ class LotDeliveryConsumer(faust_aiokafka.Consumer):
             if self._commit_every is not None and self._n_acked >= self._commit_every:
                 self._n_acked = 0
                 await self.commit()
-            await callback(message)
+            if message.topic in takers:
+                taken.setdefault(message.topic, []).append(message)
+            else:
+                await callback(message)
             read_offset[tp] = offset
+        for topic, messages in taken.items():
+            await takers[topic](messages)
 
 
 class ChorusTransport(faust_aiokafka.Transport):

@@ -8,6 +8,8 @@ build their own). It owns no job itself:
                (`streams.worker.ownership`)
   gate         validation and dead letters (`streams.worker.gate`)
   positions    the next offset to apply per partition: the gap guard (`in_order`)
+  intake       the records of chorus.messages, from the consumer to the role's one stage on
+               them (`take_messages`, `streams.worker.intake`)
   deadlines    the role's time-ordered index of what falls due (`streams.worker.deadlines`)
   memory       the role's memory budget (CHORUS_MEMORY_MB) and its caches
   collector    Python's garbage collector kept off the long-lived state
@@ -26,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from faust.types import TP as TopicPartition
-from faust.types import EventT
+from faust.types import Message
 
 from projections.channel import ChannelStanding
 from projections.projection import ChannelProjection, Folded
@@ -64,6 +66,7 @@ from streams.worker.collector import BLOCKS_PER_MIB, Collector
 from streams.worker.configs import ChannelConfigs
 from streams.worker.folds import FoldTables
 from streams.worker.gate import Gate
+from streams.worker.intake import Intake
 from streams.worker.ownership import Ownership
 
 log = logging.getLogger(__name__)
@@ -160,6 +163,8 @@ class Runtime:
         self.collector = Collector(self.meter, settings.memory_mb * BLOCKS_PER_MIB)
         self.app.checkpoint = self.checkpoint
         self.folds: FoldTables | None = None
+        # The role's one stage on chorus.messages takes its records here (`take_messages`).
+        self.intake: Intake | None = None
         if role == "fold":
             tables = {p.name: self.table(fold_table_name(p)) for p in self.projections}
             self.folds = FoldTables(
@@ -243,26 +248,41 @@ class Runtime:
         return self.folds.standing(channel, partition, self.configs.conditions(channel))
 
     def take_messages(
-        self, name: str, on_batch: Callable[[Sequence[EventT]], Awaitable[None]]
-    ) -> None:
-        """The role's agent `name` on chorus.messages: `on_batch` is handed what arrives, in
-        batches of at most CHORUS_BATCH_MAX records or CHORUS_BATCH_WAIT_MS,
-        between two checkpoints (`Checkpoint.between_batches`). The batch's records stay
-        held until a checkpoint holds what they changed (at once when the memory bound is
-        met)."""
+        self, name: str, on_batch: Callable[[Sequence[Message]], Awaitable[None]]
+    ) -> Intake:
+        """The role's one stage on chorus.messages, `name`: `on_batch` is handed what
+        arrives, in batches of at most CHORUS_BATCH_MAX records or CHORUS_BATCH_WAIT_MS,
+        between two checkpoints (`Checkpoint.between_batches`), taken past Faust's
+        per-record path (`streams.worker.intake`). The batch's records stay held until a
+        checkpoint holds what they changed (at once when the memory bound is met). A batch
+        the stage fails on (not a record: the stages dead-letter those) crashes the role,
+        its records released unacknowledged: they are taken again after the restart."""
+        settings, checkpoint, app = self.settings, self.checkpoint, self.app
 
-        @self.app.agent(self.messages, name=name)
-        async def take(stream: Any) -> None:
-            settings, checkpoint = self.settings, self.checkpoint
-            wait = settings.batch_wait_ms / 1000
-            async for batch in stream.take_events(settings.batch_max, wait):
-                async with checkpoint.between_batches():
-                    for event in batch:
-                        checkpoint.hold(event)
-                    await on_batch(batch)
-                self.collector.after_batch()
-                if checkpoint.over_bound():
-                    await checkpoint.checkpoint()
+        async def take(batch: Sequence[Message]) -> None:
+            async with checkpoint.between_batches():
+                taken = intake.fresh(batch)
+                if not taken:
+                    return
+                for message in taken:
+                    checkpoint.hold(message)
+                try:
+                    await on_batch(taken)
+                except Exception as error:
+                    log.exception("%s failed on a batch of %d records", name, len(taken))
+                    checkpoint.release(taken)
+                    await app.crash(error)
+                    raise
+            self.collector.after_batch()
+            if checkpoint.over_bound():
+                await checkpoint.checkpoint()
+
+        intake = Intake(app, name, settings.batch_max, settings.batch_wait_ms / 1000, take)
+        app.topics.add(self.messages)  # subscribed, assigned and acknowledged as Faust's
+        app.lot_takers[self.messages.get_topic_name()] = intake.put
+        app.task(intake.run)
+        self.intake = intake
+        return intake
 
     def reader(self, topic: str) -> RangeReader:
         """A reader of offset ranges of `topic` (`streams.kafka.consume.RangeReader`: one

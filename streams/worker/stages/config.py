@@ -40,5 +40,5 @@ def install(chorus: Runtime, dead_letters: bool = True) -> None:
             # What the stages derive from it (a deadline moved sooner) is checkpointed
             # before the config record is committed.
             async with checkpoint.between_batches():
-                checkpoint.hold(event)
+                checkpoint.hold(event.message)
                 chorus.configs.put(config)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from faust.types import EventT
+from faust.types import Message as Record
 
 from projections.model import Message, MessageError
 from streams.worker.runtime import Runtime
@@ -59,12 +59,11 @@ class Feed:
                 reason = f"{stage} failed: {type(error).__name__}: {error}"
                 await self.chorus.gate.dead_letter(reason, stage, key, value, partition, offset)
 
-    async def on_batch(self, batch: Sequence[EventT]) -> None:
-        for event in batch:
-            record = event.message
+    async def on_batch(self, batch: Sequence[Record]) -> None:
+        for record in batch:
             await self.on_record(
-                event.key,
-                event.value,
+                record.key,
+                record.value,
                 record.partition,
                 record.offset,
                 int(record.timestamp * 1000),  # as the fold reads it: the same defaults

@@ -1,13 +1,13 @@
 """The fold role's stage: validate each record on `chorus.messages`, fold it into the
 channel's state, then wake drivers with the new state (state first, then the signal).
 
-Records arrive in batches (`Stream.take_events`, at most `CHORUS_BATCH_MAX` records or
-`CHORUS_BATCH_WAIT_MS`). A batch's folds change the state in memory (the checkpointed fold
-tables, `streams.worker.checkpoint`, which every view and timer reads); its driver events go
-to the broker in record batches (`Runtime.publish`) as they are folded, `SIGNALS_AT_ONCE`
-at a time and in order (each lot once the one before is acknowledged), and the stage waits
-until the broker has acknowledged them all. Nothing on this
-path writes a table: each changed key reaches its table and changelog once per checkpoint,
+Records arrive in batches (`streams.worker.intake`: at most `CHORUS_BATCH_MAX` records or
+`CHORUS_BATCH_WAIT_MS`, past Faust's per-record path). A batch's folds change the state in
+memory (the checkpointed fold tables, `streams.worker.checkpoint`, which every view and
+timer reads); its driver events go to the broker in record batches (`Runtime.publish`) as
+they are folded, `SIGNALS_AT_ONCE` at a time and in order (each lot once the one before is
+acknowledged), and the stage waits until the broker has acknowledged them all. Nothing on
+this path writes a table: each changed key reaches its table and changelog once per checkpoint,
 and the batch's records stay unacknowledged (`Checkpoint.hold`) until a checkpoint holds
 what they changed, so the source offsets are committed only after the state and the
 signals are durable.
@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from faust.types import EventT
+from faust.types import Message as Record
 
 from projections.channel import ProjectionStep, StepFailure, decide, step
 from projections.model import Message, MessageError
@@ -137,19 +137,18 @@ class Folder:
             await gate.dead_letter(reason, "fold", key, value, partition, offset)
             return []
 
-    async def on_batch(self, batch: Sequence[EventT]) -> None:
-        """Fold a batch taken from the stream (`Runtime.take_messages` holds its records
-        until a checkpoint holds what they changed), then wake drivers: the batch's driver
+    async def on_batch(self, batch: Sequence[Record]) -> None:
+        """Fold a batch of records (`Runtime.take_messages` holds them until a checkpoint
+        holds what they changed), then wake drivers: the batch's driver
         events are on their way when this returns, after the batches before (`sent`), and
         the next batch folds meanwhile; a checkpoint acknowledges the records only once
         their events are acknowledged (`Checkpoint.before_acknowledging`)."""
         signals: list[Signal] = []
         limit = self.settings.max_message_bytes
-        for event in batch:
-            record = event.message
+        for record in batch:
             woken = await self.on_record(
-                event.key,
-                event.value,
+                record.key,
+                record.value,
                 record.partition,
                 record.offset,
                 int(record.timestamp * 1000),  # Faust gives seconds

@@ -1,17 +1,23 @@
-"""A role with no broker, for the worker's unit tests: Faust's test harness drives its
-agents, its tables are in memory, and its checkpoints write to an `OfflineProducer`."""
+"""A role with no broker, for the worker's unit tests: its stage on chorus.messages takes
+what `taking` hands it (Faust's test harness drives its other agents), its tables are in
+memory, and its checkpoints write to an `OfflineProducer`."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any, TypeVar
+
+from faust.types import Message
 
 from streams.settings import Settings
 from streams.testing import OfflineProducer
 from streams.topology import Role
 from streams.worker.compose import Stage, Worker, build_worker
+from streams.worker.runtime import Runtime
 
 
 def offline_settings(**settings: Any) -> Settings:
@@ -33,6 +39,53 @@ def offline_worker(
 
     worker.runtime.checkpoint.producer = offline
     return worker
+
+
+# Hands the stage a record of chorus.messages (`value`, key=, partition=) and returns once
+# the stage has taken its batch.
+Put = Callable[..., Awaitable[Message]]
+
+
+@asynccontextmanager
+async def taking(runtime: Runtime) -> AsyncIterator[Put]:
+    """The role's stage on chorus.messages, taking the records `put` hands it as the
+    consumer hands a lot over (`Intake.put`), each in the group's current generation; their
+    offsets count from 0 over all partitions (as Faust's agent test harness counts them)."""
+    intake, app = runtime.intake, runtime.app
+    assert intake is not None
+    app.flow_control.resume()  # as after the first assignment
+    topic = runtime.messages.get_topic_name()
+    taker = app.lot_takers[topic]
+    task = asyncio.ensure_future(intake.run())
+    sent = 0
+
+    async def put(value: bytes, key: bytes | None = None, partition: int = 0) -> Message:
+        nonlocal sent
+        message = Message(
+            topic,
+            partition,
+            sent,
+            time.time(),
+            0,
+            [],
+            key,
+            value,
+            None,
+            generation_id=app.consumer_generation_id,
+        )
+        sent += 1
+        await taker([message])
+        while intake.passed < sent and not task.done():
+            await asyncio.sleep(0.001)
+        if task.done():
+            task.result()  # the stage's error, if it failed
+        return message
+
+    try:
+        yield put
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 class TopicRecords:

@@ -121,18 +121,15 @@ class Producer:
 class Consumer:
     def __init__(self) -> None:
         self.commits = 0
+        self.acked: list[int] = []  # offsets whose final acknowledgement it was told of
 
     async def commit(self) -> bool:
         self.commits += 1
         return True
 
-
-class Sensors:
-    def __init__(self) -> None:
-        self.out: list[int] = []
-
-    def on_message_out(self, tp: Any, offset: int, message: Any) -> None:
-        self.out.append(offset)
+    def ack(self, message: Message) -> bool:
+        self.acked.append(message.offset)
+        return True
 
 
 class App:
@@ -140,40 +137,34 @@ class App:
         self.kafka = Kafka()
         self.producer = Producer(self.kafka)
         self.consumer = Consumer()
-        self.sensors = Sensors()
         self.rebalancing = False
 
 
 class Message:
+    """A source record as the stage's intake hands it over: no reference on it yet."""
+
     def __init__(self, offset: int) -> None:
         self.offset = offset
         self.tp = ("src", 0)
-        self.refcount = 1  # Faust's conductor's reference, taken as it delivered it
+        self.refcount = 0
         self.acked = False
 
     def incref(self) -> None:
         self.refcount += 1
 
-
-class Event:
-    def __init__(self, offset: int) -> None:
-        self.message = Message(offset)
-
-    def ack(self) -> bool:
-        message = self.message
-        message.refcount -= 1
-        if message.refcount == 0 and not message.acked:
-            message.acked = True
-            return True
+    def ack(self, consumer: Consumer) -> bool:
+        self.refcount -= 1
+        if self.refcount == 0 and not self.acked:
+            self.acked = True
+            return consumer.ack(self)
         return False
 
 
-def held(state: Checkpoint, offset: int) -> Event:
-    """An event the stage held, then the stream acknowledged as it does after a batch."""
-    event = Event(offset)
-    state.hold(event)
-    assert not event.ack()
-    return event
+def held(state: Checkpoint, offset: int) -> Message:
+    """A record the stage held."""
+    message = Message(offset)
+    state.hold(message)  # type: ignore[arg-type]
+    return message
 
 
 def checkpoint(app: App, **options: Any) -> Checkpoint:
@@ -229,19 +220,19 @@ async def test_held_records_are_acknowledged_only_after_the_changelog_has_their_
     folds = state.table(Table("folds"))
     events = [held(state, offset) for offset in range(3)]
     for event in events:
-        folds.set("a", {"n": event.message.offset}, partition=0)
+        folds.set("a", {"n": event.offset}, partition=0)
     assert state.held == 3
 
     writing = asyncio.create_task(state.checkpoint())
     for _ in range(5):
         await asyncio.sleep(0)
     assert app.kafka.sent and not writing.done()
-    assert not any(event.message.acked for event in events) and app.consumer.commits == 0
+    assert not any(event.acked for event in events) and app.consumer.commits == 0
     assert folds.get("a", 0) == {"n": 2}  # readable while it is written
     app.kafka.gate.set()
     await asyncio.wait_for(writing, 1)
-    assert all(event.message.acked for event in events) and app.consumer.commits == 1
-    assert app.sensors.out == [0, 1, 2] and state.held == 0
+    assert all(event.acked for event in events) and app.consumer.commits == 1
+    assert app.consumer.acked == [0, 1, 2] and state.held == 0
 
 
 async def test_a_checkpoint_never_takes_half_a_batch() -> None:
@@ -283,7 +274,7 @@ async def test_a_checkpoint_the_broker_did_not_acknowledge_is_written_again(
     event = held(state, 0)
     folds.set("a", 1, partition=0)
     await asyncio.wait_for(state.checkpoint(), 1)
-    assert len(app.kafka.sent) == 3 and table.data == {"a": 1} and event.message.acked
+    assert len(app.kafka.sent) == 3 and table.data == {"a": 1} and event.acked
 
 
 async def test_a_value_over_the_record_limit_is_refused_and_the_store_keeps_its_own() -> None:
@@ -337,7 +328,7 @@ async def test_while_faust_waits_for_every_acknowledgement_what_is_held_is_check
     event = held(chorus.checkpoint, 0)
 
     async def until_acknowledged(app: Any, consumer: Any, logger: Any) -> None:
-        while not event.message.acked:  # Faust's wait: every delivered message acknowledged
+        while not event.acked:  # Faust's wait: every delivered message acknowledged
             await asyncio.sleep(0.01)
 
     with patch.object(faust.App, "_consumer_wait_empty", until_acknowledged):
@@ -392,7 +383,7 @@ async def test_a_value_its_codec_cannot_encode_is_refused_and_nothing_stays_held
     folds.set("a", "bad", partition=0, offset=3)
     folds.set("b", "good", partition=0)
     assert await state.checkpoint() == 1
-    assert event.message.acked and state.held == 0
+    assert event.acked and state.held == 0
     assert table.data == {"b": "good"}
     assert [(r.key, r.offset) for r in refused] == [("a", 3)]
     assert "could not be encoded (ValueError: cannot encode)" in refused[0].reason
@@ -412,11 +403,11 @@ async def test_a_checkpoint_cancelled_half_way_gives_everything_back_for_the_nex
     writing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await writing
-    assert not event.message.acked and state.held == 1
+    assert not event.acked and state.held == 1
     assert folds.changed == 2 and folds.get("a", 0) == 1
     app.kafka.gate.set()
     assert await asyncio.wait_for(state.checkpoint(), 1) == 2
-    assert event.message.acked and table.data == {"a": 1, "b": 2}
+    assert event.acked and table.data == {"a": 1, "b": 2}
 
 
 async def test_a_delete_is_a_tombstone_and_reads_as_absent() -> None:
@@ -550,7 +541,7 @@ async def test_a_large_checkpoint_gives_the_event_loop_back_every_slice_of_keys(
 
 def seven_held_in_slices_of_three(
     monkeypatch: pytest.MonkeyPatch,
-) -> tuple[App, Checkpoint, list[Event]]:
+) -> tuple[App, Checkpoint, list[Message]]:
     """A checkpoint with one changed key and seven held records, SLICE_KEYS at 3."""
     monkeypatch.setattr(streams.worker.checkpoint, "SLICE_KEYS", 3)
     app = App()
@@ -565,19 +556,19 @@ async def test_held_records_are_acknowledged_a_slice_at_a_time(
     app, state, events = seven_held_in_slices_of_three(monkeypatch)
     turns = 0
     acknowledged_at: list[int] = []
-    note = app.sensors.on_message_out
+    note = app.consumer.ack
 
-    def on_message_out(tp: Any, offset: int, message: Any) -> None:
+    def ack(message: Message) -> bool:
         acknowledged_at.append(turns)
-        note(tp, offset, message)
+        return note(message)
 
-    app.sensors.on_message_out = on_message_out  # type: ignore[method-assign]
+    app.consumer.ack = ack  # type: ignore[method-assign]
     writing = asyncio.create_task(state.checkpoint())
     while not writing.done():
         turns += 1
         await asyncio.sleep(0)
     await writing
-    assert all(event.message.acked for event in events) and app.sensors.out == list(range(7))
+    assert all(event.acked for event in events) and app.consumer.acked == list(range(7))
     assert acknowledged_at[0] == acknowledged_at[2] < acknowledged_at[3] == acknowledged_at[5]
     assert acknowledged_at[5] < acknowledged_at[6]
 
@@ -586,23 +577,23 @@ async def test_a_checkpoint_cancelled_while_acknowledging_leaves_the_rest_to_the
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     app, state, events = seven_held_in_slices_of_three(monkeypatch)
-    note = app.sensors.on_message_out
+    note = app.consumer.ack
     writing: asyncio.Task[int] | None = None
 
-    def on_message_out(tp: Any, offset: int, message: Any) -> None:
-        note(tp, offset, message)
-        if offset == 2 and writing is not None:
+    def ack(message: Message) -> bool:
+        if message.offset == 2 and writing is not None:
             writing.cancel()  # e.g. the app stopping
+        return note(message)
 
-    app.sensors.on_message_out = on_message_out  # type: ignore[method-assign]
+    app.consumer.ack = ack  # type: ignore[method-assign]
     writing = asyncio.create_task(state.checkpoint())
     with pytest.raises(asyncio.CancelledError):
         await writing
-    assert [event.message.acked for event in events] == [True] * 3 + [False] * 4
+    assert [event.acked for event in events] == [True] * 3 + [False] * 4
     assert state.held == 4
     assert await state.checkpoint() == 0  # nothing to write, the rest to acknowledge
-    assert all(event.message.acked for event in events) and state.held == 0
-    assert app.sensors.out == list(range(7))
+    assert all(event.acked for event in events) and state.held == 0
+    assert app.consumer.acked == list(range(7))
 
 
 async def test_what_a_checkpoint_takes_is_told_durable_only_once_it_is() -> None:

@@ -31,9 +31,11 @@ def test_the_fold_role_writes_only_the_fold_and_reads_the_rest_from_the_topics()
     # messages the fold hands them (the log is read once: no other reader of the messages).
     assert worker.views is not None and worker.window is not None
     assert worker.summariser is None and worker.recapper is None
-    # Faust's consumer reads the messages and configs; the two topics the views follow
-    # are read by consumers of their own (`streams.worker.followed`).
-    assert set(app.agents) == {"channel-config", "fold-messages"}
+    # Faust's consumer reads the messages (taken by the fold, a lot at a time) and the
+    # configs (an agent); the two topics the views follow are read by consumers of their
+    # own (`streams.worker.followed`).
+    assert set(app.agents) == {"channel-config"} and set(app.lot_takers) == {"offline.messages"}
+    assert worker.runtime.intake is not None and worker.runtime.intake.name == "fold-messages"
     views = worker.views
     followed = {views.summaries_followed.name, views.recaps_followed.name}
     assert followed == {"offline.summaries", "offline.recaps"}
@@ -45,7 +47,9 @@ def test_the_fold_role_writes_only_the_fold_and_reads_the_rest_from_the_topics()
 def test_the_fold_only_worker_has_no_views() -> None:
     worker = _build(("config", "fold"))
     assert worker.folder is not None and worker.views is None and worker.window is None
-    assert set(worker.runtime.app.agents) == {"channel-config", "fold-messages"}
+    intake = worker.runtime.intake
+    assert set(worker.runtime.app.agents) == {"channel-config"}
+    assert intake is not None and intake.name == "fold-messages"
 
 
 @pytest.mark.parametrize(
@@ -71,8 +75,8 @@ def test_the_context_role_is_an_app_of_its_own_without_fold_tables() -> None:
     assert worker.folder is None and worker.expiry is None and worker.feed is not None
     assert isinstance(worker.summariser, Summariser)
     assert worker.recapper is not None and "channel-state" in app.tables
-    assert "fold-messages" not in app.agents and "feed-messages" in app.agents
-    assert set(app.agents) == {"channel-config", "feed-messages"}
+    assert worker.runtime.intake is not None and worker.runtime.intake.name == "feed-messages"
+    assert set(app.agents) == {"channel-config"} and set(app.lot_takers) == {"offline.messages"}
     assert worker.summariser.followed.name == "offline.summaries"  # its own outputs
     assert worker.recapper.followed.name == "offline.recaps"
     assert worker.runtime.folds is None and not any(n.startswith("fold-") for n in app.tables)

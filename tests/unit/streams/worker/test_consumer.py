@@ -1,6 +1,7 @@
 """streams.worker.consumer: a role's consumer hands a fetch to the conductor in lots, each in
-one task, in order, with Faust's rules for records read before and for gaps; a suspension of
-the flow (a rebalance) stops the delivery where it is."""
+one task, in order, with Faust's rules for records read before and for gaps (the records of
+a topic the app takes in lots go to its taker, a lot's at once); a suspension of the flow (a
+rebalance) stops the delivery where it is."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from faust.types import TP
 from streams.worker.consumer import RECORDS_PER_LOT, ChorusTransport, LotDeliveryConsumer
 from tests.unit.streams.worker.offline import offline_worker
 
-PARTITION = TP("offline.chorus.messages", 0)
+# A topic Faust's conductor delivers (the configs), and the one the role takes in lots.
+PARTITION = TP("offline.channel-config", 0)
+TAKEN = TP("offline.messages", 0)
 
 
 def consumer_of(callback: Callable[[Any], Awaitable[None]]) -> LotDeliveryConsumer:
@@ -30,10 +33,10 @@ def consumer_of(callback: Callable[[Any], Awaitable[None]]) -> LotDeliveryConsum
 
 
 def fetches(
-    consumer: LotDeliveryConsumer, *offsets: list[int]
+    consumer: LotDeliveryConsumer, *offsets: list[int] | list[tuple[TP, int]]
 ) -> tuple[SimpleNamespace, list[int]]:
-    """Make `consumer` fetch `offsets` (one list per fetch) of PARTITION, then stop its
-    fetcher; the fetcher, and the number of races (`wait_first`) run."""
+    """Make `consumer` fetch `offsets` (one list per fetch; an offset alone is of PARTITION),
+    then stop its fetcher; the fetcher, and the number of races (`wait_first`) run."""
     fetcher = SimpleNamespace(_stopped=asyncio.Event(), closed=False)
     pending = list(offsets)
     races: list[int] = []
@@ -43,11 +46,9 @@ def fetches(
             fetcher._stopped.set()
             return
         try:
-            for offset in pending.pop(0):
-                yield (
-                    PARTITION,
-                    SimpleNamespace(offset=offset, topic=PARTITION.topic, key=b"", value=b""),
-                )
+            for one in pending.pop(0):
+                tp, offset = one if isinstance(one, tuple) else (PARTITION, one)
+                yield (tp, SimpleNamespace(offset=offset, topic=tp.topic, key=b"", value=b""))
         except GeneratorExit:
             fetcher.closed = True
             raise
@@ -77,6 +78,34 @@ async def test_a_fetch_is_delivered_in_order_a_race_per_lot_not_records_read_bef
     assert delivered == [*first[2:], first[-1] + 1]
     assert len(races) == 3 + 1  # one per lot of each fetch, not one per record
     assert consumer._read_offset[PARTITION] == first[-1] + 1
+
+
+async def test_the_records_of_a_taken_topic_go_to_its_taker_a_lot_at_a_time() -> None:
+    """The role's messages skip the conductor: each lot's records of the topic reach the
+    intake in one call, in order, after those read before; the others go to the conductor."""
+    delivered: list[tuple[str, int]] = []
+    taken: list[list[int]] = []
+
+    async def deliver(message: Any) -> None:
+        delivered.append((message.topic, message.offset))
+
+    consumer = consumer_of(deliver)
+    assert set(consumer.app.lot_takers) == {TAKEN.topic}  # the fold's intake
+
+    async def take(lot: Any) -> None:
+        assert all(message.topic == TAKEN.topic for message in lot)
+        taken.append([message.offset for message in lot])
+
+    consumer.app.lot_takers[TAKEN.topic] = take
+    consumer._read_offset[TAKEN] = 1  # read from 1 (sought to its committed offset)
+    records = [(TAKEN, offset) for offset in range(RECORDS_PER_LOT + 5)]
+    records[3:3] = [(PARTITION, 7)]  # a config between two messages
+    fetcher, races = fetches(consumer, records)
+    await consumer._drain_messages(fetcher)
+    assert delivered == [(PARTITION.topic, 7)]
+    assert taken == [list(range(1, RECORDS_PER_LOT - 1)), list(range(RECORDS_PER_LOT - 1, 105))]
+    assert len(races) == 2
+    assert consumer._read_offset[TAKEN] == RECORDS_PER_LOT + 4
 
 
 async def test_a_jump_past_the_read_offset_is_a_gap_for_the_commits() -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from faust.types import TP
+from collections.abc import Sequence
+from unittest.mock import patch
 
-from tests.unit.streams.worker.offline import offline_worker
+import pytest
+from faust.types import TP, Message
+
+from tests.unit.streams.worker.offline import offline_worker, taking
 
 
 async def test_partitions_moving_have_the_next_checkpoint_collect_what_was_dropped() -> None:
@@ -12,3 +16,44 @@ async def test_partitions_moving_have_the_next_checkpoint_collect_what_was_dropp
     assert not chorus.collector.moved
     await chorus.app.on_partitions_assigned.send({TP(chorus.messages.get_topic_name(), 0)})
     assert chorus.collector.moved  # `Collector.after_moved`: bug 25
+
+
+async def test_the_stage_on_the_messages_holds_each_batch_until_a_checkpoint() -> None:
+    chorus = offline_worker(stages=("config",)).runtime
+    seen: list[list[int]] = []
+
+    async def on_batch(batch: Sequence[Message]) -> None:
+        seen.append([message.offset for message in batch])
+        assert chorus.checkpoint.held == len(seen)  # held before the stage has them
+
+    chorus.take_messages("test-messages", on_batch)
+    async with taking(chorus) as put:
+        taken = [await put(b"{}", key=b"k", partition=0) for _ in range(2)]
+    assert seen == [[0], [1]] and chorus.checkpoint.held == 2
+    assert not any(message.acked for message in taken)
+    await chorus.checkpoint.checkpoint()
+    assert all(message.acked for message in taken) and chorus.checkpoint.held == 0
+
+
+async def test_a_batch_the_stage_fails_on_crashes_the_role() -> None:
+    """Nothing of a batch the stage could not finish may be acknowledged as done: the role
+    stops (the supervisor starts it again, and the records fold again from the commit)."""
+    chorus = offline_worker(stages=("config",)).runtime
+    crashed: list[BaseException] = []
+
+    async def on_batch(batch: Sequence[Message]) -> None:
+        raise RuntimeError("broken stage")
+
+    async def crash(reason: BaseException) -> None:
+        crashed.append(reason)
+
+    chorus.take_messages("test-messages", on_batch)
+    taken: list[Message] = []
+    with patch.object(chorus.app, "crash", crash), pytest.raises(RuntimeError, match="broken"):
+        async with taking(chorus) as put:
+            taken.append(await put(b"{}", key=b"k", partition=0))
+    assert [str(reason) for reason in crashed] == ["broken stage"]
+    # Released unacknowledged: no checkpoint acknowledges it, Faust's wait is not held.
+    assert chorus.checkpoint.held == 0
+    await chorus.checkpoint.checkpoint()
+    assert not chorus.app.consumer.unacked

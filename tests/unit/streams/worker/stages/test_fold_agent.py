@@ -19,7 +19,7 @@ from streams.records import ChannelConfig, DeadLetter, DriverEvent, MisplacedRec
 from streams.settings import Settings
 from streams.worker.runtime import Runtime
 from streams.worker.stages.fold import MISPLACED_ENTRY_BYTES, Folder
-from tests.unit.streams.worker.offline import offline_settings, offline_worker
+from tests.unit.streams.worker.offline import offline_settings, offline_worker, taking
 
 # Offline, the consumer knows no partition count: the settings' (4) is the topic's.
 HOME = key_partition(b"off/line", 4)
@@ -72,9 +72,9 @@ async def test_fold_agent_writes_state_before_it_wakes_drivers() -> None:
 
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
     with captured(state_first) as sent:
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
-            await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
-            await agent.put(b"\x00not json", key=b"off/line", partition=HOME)
+        async with taking(chorus) as put:
+            await put(orjson.dumps(message), key=b"off/line", partition=HOME)
+            await put(b"\x00not json", key=b"off/line", partition=HOME)
 
     # One batch: the dead letter goes out as the record is read, the driver event after
     # the batch's table writes.
@@ -93,10 +93,10 @@ async def test_each_record_the_fold_takes_reaches_its_readers_once_in_log_order(
     assert worker.window is not None
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
     with captured():
-        async with worker.runtime.app.agents["fold-messages"].test_context() as agent:
-            await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
-            await agent.put(b"\x00not json", key=b"off/line", partition=HOME)
-            await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
+        async with taking(worker.runtime) as put:
+            await put(orjson.dumps(message), key=b"off/line", partition=HOME)
+            await put(b"\x00not json", key=b"off/line", partition=HOME)
+            await put(orjson.dumps(message), key=b"off/line", partition=HOME)
     window = worker.window.windows.get("off/line")
     assert window is not None and [offset for offset, _ in window.records] == [0, 1, 2]
     assert worker.window.live_from == {HOME: 0}
@@ -118,10 +118,10 @@ async def test_a_misplaced_record_is_dead_lettered_changes_nothing_and_its_parti
 
     caplog.set_level(logging.DEBUG, logger="streams.worker.stages.fold")
     with captured() as sent:
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
+        async with taking(chorus) as put:
             for offset in range(5):  # off/line at 0, 2, 4; off/away (misplaced) at 1, 3
                 channel = away if offset % 2 else "off/line"
-                await agent.put(record(channel, f"m{offset}"), key=channel.encode(), partition=HOME)
+                await put(record(channel, f"m{offset}"), key=channel.encode(), partition=HOME)
 
     letters = [DeadLetter.model_validate_json(v) for n, v in sent if n.endswith("dead-letters")]
     assert [letter.offset for letter in letters] == [1, 3]
@@ -211,9 +211,9 @@ async def test_driver_events_the_broker_refused_are_sent_again_until_it_takes_th
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
     caplog.set_level(logging.WARNING, logger="streams.worker.stages.fold")
     with captured() as sent, patch.object(Runtime, "publish", refused_three_times):
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
+        async with taking(chorus) as put:
             message_bytes = orjson.dumps(message)
-            await agent.put(message_bytes, key=b"off/line", partition=HOME)
+            await put(message_bytes, key=b"off/line", partition=HOME)
             await asyncio.wait_for(until(lambda: len(attempts) > 3), 5)
     assert sent == []
     assert len(attempts) == 4 and all(attempt == attempts[0] for attempt in attempts)
@@ -244,9 +244,9 @@ async def test_a_driver_event_refused_for_good_is_dead_lettered_and_the_rest_are
         )
 
     with captured() as sent, patch.object(Runtime, "publish", refuses_the_long_one):
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
+        async with taking(chorus) as put:
             for content in ["before", "refused", "after"]:
-                await agent.put(record(content), key=b"off/line", partition=HOME)
+                await put(record(content), key=b"off/line", partition=HOME)
 
     assert sum(len(batch) for batch in published) == 3  # every event was offered once
     letters = [DeadLetter.model_validate_json(v) for n, v in sent if n.endswith("dead-letters")]
@@ -270,27 +270,21 @@ async def test_folds_stay_in_memory_until_a_checkpoint_writes_each_changed_key_o
     assert folder is not None
     stored = chorus.app.tables["fold-overview-v3"]
     held: list[Any] = []
-    real_hold = chorus.checkpoint.hold
-
-    def hold(event: Any) -> None:
-        # Faust's conductor takes a reference per channel it delivers a message to; the
-        # harness does not, so it is taken here as it would be.
-        event.message.incref()
-        held.append(event.message)
-        real_hold(event)
 
     def record(sender: str) -> bytes:
         return orjson.dumps({"channel": "off/line", "sender": sender, "type": "STATUS"})
 
-    with captured() as sent, patch.object(chorus.checkpoint, "hold", hold):
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
+    with captured() as sent:
+        async with taking(chorus) as put:
             for sender in ("ann", "bob", "ann"):
-                await agent.put(record(sender), key=b"off/line", partition=HOME)
+                held.append(await put(record(sender), key=b"off/line", partition=HOME))
             await asyncio.wait_for(until(lambda: len(sent) == 3), 5)  # every driver event out
             assert stored.get("off/line") is None  # nothing written yet
             overview = chorus.folds_of("off/line").get("overview")
             assert overview is not None and overview.state["participants"] == {"ann": 2, "bob": 1}
-            assert len(held) == 3 and not any(message.acked for message in held)
+            assert not any(message.acked for message in held)
+            # Tracked as unacknowledged: Faust waits for them before a rebalance.
+            assert set(held) <= set(chorus.app.consumer.unacked)
 
             written = await chorus.checkpoint.checkpoint()
 
@@ -335,15 +329,13 @@ async def test_commitments_fold_on_the_same_after_a_checkpoint_and_a_cache_miss(
         message(MessageType.DONE, "b", in_reply_to=second.id),
     ]
     with captured():
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
+        async with taking(chorus) as put:
             for index, one in enumerate(messages):
                 if index == 4:
                     await chorus.checkpoint.checkpoint()
                     assert chorus.folds is not None
                     chorus.folds.cache.clear()  # the next fold reads the tables only
-                await agent.put(
-                    one.model_dump_json().encode(), key=channel.encode(), partition=HOME
-                )
+                await put(one.model_dump_json().encode(), key=channel.encode(), partition=HOME)
     whole = chorus.folds_of(channel).get("commitments")
     assert whole is not None and whole.offset == 4
     assert canonical_hash(whole.state) == canonical_hash(fold(CommitmentProjection(), messages))
@@ -357,8 +349,8 @@ async def test_a_table_write_too_large_for_its_changelog_is_dead_lettered() -> N
         table._limit = 8  # every value is larger than this
     message = {"channel": "off/line", "sender": "ann", "type": "STATUS", "content": "hi"}
     with captured() as sent:
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
-            await agent.put(orjson.dumps(message), key=b"off/line", partition=HOME)
+        async with taking(chorus) as put:
+            await put(orjson.dumps(message), key=b"off/line", partition=HOME)
             await asyncio.wait_for(until(lambda: bool(sent)), 5)  # folded, its event out
             await chorus.checkpoint.checkpoint()
 
@@ -371,19 +363,13 @@ async def test_a_table_write_too_large_for_its_changelog_is_dead_lettered() -> N
 
 
 def status_batch(count: int) -> list[Any]:
-    """`count` STATUS messages of channel off/line at offsets 0.., as Faust hands a batch
-    to the fold agent (only what it reads)."""
+    """`count` STATUS messages of channel off/line at offsets 0.., as the intake hands a
+    batch to the fold agent (only what it reads)."""
     from types import SimpleNamespace
 
     value = orjson.dumps({"channel": "off/line", "sender": "ann", "type": "STATUS"})
     return [
-        SimpleNamespace(
-            key=b"off/line",
-            value=value,
-            message=SimpleNamespace(
-                partition=HOME, offset=offset, timestamp=0.0, incref=lambda: None
-            ),
-        )
+        SimpleNamespace(key=b"off/line", value=value, partition=HOME, offset=offset, timestamp=0.0)
         for offset in range(count)
     ]
 
@@ -459,10 +445,10 @@ async def test_the_next_batch_folds_while_the_driver_events_go_out_and_a_checkpo
     acked: list[int] = []
     with captured(), patch.object(Runtime, "publish", slow):
         batch = status_batch(2)
-        for event in batch:
-            offset = event.message.offset
-            event.ack = lambda offset=offset: bool(acked.append(offset))
-            chorus.checkpoint.hold(event)  # type: ignore[arg-type]
+        for message in batch:
+            message.incref = lambda: None
+            message.ack = lambda _, offset=message.offset: bool(acked.append(offset))
+            chorus.checkpoint.hold(message)
         await asyncio.wait_for(folder.on_batch(batch), 1)  # returns with events in flight
         assert published == []
         checkpointing = asyncio.create_task(chorus.checkpoint.checkpoint())
@@ -487,9 +473,9 @@ async def test_a_sender_outside_the_channels_writers_is_dead_lettered_and_never_
         )
 
     with captured() as sent:
-        async with chorus.app.agents["fold-messages"].test_context() as agent:
-            await agent.put(status("ann"), key=b"off/line", partition=HOME)
-            await agent.put(status("mallory"), key=b"off/line", partition=HOME)
+        async with taking(chorus) as put:
+            await put(status("ann"), key=b"off/line", partition=HOME)
+            await put(status("mallory"), key=b"off/line", partition=HOME)
 
     [letter] = [DeadLetter.model_validate_json(v) for n, v in sent if n.endswith("dead-letters")]
     assert letter.offset == 1

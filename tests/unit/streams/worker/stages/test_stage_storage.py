@@ -21,7 +21,7 @@ from streams.records import SummaryRecord, key_partition
 from streams.worker.runtime import Runtime
 from streams.worker.stages.recaps import Recapper
 from streams.worker.stages.summaries import InFlight, Summariser, header_batch, header_of
-from tests.unit.streams.worker.offline import TopicRecords, offline_worker, turns_given
+from tests.unit.streams.worker.offline import TopicRecords, offline_worker, taking, turns_given
 
 CHANNEL = "store/age"
 HOME = key_partition(CHANNEL.encode(), 4)
@@ -44,11 +44,11 @@ async def fold_messages(
         return []
 
     with patch("faust.topics.Topic.send", discard), patch.object(Runtime, "publish", publish):
-        async with chorus.app.agents["feed-messages"].test_context() as agent:
+        async with taking(chorus) as put:
             for n in range(count):
                 message = {"channel": CHANNEL, "sender": "ann", "type": "STATUS"}
                 message["content"] = f"m{n}"
-                await agent.put(orjson.dumps(message), key=CHANNEL.encode(), partition=HOME)
+                await put(orjson.dumps(message), key=CHANNEL.encode(), partition=HOME)
         # What the agent reads of the summaries topic, in order, after the messages.
         for offset, record in enumerate(published):
             summaries.records[(HOME, offset)] = record.to_bytes()
