@@ -141,7 +141,8 @@ class ChorusApp(faust.App):
     over (a rebalance) or stops its consumer (`App._consumer_wait_empty`). A message held by
     a checkpoint (`Checkpoint.hold`) is acknowledged once a checkpoint writes what it
     changed, so checkpoints go on meanwhile: the checkpoint timer stops with the app, and a
-    batch already taken from the stream may still be folded while Faust waits."""
+    batch already taken from the intake (`streams.worker.intake`) may still be folded while
+    Faust waits."""
 
     checkpoint: Checkpoint | None = None
     # Set by `build_app`: its tables' stores are restored before the consumer joins.

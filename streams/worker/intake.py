@@ -21,9 +21,11 @@ What Faust's stream does per event is done here per batch, at the moment the sta
   before it hands partitions over or stops, as for a stream's events, while the role's
   checkpoints acknowledge them (`ChorusApp._consumer_wait_empty`);
 * the lots still queued are dropped when Faust suspends the flow (the queue is cleared with
-  its streams' buffers, `app.flow_control`), never taken after their partitions moved.
+  its streams' buffers, `app.flow_control`), never taken after their partitions moved;
+* when a partition's records were last taken is told to Faust's livelock check, as its
+  streams tell it (`Monitor.stream_inbound_time`).
 
-Not kept: Faust's sensors per message (chorus's metrics are its own, on /metrics).
+Not kept: Faust's other sensors per message (chorus's metrics are its own, on /metrics).
 
 Costs: per lot, a queue put and get; per record, a generation test and a set insert.
 Memory: at most `LOTS_QUEUED` lots of `streams.worker.consumer.RECORDS_PER_LOT` records wait
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from time import monotonic
 from typing import Any
 
 from faust.types import Message
@@ -75,8 +78,18 @@ class Intake:
         self._over: list[Message] = []
 
     async def put(self, lot: Sequence[Message]) -> None:
-        """A lot of records from the consumer, in its order (waits for room)."""
-        await self.lots.put(lot)
+        """A lot of records from the consumer, in its order (waits for room). Dropped if
+        Faust clears the queue meanwhile (a rebalance suspending the flow, or the flow
+        resuming), as the lots queued are: its partitions are read again from their
+        committed offsets. Faust's clear cancels the wait for room, which must not end the
+        consumer's delivery cancelled: its race with the suspension would raise that into
+        Faust's fetcher, which crashes the role in the middle of the rebalance."""
+        try:
+            await self.lots.put(lot)
+        except asyncio.CancelledError:
+            delivery = asyncio.current_task()
+            if delivery is not None and delivery.cancelling():
+                raise  # the delivery itself is cancelled (its race lost, the consumer stopping)
 
     async def run(self) -> None:
         """Hand `take` each batch, until cancelled (the app's task)."""
@@ -122,4 +135,10 @@ class Intake:
         track = app.consumer.unacked.add
         for message in taken:
             track(message)
+        # When each partition's records were last taken, for Faust's livelock check (which
+        # otherwise logs errors blaming an idle stream through any backlog it times).
+        now = monotonic()
+        inbound = app.monitor.stream_inbound_time
+        for tp in {message.tp for message in taken}:
+            inbound[tp] = now
         return taken

@@ -256,7 +256,10 @@ class Runtime:
         per-record path (`streams.worker.intake`). The batch's records stay held until a
         checkpoint holds what they changed (at once when the memory bound is met). A batch
         the stage fails on (not a record: the stages dead-letter those) crashes the role,
-        its records released unacknowledged: they are taken again after the restart."""
+        its records released unacknowledged: they are taken again after the restart. What
+        the batch changed before it failed may still be checkpointed as the role stops (the
+        records held before it are acknowledged then); the stages apply a record once by
+        its offset, so taking it again changes nothing twice."""
         settings, checkpoint, app = self.settings, self.checkpoint, self.app
 
         async def take(batch: Sequence[Message]) -> None:

@@ -1,4 +1,4 @@
-"""The context role's one agent on `chorus.messages`: each valid message, in log order, to
+"""The context role's one stage on `chorus.messages`: each valid message, in log order, to
 the summaries and recaps stages (its "readers"); what they change reaches their tables
 once per checkpoint (`streams.worker.checkpoint`), and the messages stay held until then.
 
@@ -30,7 +30,8 @@ Reader = Callable[[Message, int, int], Awaitable[None]]
 
 
 class Feed:
-    """The agent's body, apart from Faust's decorators so tests can drive it."""
+    """The feed's body, apart from its intake (`Runtime.take_messages`) so tests can drive
+    it."""
 
     def __init__(self, chorus: Runtime, readers: Sequence[Reader]) -> None:
         self.chorus = chorus

@@ -83,7 +83,8 @@ def signal_of(event: DriverEvent, limit: int) -> Signal:
 
 
 class Folder:
-    """The fold agent's body, separate from Faust's decorators so tests can drive it."""
+    """The fold stage's body, apart from its intake (`Runtime.take_messages`) so tests can
+    drive it."""
 
     def __init__(
         self,
@@ -190,9 +191,9 @@ class Folder:
 
     async def signal(self, signals: Sequence[Signal]) -> None:
         """Publish the batch's driver events, again and again (with backoff) while the broker
-        does not acknowledge all of them: the batch is acknowledged when this returns, so
-        returning early, or raising (Faust's batch stream then acknowledges it as it
-        closes), would lose them. Each failed attempt is logged (`Runtime.publish`); a
+        does not acknowledge all of them: a checkpoint acknowledges the batch's records once
+        this returns (`Checkpoint.before_acknowledging`), so returning early would lose
+        them. Each failed attempt is logged (`Runtime.publish`); a
         repeated attempt may duplicate events, which consumers dedupe by (channel, offset).
         An event the broker refuses for good (too large for the topic) is not retried: it is
         counted (`chorus_refused_records_total`) and dead-lettered with its message's
@@ -287,7 +288,7 @@ class Folder:
 def install(
     chorus: Runtime, watchers: Sequence[FoldWatcher] = (), readers: Sequence[RecordReader] = ()
 ) -> Folder:
-    """The fold role's one agent on `chorus.messages`: hand each record to the `readers`,
+    """The fold role's one stage on `chorus.messages`: hand each record to the `readers`,
     decode and validate once, fold, write the fold tables, tell the `watchers`, then the
     driver events (the context role reads the log on its own)."""
     folder = Folder(chorus, watchers, readers)

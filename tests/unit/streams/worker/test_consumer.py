@@ -151,3 +151,28 @@ async def test_a_suspended_flow_stops_the_delivery_where_it_is() -> None:
     assert cancelled == [2]  # and nothing after it handed over, in this lot or the next
     assert fetcher.closed  # the fetch ends with the lot the suspension cancelled
     assert consumer._read_offset[PARTITION] == 1
+
+
+async def test_a_rebalance_while_the_intake_is_full_ends_the_fetch_without_an_error() -> None:
+    """Faust clears the intake's queue with its stream buffers, cancelling the put the
+    delivery waits in: the fetch ends as for any suspension, and nothing raises into
+    Faust's fetcher (which would crash the role in the middle of the rebalance)."""
+
+    async def deliver(message: Any) -> None:
+        return None
+
+    consumer = consumer_of(deliver)
+    app = consumer.app
+    app.flow_control.resume()
+    intake = app.lot_takers[TAKEN.topic].__self__  # the fold role's intake
+    while not intake.lots.full():
+        intake.lots.put_nowait([])
+    fetcher, _ = fetches(consumer, [(TAKEN, offset) for offset in range(2 * RECORDS_PER_LOT)])
+    draining = asyncio.ensure_future(consumer._drain_messages(fetcher))
+    while not intake.lots._putters:  # the first lot waits for room
+        await asyncio.sleep(0.001)
+    consumer.stop_flow()  # Faust, as partitions are revoked
+    app.flow_control.suspend()
+    app.flow_control.clear()
+    await asyncio.wait_for(draining, timeout=5)
+    assert fetcher.closed

@@ -131,3 +131,42 @@ async def test_run_hands_each_batch_to_the_stage_and_counts_what_it_passed(
     running.cancel()
     assert [offset for batch in taken for offset in batch] == [0, 1, 2]
     assert max(len(batch) for batch in taken) == batch_max
+
+
+async def test_a_lot_waiting_for_room_when_a_rebalance_clears_the_queue_is_dropped_quietly() -> (
+    None
+):
+    """Faust's clear of the queues cancels what waits to put: the consumer's delivery must
+    not end cancelled (its race would raise, and the fetcher would crash the role)."""
+    taking = intake()
+    for offset in range(LOTS_QUEUED):
+        await taking.put(lot(taking, offset))
+    putting = asyncio.ensure_future(taking.put(lot(taking, LOTS_QUEUED)))
+    await asyncio.sleep(0.01)
+    app = taking.app
+    app.flow_control.suspend()  # partitions revoked: suspend, then clear
+    app.flow_control.clear()
+    await asyncio.wait_for(putting, 1)  # returns, not cancelled
+    assert taking.lots.empty()
+
+
+async def test_a_delivery_cancelled_itself_stays_cancelled() -> None:
+    taking = intake()
+    for offset in range(LOTS_QUEUED):
+        await taking.put(lot(taking, offset))
+    putting = asyncio.ensure_future(taking.put(lot(taking, LOTS_QUEUED)))
+    await asyncio.sleep(0.01)
+    putting.cancel()  # the consumer stopping, or its race lost
+    with pytest.raises(asyncio.CancelledError):
+        await putting
+
+
+async def test_taking_a_batch_tells_faust_its_partitions_are_being_processed() -> None:
+    """Faust's livelock check reads when a stream last took a record of each partition;
+    without it, a backlog longer than its timeout logs errors blaming an idle agent."""
+    taking = intake()
+    inbound = taking.app.monitor.stream_inbound_time
+    records = lot(taking, 0, 1)
+    assert not inbound
+    taking.fresh(records)
+    assert set(inbound) == {records[0].tp}
