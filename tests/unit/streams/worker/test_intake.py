@@ -41,6 +41,16 @@ def offsets(batch: Sequence[Message]) -> list[int]:
     return [message.offset for message in batch]
 
 
+async def a_put_waiting_for_room(taking: Intake) -> asyncio.Future[None]:
+    """Fill the queue, then put one lot more: the put waits (as the consumer does)."""
+    for offset in range(LOTS_QUEUED):
+        await taking.put(lot(taking, offset))
+    putting = asyncio.ensure_future(taking.put(lot(taking, LOTS_QUEUED)))
+    await asyncio.sleep(0.01)
+    assert not putting.done()
+    return putting
+
+
 async def test_lots_are_taken_in_order_in_batches_of_at_most_batch_max() -> None:
     taking = intake(batch_max=5)
     await taking.put(lot(taking, 0, 1, 2))
@@ -104,11 +114,7 @@ async def test_lots_still_queued_when_a_rebalance_suspends_the_flow_are_dropped(
 
 async def test_the_consumer_waits_for_room_once_the_queue_is_full() -> None:
     taking = intake()
-    for offset in range(LOTS_QUEUED):
-        await taking.put(lot(taking, offset))
-    putting = asyncio.ensure_future(taking.put(lot(taking, LOTS_QUEUED)))
-    await asyncio.sleep(0.01)
-    assert not putting.done()
+    putting = await a_put_waiting_for_room(taking)
     await anext(taking.batches())  # a batch taken: room again
     await asyncio.wait_for(putting, 1)
 
@@ -139,10 +145,7 @@ async def test_a_lot_waiting_for_room_when_a_rebalance_clears_the_queue_is_dropp
     """Faust's clear of the queues cancels what waits to put: the consumer's delivery must
     not end cancelled (its race would raise, and the fetcher would crash the role)."""
     taking = intake()
-    for offset in range(LOTS_QUEUED):
-        await taking.put(lot(taking, offset))
-    putting = asyncio.ensure_future(taking.put(lot(taking, LOTS_QUEUED)))
-    await asyncio.sleep(0.01)
+    putting = await a_put_waiting_for_room(taking)
     app = taking.app
     app.flow_control.suspend()  # partitions revoked: suspend, then clear
     app.flow_control.clear()
@@ -152,10 +155,7 @@ async def test_a_lot_waiting_for_room_when_a_rebalance_clears_the_queue_is_dropp
 
 async def test_a_delivery_cancelled_itself_stays_cancelled() -> None:
     taking = intake()
-    for offset in range(LOTS_QUEUED):
-        await taking.put(lot(taking, offset))
-    putting = asyncio.ensure_future(taking.put(lot(taking, LOTS_QUEUED)))
-    await asyncio.sleep(0.01)
+    putting = await a_put_waiting_for_room(taking)
     putting.cancel()  # the consumer stopping, or its race lost
     with pytest.raises(asyncio.CancelledError):
         await putting
