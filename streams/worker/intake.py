@@ -5,8 +5,9 @@ Faust's per-record path.
 Faust hands each record to an agent through its conductor and its stream: an `Event` and a
 queue put per record, then the stream's step per event (a turn of the event loop, sensors,
 the take buffer's processor) and an acknowledgement per event. Through a 100,000-channel
-backlog Faust was 24 % of the fold role's samples, 4 % after this change, with 19-31 % more
-messages a second (`bench/results/issue-40-investigations.md`, "Faust's per-record path").
+backlog Faust's stream, conductor and the rest of its code were 13 % of the fold role's
+samples, 4 % after this change, with 19-31 % more messages a second
+(`bench/results/issue-40-investigations.md`, "Faust's per-record path").
 Here the consumer (`streams.worker.consumer`) hands the topic's records of each lot it
 delivers to `Intake.put`, one queue put per lot; the stage takes them in batches
 (`Intake.batches`), and its checkpoint acknowledges each (`Checkpoint.hold`).
