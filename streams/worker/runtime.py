@@ -22,9 +22,10 @@ It imports no stage; `streams.worker.compose` wires the stages onto it.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from faust.types import TP as TopicPartition
@@ -86,6 +87,36 @@ MEMORY_SHARES: dict[Role, dict[str, float]] = {
     "fold": {"rocksdb": 0.30, "folds": 0.40, "recent": 0.15, "latest": 0.10, "small": 0.05},
     "context": {"rocksdb": 0.30, "channel-state": 0.25, "bodies": 0.35, "small": 0.10},
 }
+
+
+class Lots:
+    """The lots a stage writes beside its stream (summaries, recaps), each a task: counted
+    (`len`), and all cancelled as the role stops, before Faust stops its producer (the app
+    sends `on_before_shutdown` first), so that none publishes to a stopped producer; none
+    starts after (`stopped`). What a cancelled lot was writing stays due in its stage's
+    index: the next start writes it."""
+
+    def __init__(self) -> None:
+        self.running: set[asyncio.Task[None]] = set()
+        self.stopped = False
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    def start(self, lot: Coroutine[Any, Any, None]) -> None:
+        """Write `lot` in a task of its own (once stopped, it is closed unstarted)."""
+        if self.stopped:
+            lot.close()
+            return
+        task = asyncio.ensure_future(lot)
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def stop(self, *_: Any, **__: Any) -> None:
+        self.stopped = True
+        for task in self.running:
+            task.cancel()
+        await asyncio.gather(*self.running, return_exceptions=True)
 
 
 class Runtime:
@@ -304,6 +335,12 @@ class Runtime:
         the guarantee and what `PublishFailed` means)."""
         producer = await self.app.maybe_start_producer()
         return await publish(producer._ensure_producer(), topic.get_topic_name(), records)
+
+    def lots(self) -> Lots:
+        """Tasks a stage writes its lots in, stopped before the app's producer (`Lots`)."""
+        lots = Lots()
+        self.app.on_before_shutdown.connect(lots.stop)
+        return lots
 
     def outbox(self, topic: Any) -> Outbox:
         """Records that concurrent tasks produce to `topic` one at a time, sent in lots

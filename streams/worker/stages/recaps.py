@@ -224,7 +224,7 @@ class Recapper:
         # channel -> the generation taken for writing here and not read back yet: in flight
         # only (bounded by the lots being written), forgotten with its partition.
         self.generating: dict[str, int] = {}
-        self.lots: set[asyncio.Task[None]] = set()
+        self.lots = chorus.lots()
         self.outbox = chorus.outbox(chorus.recaps)
         self.orphaned_after = timedelta(
             seconds=ORPHANED_AFTER_SECONDS
@@ -332,6 +332,8 @@ class Recapper:
         at once, and none while RECAPS_IN_FLIGHT are in flight. Entries in flight are passed
         over unread; the event loop is given back every DUE_ENTRIES_PER_SLICE entries read.
         How many were taken."""
+        if self.lots.stopped:
+            return 0
         if len(self.lots) >= RECAP_LOTS or len(self.generating) >= RECAPS_IN_FLIGHT:
             self.chorus.meter.recaps_deferred.inc()
             return 0
@@ -357,9 +359,7 @@ class Recapper:
             if read % DUE_ENTRIES_PER_SLICE == 0:
                 await asyncio.sleep(0)
         if lot:
-            task = asyncio.ensure_future(self.write_lot(lot))
-            self.lots.add(task)
-            task.add_done_callback(self.lots.discard)
+            self.lots.start(self.write_lot(lot))
         self.chorus.meter.recap_queue.set(self.in_flight())
         return len(lot)
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -188,7 +188,7 @@ class Summariser:
         # summaries topic: the next batch waits for it, so it builds on the summary it
         # follows. At most SUMMARIES_IN_FLIGHT channels.
         self.launched: dict[str, InFlight] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.lots = chorus.lots()
         self.outbox = chorus.outbox(chorus.summaries)
         chorus.ownership.on_moved(self.moved)
         chorus.configs.listeners.append(self.configured)
@@ -357,7 +357,7 @@ class Summariser:
         chosen = self.claim(channel, batch, partition, now)
         if chosen is None:
             return False
-        self.start(self.summarise(channel, chosen, partition))
+        self.lots.start(self.summarise(channel, chosen, partition))
         return True
 
     def claim(
@@ -366,7 +366,7 @@ class Summariser:
         """The part of `batch` to summarise now (its first `summary_after_messages`), marked
         in flight, or None: not due, one in flight already, or the channel's latest summary
         not caught up with yet."""
-        if self.in_flight_through(channel, partition) >= 0:
+        if self.in_flight_through(channel, partition) >= 0 or self.lots.stopped:
             return None
         if len(self.launched) >= SUMMARIES_IN_FLIGHT:  # its index entry brings it back
             return None
@@ -379,11 +379,6 @@ class Summariser:
         rest = len(chosen.items) < len(batch.items)
         self.launched[channel] = InFlight(chosen.last_offset, None if rest else now)
         return chosen
-
-    def start(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(work)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     async def summarise(self, channel: str, batch: PendingBatch, partition: int) -> None:
         try:
@@ -431,7 +426,7 @@ class Summariser:
                 if len(lot) >= room:
                     break
             if lot:
-                self.start(self.summarise_lot(partition, lot))
+                self.lots.start(self.summarise_lot(partition, lot))
                 launched += len(lot)
         return launched
 

@@ -57,3 +57,26 @@ async def test_a_batch_the_stage_fails_on_crashes_the_role() -> None:
     assert chorus.checkpoint.held == 0
     await chorus.checkpoint.checkpoint()
     assert not chorus.app.consumer.unacked
+
+
+async def test_a_stages_lots_are_cancelled_as_the_role_stops_and_none_starts_after() -> None:
+    import asyncio
+
+    chorus = offline_worker(stages=("config",)).runtime
+    lots = chorus.lots()
+    writing = asyncio.Event()
+    finished: list[str] = []
+
+    async def lot(name: str) -> None:
+        writing.set()
+        await asyncio.Event().wait()
+        finished.append(name)
+
+    lots.start(lot("first"))
+    await asyncio.wait_for(writing.wait(), 5)
+    assert len(lots) == 1 and not lots.stopped
+    await chorus.app.on_before_shutdown.send()  # Faust's stop, before its producer's
+    assert len(lots) == 0 and lots.stopped
+    late = lot("late")
+    lots.start(late)  # closed unstarted: never run, never warned about as never awaited
+    assert late.cr_frame is None and len(lots) == 0 and finished == []

@@ -259,7 +259,7 @@ async def test_channels_going_quiet_together_are_recapped_within_the_llm_budget(
         recapper.clock = lambda: later  # the records are read back when they are due
         while len(written()) < len(channels):
             await recapper.check_deadlines(later)
-            await asyncio.gather(*recapper.lots)
+            await asyncio.gather(*recapper.lots.running)
             for record in [r for r in published if r.channel in recapper.generating]:
                 partition = key_partition(record.channel.encode(), 4)
                 offset = len(recaps.records)  # the agent reads it back, at its offset
@@ -352,3 +352,46 @@ async def test_recaps_in_flight_are_bounded_and_a_tick_skips_them_without_readin
     assert taken == len(quiet) - len(in_flight)
     assert not set(read) & set(in_flight)
     assert turns >= len(read) // DUE_ENTRIES_PER_SLICE >= 2
+
+
+async def test_recaps_being_written_as_the_role_stops_are_stopped_before_its_producer() -> None:
+    """Issue 40: a lot of recaps still being written when the role stopped published after
+    Faust had stopped its producer (64 "Producer service not yet started" errors at a
+    restart). The role's stop cancels them first and nothing starts after it; the channels
+    stay due in the index, so the next start recaps them."""
+    import asyncio
+    from typing import Any
+
+    from streams.kafka.batches import Published
+    from streams.records import key_partition
+    from streams.worker.runtime import Runtime
+    from tests.unit.streams.worker.offline import offline_worker
+
+    worker = offline_worker("context", stages=("summaries", "recaps"))
+    chorus, recapper = worker.runtime, worker.recapper
+    assert recapper is not None
+    chorus.ownership.owned_partitions = lambda: frozenset(range(4))  # type: ignore[method-assign]
+    recapper.clock = lambda: NOW
+    channels = ["stopping/c1", "stopping/c2"]
+    for offset, channel in enumerate(channels):
+        said = msg(f"about {channel}", channel=channel)
+        await recapper.on_message(said, key_partition(channel.encode(), 4), offset)
+    writing = asyncio.Event()
+    published: list[Any] = []
+
+    async def publish(_: Runtime, topic: Any, records: Any) -> Published:
+        writing.set()
+        await asyncio.Event().wait()  # the broker is slow: still writing as the role stops
+        published.extend(records)
+        return Published(list(range(len(records))), [])
+
+    later = NOW + timedelta(minutes=5)
+    with patch.object(Runtime, "publish", publish):
+        assert await recapper.check_deadlines(later) == len(channels)
+        await asyncio.wait_for(writing.wait(), 5)
+        await chorus.app.on_before_shutdown.send()  # Faust's stop, before its producer's
+        assert not recapper.lots and published == []
+        assert await recapper.check_deadlines(later + timedelta(seconds=1)) == 0
+    for channel in channels:  # still due: taken again by the next start
+        partition = key_partition(channel.encode(), 4)
+        assert [e.channel for e in recapper.index.due(partition, later, 10)] == [channel]

@@ -410,3 +410,29 @@ async def test_the_next_recap_reads_the_one_the_agent_read_without_reading_it_ba
     recapper.on_recap(CHANNEL.encode(), done.to_bytes(), HOME, 0)
     assert (await recapper.latest.latest(CHANNEL, HOME)).record == done
     assert recaps.reads == []
+
+
+async def test_summaries_being_written_as_the_role_stops_are_stopped_before_its_producer() -> None:
+    """Issue 40: summaries still being written when the role stopped published after Faust
+    had stopped its producer. The role's stop cancels them first and nothing is launched
+    after it; the batch stays pending and due in the index, so the next start writes it."""
+    import asyncio
+
+    chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
+    chorus.ownership.owned_partitions = lambda: frozenset({HOME})  # type: ignore[method-assign]
+    summariser.bodies.reader = TopicRecords()  # type: ignore[assignment]
+    writing = asyncio.Event()
+
+    async def publish(*_: Any) -> Published:
+        writing.set()
+        await asyncio.Event().wait()  # the broker is slow: still writing as the role stops
+        raise AssertionError("never acknowledged")
+
+    with patch.object(Runtime, "publish", publish):
+        assert await summariser.check_time_thresholds(FAR) == 1
+        await asyncio.wait_for(writing.wait(), 5)
+        await chorus.app.on_before_shutdown.send()  # Faust's stop, before its producer's
+        assert not summariser.lots
+        assert await summariser.check_time_thresholds(FAR) == 0
+    assert [e.channel for e in summariser.index.due(HOME, FAR, 10)] == [CHANNEL]
+    assert len(summariser.batch_of(CHANNEL, HOME).items) == 5
