@@ -91,10 +91,11 @@ MEMORY_SHARES: dict[Role, dict[str, float]] = {
 
 class Lots:
     """The lots a stage writes beside its stream (summaries, recaps), each a task: counted
-    (`len`), and all cancelled as the role stops, before Faust stops its producer (the app
-    sends `on_before_shutdown` first), so that none publishes to a stopped producer; none
-    starts after (`stopped`). What a cancelled lot was writing stays due in its stage's
-    index: the next start writes it."""
+    (`len`), and all cancelled as the role stops (`Runtime`'s `on_before_shutdown`, after
+    the last checkpoint and before Faust stops its producer, which nothing else would
+    cancel them before), so that none reads or publishes after; none starts after
+    (`stopped`). What a cancelled lot was writing stays due in its stage's index: the next
+    start writes it."""
 
     def __init__(self) -> None:
         self.running: set[asyncio.Task[None]] = set()
@@ -112,7 +113,7 @@ class Lots:
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
-    async def stop(self, *_: Any, **__: Any) -> None:
+    async def stop(self) -> None:
         self.stopped = True
         for task in self.running:
             task.cancel()
@@ -176,7 +177,10 @@ class Runtime:
             ),
             settings,
         )
-        self.app.on_before_shutdown.connect(self._stop_changelog_producer)
+        # What the role stops itself, in order, as Faust stops the app (`_stopping`).
+        self._lots: list[Lots] = []
+        self._readers: list[RangeReader] = []
+        self.app.on_before_shutdown.connect(self._stopping)
         # Each role's state: read through memory, each changed key written to its table
         # and changelog once per checkpoint (`streams.worker.checkpoint`); a value that would
         # not fit a changelog record is refused and reported, never sent.
@@ -214,8 +218,15 @@ class Runtime:
         )
         self.ownership.on_moved(self._moved)
 
-    async def _stop_changelog_producer(self, *_: Any, **__: Any) -> None:
-        """After the app's consumer stopped, and with it the last checkpoint."""
+    async def _stopping(self, *_: Any, **__: Any) -> None:
+        """Faust stops the app: its consumer, and with it the last checkpoint, stopped
+        already; its producer not yet. The stages' lots first (`Lots`), so that none reads
+        or publishes after, then the readers and the checkpoints' changelog producer (one
+        receiver: Faust runs a signal's receivers in no fixed order)."""
+        for lots in self._lots:
+            await lots.stop()
+        for reader in self._readers:
+            await reader.stop()
         await self.changelog_producer.stop()
 
     def _checkpointed(self, seconds: float) -> None:
@@ -322,11 +333,7 @@ class Runtime:
         """A reader of offset ranges of `topic` (`streams.kafka.consume.RangeReader`: one
         consumer of its own, started on first use), stopped with the app."""
         reader = RangeReader(self.settings, topic, self.servers)
-
-        async def stop(*_: Any, **__: Any) -> None:
-            await reader.stop()
-
-        self.app.on_before_shutdown.connect(stop)
+        self._readers.append(reader)
         return reader
 
     async def publish(self, topic: Any, records: Sequence[Record]) -> Published:
@@ -339,7 +346,7 @@ class Runtime:
     def lots(self) -> Lots:
         """Tasks a stage writes its lots in, stopped before the app's producer (`Lots`)."""
         lots = Lots()
-        self.app.on_before_shutdown.connect(lots.stop)
+        self._lots.append(lots)
         return lots
 
     def outbox(self, topic: Any) -> Outbox:

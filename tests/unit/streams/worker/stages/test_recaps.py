@@ -1,9 +1,11 @@
 """The recap stage's pure helpers (the context role) and the watch view, without Kafka."""
 
+import logging
 from datetime import UTC, datetime, timedelta
 from unittest.mock import AsyncMock, patch
 
 import orjson
+import pytest
 from rich.console import Console
 
 from projections.model import ActorType, Message, MessageType
@@ -354,13 +356,17 @@ async def test_recaps_in_flight_are_bounded_and_a_tick_skips_them_without_readin
     assert turns >= len(read) // DUE_ENTRIES_PER_SLICE >= 2
 
 
-async def test_recaps_being_written_as_the_role_stops_are_stopped_before_its_producer() -> None:
+async def test_recaps_being_written_as_the_role_stops_are_stopped_before_its_producer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Issue 40: a lot of recaps still being written when the role stopped published after
-    Faust had stopped its producer (64 "Producer service not yet started" errors at a
-    restart). The role's stop cancels them first and nothing starts after it; the channels
-    stay due in the index, so the next start recaps them."""
+    Faust had stopped its producer: 64 "Producer service not yet started" tracebacks at a
+    restart. The role's stop cancels them first, quietly, and none starts after; the
+    channels stay due in the index, so the next start recaps them."""
     import asyncio
     from typing import Any
+
+    from faust.exceptions import NotReady
 
     from streams.kafka.batches import Published
     from streams.records import key_partition
@@ -376,22 +382,25 @@ async def test_recaps_being_written_as_the_role_stops_are_stopped_before_its_pro
     for offset, channel in enumerate(channels):
         said = msg(f"about {channel}", channel=channel)
         await recapper.on_message(said, key_partition(channel.encode(), 4), offset)
-    writing = asyncio.Event()
-    published: list[Any] = []
+    writing, producer_stopped = asyncio.Event(), asyncio.Event()
 
     async def publish(_: Runtime, topic: Any, records: Any) -> Published:
         writing.set()
-        await asyncio.Event().wait()  # the broker is slow: still writing as the role stops
-        published.extend(records)
-        return Published(list(range(len(records))), [])
+        await producer_stopped.wait()  # the broker is slow: still writing as the role stops
+        raise NotReady("Producer service not yet started")
 
     later = NOW + timedelta(minutes=5)
     with patch.object(Runtime, "publish", publish):
         assert await recapper.check_deadlines(later) == len(channels)
         await asyncio.wait_for(writing.wait(), 5)
         await chorus.app.on_before_shutdown.send()  # Faust's stop, before its producer's
-        assert not recapper.lots and published == []
+        assert not recapper.lots
+        producer_stopped.set()
+        await asyncio.gather(*recapper.outbox._sending)  # the lot's publish fails
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+        recapper.generating.clear()  # as if nothing were in flight: still none taken
         assert await recapper.check_deadlines(later + timedelta(seconds=1)) == 0
+        assert not recapper.generating
     for channel in channels:  # still due: taken again by the next start
         partition = key_partition(channel.encode(), 4)
         assert [e.channel for e in recapper.index.due(partition, later, 10)] == [channel]
