@@ -10,9 +10,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any, TypeVar
+from unittest.mock import patch
 
+from faust.exceptions import NotReady
 from faust.types import Message
 
+from streams.kafka.batches import Outbox, Published
 from streams.settings import Settings
 from streams.testing import OfflineProducer
 from streams.topology import Role
@@ -128,3 +131,25 @@ async def turns_given(work: Coroutine[Any, Any, T]) -> tuple[T, int]:
         turns += 1
         await asyncio.sleep(0)
     return await task, turns
+
+
+async def stopped_while_publishing(
+    runtime: Runtime, start: Callable[[], Awaitable[int]], outbox: Outbox
+) -> int:
+    """Start a stage's lots (`start`: how many it took), stop the role while their records
+    wait for the broker (Faust's stop: `on_before_shutdown`, before its producer's), then
+    fail that publish as Faust's stopped producer does; how many `start` took."""
+    writing, producer_stopped = asyncio.Event(), asyncio.Event()
+
+    async def publish(*_: Any) -> Published:
+        writing.set()
+        await producer_stopped.wait()  # the broker is slow: still writing as the role stops
+        raise NotReady("Producer service not yet started")
+
+    with patch.object(Runtime, "publish", publish):
+        taken = await start()
+        await asyncio.wait_for(writing.wait(), 5)
+        await runtime.app.on_before_shutdown.send()
+        producer_stopped.set()
+        await asyncio.gather(*outbox._sending)  # the publish the lot waited on fails
+    return taken

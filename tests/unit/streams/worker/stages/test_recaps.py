@@ -363,15 +363,8 @@ async def test_recaps_being_written_as_the_role_stops_are_stopped_before_its_pro
     Faust had stopped its producer: 64 "Producer service not yet started" tracebacks at a
     restart. The role's stop cancels them first, quietly, and none starts after; the
     channels stay due in the index, so the next start recaps them."""
-    import asyncio
-    from typing import Any
-
-    from faust.exceptions import NotReady
-
-    from streams.kafka.batches import Published
     from streams.records import key_partition
-    from streams.worker.runtime import Runtime
-    from tests.unit.streams.worker.offline import offline_worker
+    from tests.unit.streams.worker.offline import offline_worker, stopped_while_publishing
 
     worker = offline_worker("context", stages=("summaries", "recaps"))
     chorus, recapper = worker.runtime, worker.recapper
@@ -382,25 +375,15 @@ async def test_recaps_being_written_as_the_role_stops_are_stopped_before_its_pro
     for offset, channel in enumerate(channels):
         said = msg(f"about {channel}", channel=channel)
         await recapper.on_message(said, key_partition(channel.encode(), 4), offset)
-    writing, producer_stopped = asyncio.Event(), asyncio.Event()
-
-    async def publish(_: Runtime, topic: Any, records: Any) -> Published:
-        writing.set()
-        await producer_stopped.wait()  # the broker is slow: still writing as the role stops
-        raise NotReady("Producer service not yet started")
-
     later = NOW + timedelta(minutes=5)
-    with patch.object(Runtime, "publish", publish):
-        assert await recapper.check_deadlines(later) == len(channels)
-        await asyncio.wait_for(writing.wait(), 5)
-        await chorus.app.on_before_shutdown.send()  # Faust's stop, before its producer's
-        assert not recapper.lots
-        producer_stopped.set()
-        await asyncio.gather(*recapper.outbox._sending)  # the lot's publish fails
-        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
-        recapper.generating.clear()  # as if nothing were in flight: still none taken
-        assert await recapper.check_deadlines(later + timedelta(seconds=1)) == 0
-        assert not recapper.generating
+    taken = await stopped_while_publishing(
+        chorus, lambda: recapper.check_deadlines(later), recapper.outbox
+    )
+    assert taken == len(channels) and not recapper.lots
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    recapper.generating.clear()  # as if nothing were in flight: still none taken
+    assert await recapper.check_deadlines(later + timedelta(seconds=1)) == 0
+    assert not recapper.generating
     for channel in channels:  # still due: taken again by the next start
         partition = key_partition(channel.encode(), 4)
         assert [e.channel for e in recapper.index.due(partition, later, 10)] == [channel]

@@ -419,31 +419,20 @@ async def test_summaries_being_written_as_the_role_stops_are_stopped_before_its_
     had stopped its producer, a traceback each. The role's stop cancels them first, quietly,
     and none is launched after; the batch stays pending and due in the index, so the next
     start writes it."""
-    import asyncio
     import logging
 
-    from faust.exceptions import NotReady
+    from tests.unit.streams.worker.offline import stopped_while_publishing
 
     chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
     chorus.ownership.owned_partitions = lambda: frozenset({HOME})  # type: ignore[method-assign]
     summariser.bodies.reader = TopicRecords()  # type: ignore[assignment]
-    writing, producer_stopped = asyncio.Event(), asyncio.Event()
-
-    async def publish(*_: Any) -> Published:
-        writing.set()
-        await producer_stopped.wait()  # the broker is slow: still writing as the role stops
-        raise NotReady("Producer service not yet started")
-
-    with patch.object(Runtime, "publish", publish):
-        assert await summariser.check_time_thresholds(FAR) == 1
-        await asyncio.wait_for(writing.wait(), 5)
-        await chorus.app.on_before_shutdown.send()  # Faust's stop, before its producer's
-        assert not summariser.lots
-        producer_stopped.set()
-        await asyncio.gather(*summariser.outbox._sending)  # the lot's publish fails
-        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
-        summariser.launched.clear()  # as if nothing were in flight: still none launched
-        assert await summariser.check_time_thresholds(FAR) == 0
-        assert not summariser.launched
+    taken = await stopped_while_publishing(
+        chorus, lambda: summariser.check_time_thresholds(FAR), summariser.outbox
+    )
+    assert taken == 1 and not summariser.lots
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    summariser.launched.clear()  # as if nothing were in flight: still none launched
+    assert await summariser.check_time_thresholds(FAR) == 0
+    assert not summariser.launched
     assert [e.channel for e in summariser.index.due(HOME, FAR, 10)] == [CHANNEL]
     assert len(summariser.batch_of(CHANNEL, HOME).items) == 5
