@@ -91,11 +91,11 @@ MEMORY_SHARES: dict[Role, dict[str, float]] = {
 
 class Lots:
     """The lots a stage writes beside its stream (summaries, recaps), each a task: counted
-    (`len`), and all cancelled as the role stops (`Runtime`'s `on_before_shutdown`, after
-    the last checkpoint and before Faust stops its producer, which nothing else would
-    cancel them before), so that none reads or publishes after; none starts after
-    (`stopped`). What a cancelled lot was writing stays due in its stage's index: the next
-    start writes it."""
+    (`len`, at most the stage's own bound on what is in flight), and all cancelled as the
+    role stops (`Runtime._stopping`: after the last checkpoint, before Faust stops its
+    producer; Faust itself never cancels them), so that none reads or publishes after, and
+    none starts after (`stopped`). What a cancelled lot was writing stays due in its
+    stage's index: the next start writes it."""
 
     def __init__(self) -> None:
         self.running: set[asyncio.Task[None]] = set()
