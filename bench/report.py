@@ -262,6 +262,15 @@ SECTIONS = {
 }
 
 
+def machine_and_packages(meta: dict[str, Any]) -> str:
+    """When the machine booted and the measured packages' versions, as the header's last
+    sentence (nothing for a run that predates them)."""
+    if "packages" not in meta:
+        return ""
+    packages = ", ".join(f"{name} {version}" for name, version in meta["packages"].items())
+    return f" Machine booted {meta.get('booted') or '—'}; {packages or 'no packages found'}."
+
+
 def markdown(results: dict[str, Any]) -> str:
     meta = results["meta"]
     lines = [
@@ -269,7 +278,7 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"`{meta['command']}`; {meta['machine']}; load average (1, 5, 15 min) "
         f"{meta['load_average_at_start']} at the start, {meta.get('load_average_at_end')} at "
-        f"the end; {meta.get('seconds', '—')} s.",
+        f"the end; {meta.get('seconds', '—')} s.{machine_and_packages(meta)}",
         "",
     ]
     for phase, section in SECTIONS.items():
