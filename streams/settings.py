@@ -102,11 +102,13 @@ class Settings(BaseSettings):
     checkpoint_ms: int = Field(default=5000, ge=10, le=60_000)
     checkpoint_max_keys: int = Field(default=20_000, ge=1)
     checkpoint_max_held: int = Field(default=50_000, ge=1)
-    # Each role's agent on chorus.messages (the fold, the context role's feed) takes up to
+    # Each role's stage on chorus.messages (the fold, the context role's feed) takes up to
     # this many records at a time, waiting at most batch_wait_ms for more; a fold batch's
-    # driver events go out together.
+    # driver events go out together. The wait is latency when messages come one at a time:
+    # 5 ms added 7 ms to a wake's p50 at 100 msg/s, and 1 ms folded as fast over 100,000
+    # channels (bench/results/issue-40-investigations.md).
     batch_max: int = Field(default=500, ge=1)
-    batch_wait_ms: float = Field(default=5.0, gt=0)
+    batch_wait_ms: float = Field(default=1.0, gt=0)
     # How much a fetch brings per partition: with Faust's 1 MiB (about 750 messages of 1.4 KB)
     # the fold waited for fetches 40% of the time (measured: 3,500 → 7,200 msg/s with 4 MiB).
     # A fetch request is capped at 50 MiB whatever the partitions (aiokafka's fetch_max_bytes).
