@@ -53,8 +53,9 @@ def commit() -> str | None:
 def booted(proc_stat: Path = Path("/proc/stat")) -> str | None:
     """When the machine last started (UTC, the kernel's `btime`), None where it does not say.
     A shared virtual machine that restarted may be another host: the same code measured
-    2.8 times the CPU per message after one did (bench/results/issue-40-investigations.md),
-    so only runs of one boot compare as one machine."""
+    2.8-3.1 times the CPU per message after one did (bench/results/issue-40-investigations.md).
+    Runs of different boots do not compare as one machine; runs of one boot compare only
+    side by side, for the host's speed drifts within a boot too."""
     try:
         lines = proc_stat.read_text().splitlines()
     except OSError:
@@ -67,7 +68,7 @@ def booted(proc_stat: Path = Path("/proc/stat")) -> str | None:
 
 def package_versions() -> dict[str, str]:
     """The installed version of each of MEASURED_PACKAGES (absent ones left out)."""
-    found = {}
+    found: dict[str, str] = {}
     for name in MEASURED_PACKAGES:
         try:
             found[name] = metadata.version(name)

@@ -262,13 +262,14 @@ SECTIONS = {
 }
 
 
-def machine_and_packages(meta: dict[str, Any]) -> str:
+def booted_and_packages(meta: dict[str, Any]) -> str:
     """When the machine booted and the measured packages' versions, as the header's last
     sentence (nothing for a run that predates them)."""
     if "packages" not in meta:
         return ""
     packages = ", ".join(f"{name} {version}" for name, version in meta["packages"].items())
-    return f" Machine booted {meta.get('booted') or '—'}; {packages or 'no packages found'}."
+    booted = f"{meta['booted']} UTC" if meta.get("booted") else "—"
+    return f" Machine booted {booted}; {packages or 'no packages found'}."
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -278,7 +279,7 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"`{meta['command']}`; {meta['machine']}; load average (1, 5, 15 min) "
         f"{meta['load_average_at_start']} at the start, {meta.get('load_average_at_end')} at "
-        f"the end; {meta.get('seconds', '—')} s.{machine_and_packages(meta)}",
+        f"the end; {meta.get('seconds', '—')} s.{booted_and_packages(meta)}",
         "",
     ]
     for phase, section in SECTIONS.items():

@@ -105,8 +105,9 @@ class Settings(BaseSettings):
     # Each role's stage on chorus.messages (the fold, the context role's feed) takes up to
     # this many records at a time, waiting at most batch_wait_ms for more; a fold batch's
     # driver events go out together. The wait is latency when messages come one at a time:
-    # 5 ms added 7 ms to a wake's p50 at 100 msg/s, and 1 ms folded as fast over 100,000
-    # channels (bench/results/issue-40-investigations.md).
+    # with 5 ms the batch step (the wait and scheduling) took 7 ms of a 19 ms median wake at
+    # 100 msg/s, and 1 ms folded as fast over 100,000 channels
+    # (bench/results/issue-40-investigations.md).
     batch_max: int = Field(default=500, ge=1)
     batch_wait_ms: float = Field(default=1.0, gt=0)
     # How much a fetch brings per partition: with Faust's 1 MiB (about 750 messages of 1.4 KB)

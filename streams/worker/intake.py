@@ -100,8 +100,8 @@ class Intake:
 
     async def batches(self) -> AsyncIterator[list[Message]]:
         """Batches of at most `batch_max` records in the order they were put, each handed
-        once it has `batch_max` or `wait` passed after its first record; not yet tracked
-        (`fresh`)."""
+        once it has `batch_max` records, or no more are queued and `wait` has passed since
+        its first record; not yet tracked (`fresh`)."""
         loop = asyncio.get_running_loop()
         while True:
             batch, self._over = self._over, []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pydantic
@@ -12,10 +13,18 @@ from bench.meta import booted, package_versions
 from bench.report import markdown
 
 
-def test_booted_is_the_kernels_btime_in_utc(tmp_path: Path) -> None:
-    stat = tmp_path / "stat"
-    stat.write_text("cpu  1 2 3\nbtime 1796583840\nprocesses 9\n")
-    assert booted(stat) == "2026-12-06 19:04"
+def test_booted_is_the_kernels_btime_in_utc_whatever_the_local_zone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        stat = tmp_path / "stat"
+        stat.write_text("cpu  1 2 3\nbtime 1796583840\nprocesses 9\n")
+        assert booted(stat) == "2026-12-06 19:04"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_booted_is_none_where_the_machine_does_not_say(tmp_path: Path) -> None:
@@ -46,10 +55,10 @@ def a_run(**more: object) -> dict[str, object]:
 def test_the_results_header_says_when_the_machine_booted_and_the_packages() -> None:
     run = a_run(booted="2026-12-06 19:04", packages={"aiokafka": "0.14.0", "orjson": "3.13.0"})
     header = markdown({"meta": run}).splitlines()[2]
-    assert header.endswith("Machine booted 2026-12-06 19:04; aiokafka 0.14.0, orjson 3.13.0.")
+    assert header.endswith("Machine booted 2026-12-06 19:04 UTC; aiokafka 0.14.0, orjson 3.13.0.")
 
 
 def test_a_result_from_before_the_packages_were_kept_reads_as_it_did() -> None:
     header = markdown({"meta": a_run()}).splitlines()[2]
-    assert header.endswith("s.")
+    assert header.endswith("; — s.")
     assert "booted" not in header
