@@ -15,8 +15,8 @@ Phases (`--only` picks some; docs/benchmarks.md says how each measures):
 
 Starts its own local broker (in a temp dir, stopped at the end). Writes
 bench/results/<date>[-quick].json and .md and prints the markdown. `--quick` is a smoke run
-of a few minutes; the full run takes about 36 minutes on 2 cores (the 1,000,000-channel
-phase alone about 25).
+of a few minutes; the full run takes about an hour on 2 cores (the 1,000,000-channel
+phase alone about 40 minutes).
 """
 
 from __future__ import annotations
