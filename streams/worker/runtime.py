@@ -26,8 +26,10 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from datetime import datetime
 from typing import Any
 
+from faust.exceptions import NotReady
 from faust.types import TP as TopicPartition
 from faust.types import Message
 
@@ -212,6 +214,9 @@ class Runtime:
         # Next offset to fold (or, in the context role, to follow) per messages partition:
         # neither role applies a message past a gap.
         self.positions = self.checkpoint.table(self.table(POSITIONS_TABLE[role]))
+        # Per messages partition, the timestamp (ms) of the latest record applied: how far in
+        # time this role has read the log (`read_through`). One entry per partition.
+        self.read_ms: dict[int, int] = {}
         # What falls due when, per channel (`streams.worker.deadlines`): scanned, not cached.
         self.deadlines = self.checkpoint.table(
             self.table(DEADLINES_TABLE, time_index=True), ordered=True
@@ -359,7 +364,29 @@ class Runtime:
         found = self.positions.get(str(partition), partition)
         return int(found) if found is not None else None
 
-    async def in_order(self, partition: int, offset: int) -> bool:
+    def unread(self, partition: int) -> int:
+        """How many records of `partition` of chorus.messages are in the log past the next
+        one to apply, as of the consumer's last fetch; 0 when that is not known (nothing
+        applied or fetched yet, the partition not assigned, the consumer not started)."""
+        applied = self.next_offset(partition)
+        if applied is None:
+            return 0
+        tp = TopicPartition(self.messages.get_topic_name(), partition)
+        try:
+            highwater = self.app.consumer.highwater(tp)
+        except (AssertionError, NotReady):  # aiokafka asserts the partition is assigned
+            return 0
+        return max(highwater - applied, 0) if highwater is not None else 0
+
+    def read_through(self, partition: int, at: datetime) -> bool:
+        """Whether this role has read `partition` of chorus.messages up to `at`: it applied a
+        record stamped at or after it, or nothing is left unread (`unread`). Behind a
+        backlog it has not, and messages stamped before `at` may still come."""
+        if self.read_ms.get(partition, 0) >= int(at.timestamp() * 1000):  # stamped in ms
+            return True
+        return self.unread(partition) == 0
+
+    async def in_order(self, partition: int, offset: int, timestamp_ms: int = 0) -> bool:
         """Whether a stage may apply the record at `partition`@`offset` of chorus.messages:
         the next one (the partition's position moves past it, whatever the stage makes of
         it) or one applied before (redelivered; the stages are idempotent by offset). A
@@ -375,4 +402,6 @@ class Runtime:
             return False
         if expected is None or offset == expected:
             self.positions.set(str(partition), offset + 1, partition, offset)
+            if timestamp_ms > self.read_ms.get(partition, 0):
+                self.read_ms[partition] = timestamp_ms
         return True

@@ -45,7 +45,7 @@ class Feed:
         offset: int,
         timestamp_ms: int = 0,
     ) -> None:
-        if not await self.chorus.in_order(partition, offset):
+        if not await self.chorus.in_order(partition, offset, timestamp_ms):
             return
         try:
             message = self.chorus.gate.validate(key, value, partition, offset, timestamp_ms)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from unittest.mock import patch
 
 import pytest
+from faust.exceptions import ConsumerNotStarted
 from faust.types import TP, Message
 
 from tests.unit.streams.worker.offline import offline_worker, taking
@@ -80,3 +82,30 @@ async def test_a_stages_lots_are_cancelled_as_the_role_stops_and_none_starts_aft
     late = lot("late")
     lots.start(late)  # closed unstarted: never run, never warned about as never awaited
     assert late.cr_frame is None and len(lots) == 0 and finished == []
+
+
+async def test_how_far_the_role_read_the_log_is_its_last_record_or_nothing_left_unread() -> None:
+    """`unread`: the records past the next one to apply, as of the consumer's last fetch (0
+    when not known); `read_through(at)`: a record stamped at or after `at` applied, or none
+    left unread."""
+    chorus = offline_worker("context", stages=("summaries",)).runtime
+    highwater: dict[str, object] = {"at": 10}
+
+    def last_fetched(_: TP) -> object:
+        if isinstance(highwater["at"], Exception):
+            raise highwater["at"]
+        return highwater["at"]
+
+    written = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+    with patch.object(chorus.app.consumer, "highwater", last_fetched):
+        assert chorus.unread(0) == 0  # nothing applied yet
+        assert await chorus.in_order(0, 0, int(written.timestamp() * 1000))
+        assert await chorus.in_order(0, 1)  # a record without a timestamp moves nothing
+        assert chorus.unread(0) == 8
+        assert chorus.read_through(0, written)
+        assert not chorus.read_through(0, written + timedelta(milliseconds=1))
+        highwater["at"] = 2
+        assert chorus.unread(0) == 0 and chorus.read_through(0, written + timedelta(days=1))
+        for unknown in (None, ConsumerNotStarted("not yet"), AssertionError("not assigned")):
+            highwater["at"] = unknown
+            assert chorus.unread(0) == 0

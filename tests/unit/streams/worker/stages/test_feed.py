@@ -69,3 +69,13 @@ async def test_a_reader_that_raises_is_dead_lettered_and_the_next_record_goes_on
         await feed.on_record(CHANNEL.encode(), said(0), HOME, 0)
     assert len(letters) == 1 and "RuntimeError: boom" in letters[0]
     assert chorus.next_offset(HOME) == 1
+
+
+async def test_the_role_reads_the_log_as_far_as_its_latest_record_applied_is_stamped() -> None:
+    """What the summaries' time thresholds wait for behind a backlog (`read_through`)."""
+    read: list[tuple[str, int]] = []
+    feed, chorus, _, _ = feed_with(read)
+    await feed.on_record(CHANNEL.encode(), said(0), HOME, 0, 1_000)
+    await feed.on_record(CHANNEL.encode(), said(2), HOME, 2, 3_000)  # a jump: not applied
+    await feed.on_record(CHANNEL.encode(), said(1), HOME, 1, 2_000)
+    assert chorus.read_ms == {HOME: 2_000}

@@ -436,3 +436,50 @@ async def test_summaries_being_written_as_the_role_stops_are_stopped_before_its_
     assert not summariser.launched
     assert [e.channel for e in summariser.index.due(HOME, FAR, 10)] == [CHANNEL]
     assert len(summariser.batch_of(CHANNEL, HOME).items) == 5
+
+
+async def test_a_batch_due_by_its_time_waits_until_the_log_is_read_up_to_then() -> None:
+    """Behind a backlog the feed takes a channel's messages long after they were written:
+    a time threshold counted from when they were taken passes before the rest of the
+    channel's messages, already in the log, are read, and each batch would be summarised in
+    pieces (a summary per 7 messages instead of 20 through the bench's backlog). So a batch
+    due by its time alone waits until the role has read the partition up to when it fell
+    due: a record stamped after that applied, or nothing left unread."""
+    chorus, summariser, _ = await fold_messages(
+        5, summary_after_messages=50, summary_after_seconds=60
+    )
+    batch = summariser.batch_of(CHANNEL, HOME)
+    assert batch.pending_since is not None
+    fell_due = batch.pending_since + timedelta(seconds=60)
+    assert chorus.next_offset(HOME) == 5
+    unread = {"highwater": 1005}  # the consumer's last fetch: 1,000 records still to take
+    with (
+        patch.object(chorus.app.consumer, "highwater", lambda _: unread["highwater"]),
+        launches_recorded(chorus, summariser) as launched,
+    ):
+        assert await summariser.check_time_thresholds(FAR) == 0
+        assert not summariser.maybe_launch(CHANNEL, batch, HOME, FAR)
+        assert [e.channel for e in summariser.index.due(HOME, FAR, 10)] == [CHANNEL]  # kept
+        chorus.read_ms[HOME] = int(fell_due.timestamp() * 1000) + 1  # read up to then
+        assert await summariser.check_time_thresholds(FAR) == 1
+        summariser.launched.pop(CHANNEL)
+        chorus.read_ms[HOME] = 0
+        unread["highwater"] = 5  # nothing left unread
+        assert summariser.maybe_launch(CHANNEL, batch, HOME, FAR)
+        await asyncio_idle()
+    assert launched == [CHANNEL, CHANNEL]
+
+
+async def test_a_batch_at_its_message_threshold_is_launched_however_far_behind_the_role_is() -> (
+    None
+):
+    chorus, summariser, _ = await fold_messages(3, summary_after_messages=3)
+    summariser.launched.pop(CHANNEL)  # as a summary that raised does
+    batch = summariser.batch_of(CHANNEL, HOME)
+    with (
+        patch.object(chorus.app.consumer, "highwater", lambda _: 100_000),
+        launches_recorded(chorus, summariser) as launched,
+    ):
+        assert summariser.maybe_launch(CHANNEL, batch, HOME, datetime.now(UTC))
+        await asyncio_idle()
+    assert launched == [CHANNEL]
