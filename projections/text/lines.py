@@ -6,6 +6,7 @@ a summary, a prompt or a compacted span, the `[sender] text` line (`message_line
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 __all__ = [
@@ -25,6 +26,9 @@ ELLIPSIS = "…"
 # straight single quote, and a ’ with no ‘ open, are apostrophes.
 _PAIRS = {"“": "”", "‘": "’", "(": ")", "[": "]", "{": "}", '"': '"'}
 _OPENER_OF = {close: open_ for open_, close in _PAIRS.items() if open_ != '"'}
+# Every other character passes `_unclosed` by: only these are looked at, found in C (a
+# message's window is cut on every message the context role takes).
+_PAIR_CHARS = re.compile("[" + re.escape("".join(sorted({*_PAIRS, *_OPENER_OF}))) + "]")
 
 
 def _unclosed(text: str, *, strict: bool) -> list[str] | None:
@@ -32,7 +36,7 @@ def _unclosed(text: str, *, strict: bool) -> list[str] | None:
     nothing open or crosses another pair ("(a [b)"); else such a closer closes its opener
     and whatever was opened inside it, or nothing."""
     stack: list[str] = []
-    for char in text:
+    for char in _PAIR_CHARS.findall(text):
         if char == '"' and '"' in stack:
             opener: str | None = '"'
         elif char in _PAIRS:
