@@ -65,18 +65,16 @@ class MessageBodies:
         kept = self.cache.peek(channel)
         if not kept:
             return
-        for old in [o for o in kept if o <= offset]:
-            del kept[old]
+        dropped = [o for o in kept if o <= offset]
+        if not dropped:
+            return
+        freed = sum(message_bytes(kept.pop(old)) for old in dropped)
         if not kept:
             self.cache.pop(channel)
             return
         partition = self.cache.partition_of(channel)
-        if partition is not None:
-            self._put(channel, partition, kept)
-
-    def _put(self, channel: str, partition: int, kept: dict[int, Message]) -> None:
-        size = sum(message_bytes(m) for m in kept.values())
-        self.cache.put(channel, kept, size, partition)
+        if partition is not None:  # counted for what it still holds, not summed again
+            self.cache.put(channel, kept, self.cache.size_of(channel) - freed, partition)
 
 
 @dataclass(frozen=True)

@@ -73,3 +73,13 @@ async def test_what_is_wanted_is_read_back_through_the_gate_and_kept_again() -> 
     assert sorted(found) == [0, 3, 5]  # the run stops at its limit
     assert sorted(bodies.memory.of("c")) == [0, 3, 5]
     assert sorted(log.reads) == [(0, 3, None), (5, 6, 1)]
+
+
+def test_what_a_channel_is_counted_for_after_a_drop_is_what_it_still_holds() -> None:
+    bodies = bodies_of()
+    for i in range(6):
+        bodies.keep("a", 0, i, said(i, chars=10 * (i + 1)))
+    bodies.drop_through("a", -1)  # nothing to forget
+    bodies.drop_through("a", 3)
+    assert bodies.cache.size_of("a") == sum(message_bytes(m) for m in bodies.of("a").values())
+    assert bodies.cache.bytes == bodies.cache.size_of("a") and sorted(bodies.of("a")) == [4, 5]
