@@ -330,8 +330,11 @@ class DigestSummariser:
         """The `size` best-scored candidates, in said order, and the score of each (by id).
 
         The pool's candidates are scored as they read; this batch's pieces first by their
-        rough words, and only the best (`MATERIALISED` times `size` places, with the pool's
-        candidates) are cleaned into candidates and scored as they will read.
+        rough words, and only those among the best `size` places (with the pool's
+        candidates) are cleaned into candidates and scored as they will read: a piece's
+        rough words rank it about as its cleaned text will. Cleaning twice as many places
+        made the digest 15 % slower for the same ROUGE on QMSum train (26.74 / 5.74 / 13.71
+        against 26.75 / 5.72 / 13.75; val 25.32 / 5.24 / 13.07 against 25.24 / 5.18 / 13.11).
         """
         total = sum(counts.values()) or 1
         logs = _logs(counts, total)
@@ -355,7 +358,7 @@ class DigestSummariser:
         ]
         ranked.sort(key=lambda entry: (-entry[0], entry[1]))
         chosen: list[tuple[int, Candidate]] = []
-        for score, order, item in ranked[: MATERIALISED * size]:
+        for score, order, item in ranked[:size]:
             if score <= 0:
                 break
             if isinstance(item, Candidate):
@@ -533,9 +536,6 @@ def _own_prefix(text: str, written: str | None) -> str:
 # where the raw text was cut, the cleaner reads the same text).
 RAW_CHARS_CLEANED = 2
 CLEANED_MARGIN = 60
-# How many of the best-ranked places (times the pool's size) are cleaned and scored as they
-# will read: a piece's rough words rank it about as its cleaned text will.
-MATERIALISED = 2
 
 
 def _logs(counts: Counter[str], total: int) -> dict[str, float]:

@@ -314,7 +314,7 @@ def test_the_term_model_is_cut_to_its_top_terms_as_most_common_would() -> None:
 
 async def test_a_batch_cleans_only_the_sentences_that_may_be_shown() -> None:
     """Every message's words are read (the term model), but the cleaner runs only on the
-    best-ranked sentences: MATERIALISED times the pool's size at most."""
+    best-ranked sentences: as many as the pool holds at most."""
     from unittest.mock import patch
 
     from projections.summarise import digest as digest_module
@@ -334,7 +334,7 @@ async def test_a_batch_cleans_only_the_sentences_that_may_be_shown() -> None:
     summariser = DigestSummariser()
     with patch.object(digest_module, "sentences", counted):
         result = await summariser.summarise([say("ann", line, i) for i, line in enumerate(lines)])
-    assert 0 < len(cleaned) <= digest_module.MATERIALISED * summariser.pool_size
+    assert 0 < len(cleaned) <= summariser.pool_size
     assert "disfmarker" not in result.text and " uh" not in result.text
     terms = dict(pair.rsplit(":", 1) for pair in result.annotations["digestTerms"].split(","))
     assert int(terms["invoice_queue"]) == 27  # 14 + 13 mentions, each counted once
