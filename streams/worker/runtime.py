@@ -215,7 +215,8 @@ class Runtime:
         # neither role applies a message past a gap.
         self.positions = self.checkpoint.table(self.table(POSITIONS_TABLE[role]))
         # Per messages partition, the timestamp (ms) of the latest record applied: how far in
-        # time this role has read the log (`read_through`). One entry per partition.
+        # time this role has read the log (`read_through`). One entry per partition owned,
+        # forgotten as it moves: taken over, it is read again from its last checkpoint.
         self.read_ms: dict[int, int] = {}
         # What falls due when, per channel (`streams.worker.deadlines`): scanned, not cached.
         self.deadlines = self.checkpoint.table(
@@ -240,6 +241,8 @@ class Runtime:
 
     def _moved(self, gone: frozenset[int], taken: frozenset[int], _: frozenset[int]) -> None:
         self.checkpoint.moved(gone, taken)
+        for partition in {*gone, *taken}:
+            self.read_ms.pop(partition, None)
         for cache in self.caches:
             cache.forget_partitions({*gone, *taken})
         self.collector.after_moved()

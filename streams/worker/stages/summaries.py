@@ -38,7 +38,8 @@ log, and the batch would be summarised in pieces: through the bench's backlog of
 messages over 200 channels, 2,597 summaries of 7.7 messages on average instead of 1,094 (bug
 27 in docs/reliability.md). Live, the role reads the log within milliseconds of its
 writing, so the threshold fires as before (records stamped by a producer whose clock runs
-behind the worker's delay it by as much, while any are unread). A tick stops at a
+behind the worker's delay it by as much, while any are unread). A partition taken over
+again is read again from its last checkpoint before its thresholds fire. A tick stops at a
 partition's first entry not read up to: the later ones are due later still.
 
 The pending batch is positions only (offsets, compacted spans): the log is the one copy of

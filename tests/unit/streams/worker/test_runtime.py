@@ -109,3 +109,23 @@ async def test_how_far_the_role_read_the_log_is_its_last_record_or_nothing_left_
         for unknown in (None, ConsumerNotStarted("not yet"), AssertionError("not assigned")):
             highwater["at"] = unknown
             assert chorus.unread(0) == 0
+
+
+async def test_a_partition_that_moves_away_and_back_is_read_through_only_once_read_again() -> None:
+    """How far the role read a partition in time is forgotten as the partition moves:
+    taken over again, its records from the last checkpoint on are read again, and a time
+    threshold falls due only once they are (bug 27's fix, kept across a move)."""
+    chorus = offline_worker("context", stages=("summaries",)).runtime
+    topic = chorus.messages.get_topic_name()
+    written = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+    with patch.object(chorus.app.consumer, "highwater", lambda _: 10):
+        await chorus.app.on_partitions_assigned.send({TP(topic, 0)})
+        assert await chorus.in_order(0, 0, int(written.timestamp() * 1000))
+        assert chorus.read_through(0, written)
+        await chorus.checkpoint.checkpoint()  # the next offset to apply, 1, kept
+        await chorus.app.on_partitions_assigned.send(set())  # gone
+        await chorus.app.on_partitions_assigned.send({TP(topic, 0)})  # taken over again
+        assert chorus.unread(0) == 9
+        assert not chorus.read_through(0, written)
+        assert await chorus.in_order(0, 1, int(written.timestamp() * 1000))
+        assert chorus.read_through(0, written)
