@@ -49,6 +49,8 @@ _WORDS_OF_TWO = frozenset(
 )
 _FALSE_START = re.compile(r"(?<![\w'’-])([a-z]{1,2})\s+(?=\1[a-z])")
 _REPEATED_WORD = re.compile(r"\b(\w[\w'’]*+(?:\s++\w[\w'’]*+)?)(?:\s+\1\b)+", re.IGNORECASE)
+# A word as _REPEATED_WORD reads it ("don't" one word, where `_TOKEN` reads two).
+_WORD = re.compile(r"\w[\w'’]*")
 # What `clean` looks for before a pass: the \w tokens (a filler or a repeat is made of them);
 # a token that is a filler, or starts one ("uh" of "uh-huh").
 _TOKEN = re.compile(r"\w+")
@@ -94,6 +96,11 @@ def _punctuation_once(found: re.Match[str]) -> str:
     return found.group(1) or _TRAILING_OFF
 
 
+def _may_repeat(words: list[str]) -> bool:
+    """Whether some word equals the next one or the one after (a repeat may be there)."""
+    return any(map(operator.eq, words, words[1:])) or any(map(operator.eq, words, words[2:]))
+
+
 def clean(text: str) -> str:
     """Transcript noise out: markup, fillers, laughter, "you know"/"I mean" where they are
     fillers, stutters, spaces before punctuation.
@@ -116,8 +123,12 @@ def clean(text: str) -> str:
     text = " ".join(text.split())
     if "'" in text:
         text = _SPLIT_CONTRACTION.sub(FIRST_GROUP, text)
-    # A repeat is a word, or two, again at once: some token equals the next or the one after.
-    if any(map(operator.eq, tokens, tokens[1:])) or any(map(operator.eq, tokens, tokens[2:])):
+    # A repeat is a word, or two, again at once: some token equals the next or the one after,
+    # counting words as the tokens read them or, with an apostrophe, as the pass reads them
+    # ("I don't I don't" is three tokens apart, two words).
+    if _may_repeat(tokens) or (
+        ("'" in text or "’" in text) and _may_repeat(_WORD.findall(text.lower()))
+    ):
         text = _REPEATED_WORD.sub(FIRST_GROUP, text)
     text = _SPACED_PUNCT.sub(FIRST_GROUP, text)
     text = _REPEATED_PUNCT.sub(_punctuation_once, text)

@@ -63,3 +63,13 @@ def test_a_false_start_goes_and_a_short_word_stays() -> None:
 )
 def test_joined_contractions_joins_only_split_ones(text: str, joined: str) -> None:
     assert joined_contractions(text) == joined
+
+
+def test_a_stutter_of_words_with_apostrophes_goes_whatever_else_the_text_holds() -> None:
+    """ "I don't I don't" is said once with or without another repeat in the text: the
+    check that skips the repeat pass reads words as the pass does ("don't" one word)."""
+    assert clean("I don't I don't think so") == "I don't think so"
+    assert clean("So that's So that's our three prototypes") == "So that's our three prototypes"
+    assert clean("So that's So that's our prototypes, the the end") == (
+        "So that's our prototypes, the end"
+    )
