@@ -35,9 +35,9 @@ class Gate:
         dead_letters: Any,
         partitions: Callable[[], int],
         meter: CostMeter,
-        config_of: Callable[[str], ChannelConfig | None] = lambda _: None,
+        config_of: Callable[[str, int], ChannelConfig | None] = lambda *_: None,
     ) -> None:
-        """`config_of(channel)`: the channel's config (its `writers`)."""
+        """`config_of(channel, partition)`: the channel's config (its `writers`)."""
         self.settings = settings
         self.messages_topic = messages_topic
         self.dead_letters = dead_letters
@@ -59,7 +59,8 @@ class Gate:
             partition=partition,
             partitions=self.partitions(),
         )
-        refusal = refusal_under(self.config_of(message.channel), message)
+        # Past validate_record the record is on its channel's partition.
+        refusal = refusal_under(self.config_of(message.channel, partition), message)
         if refusal is not None:
             raise MessageError(refusal)
         return message

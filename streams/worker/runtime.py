@@ -165,7 +165,7 @@ class Runtime:
             self.dead_letters,
             self.ownership.messages_partitions,
             self.meter,
-            lambda channel: self.configs.get(channel),  # the writers of `projections.writers`
+            lambda channel, partition: self.configs.get(channel, partition),  # its `writers`
         )
         # The changelogs are written with a producer of their own (`OwnProducer`): a wake
         # signal sent meanwhile waited for a checkpoint's request on the app's producer
@@ -211,6 +211,7 @@ class Runtime:
         self.configs = ChannelConfigs(
             self.channel_config, settings, self.cache("configs", "small", 0.4), self.ownership
         )
+        self.ownership.on_moved(self.configs.moved)
         # Next offset to fold (or, in the context role, to follow) per messages partition:
         # neither role applies a message past a gap.
         self.positions = self.checkpoint.table(self.table(POSITIONS_TABLE[role]))

@@ -73,6 +73,16 @@ class TableStore:
         raw: bytes | None = database.get(encoded_key(key))
         return raw
 
+    def holds_any(self, partition: int) -> bool:
+        """Whether `partition`'s store holds any key: one seek. True when that is not known
+        (a table without per-partition stores)."""
+        database = self._database(partition)
+        if database is None:
+            return True
+        iterator = database.iter()
+        iterator.seek_to_first()
+        return bool(iterator.valid())
+
     def scan(
         self, partition: int, start: Any, stop: Any, *, reverse: bool = False
     ) -> Iterator[tuple[Any, bytes]]:

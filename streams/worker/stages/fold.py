@@ -247,7 +247,8 @@ class Folder:
             self.folds.loaded(channel, folds),
             max_state_bytes=self.settings.max_state_bytes,
         )
-        decision = decision_to_json(decide(self.chorus.configs.conditions(channel), steps))
+        conditions = self.chorus.configs.conditions(channel, partition)
+        decision = decision_to_json(decide(conditions, steps))
         self.folds.write(channel, folds, steps, partition, offset)
         for done in steps:
             self._count_bounds(stored.get(done.projection.name), done)

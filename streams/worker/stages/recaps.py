@@ -270,7 +270,7 @@ class Recapper:
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
         channel = message.channel
         before = self.recap_of(channel, partition)
-        debounce = self.chorus.configs.setting(channel, "recap_debounce_seconds")
+        debounce = self.chorus.configs.setting(channel, "recap_debounce_seconds", partition)
         after = with_message(before, message, offset, debounce, self.clock())
         if after is before:
             return

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import orjson
 import pytest
 
 from projections.termination import Complete, Continue, TerminationContext
@@ -11,6 +13,7 @@ from streams.memory import ByteCache
 from streams.records import ChannelConfig
 from streams.settings import Settings
 from streams.worker.configs import NO_CONFIG_BYTES, ChannelConfigs, parse_config
+from streams.worker.store import encoded_key
 
 
 def test_parse_config_checks_the_termination_specs() -> None:
@@ -89,3 +92,70 @@ def test_a_channel_setting_is_its_own_else_the_workers() -> None:
     assert configs.setting("team/a", "summary_after_messages") == 3
     assert configs.setting("team/a", "summary_after_seconds") == 9  # not set for the channel
     assert configs.setting("team/b", "recap_debounce_seconds") == 40  # no config at all
+
+
+class CountingDatabase:
+    """A partition's store (RocksDB's `get` and `iter`), counting reads."""
+
+    def __init__(self, rows: dict[bytes, bytes]) -> None:
+        self.rows = rows
+        self.reads = 0
+
+    def get(self, key: bytes) -> bytes | None:
+        self.reads += 1
+        return self.rows.get(key)
+
+    def iter(self) -> Any:
+        keys = sorted(self.rows)
+        return SimpleNamespace(seek_to_first=lambda: None, valid=lambda: bool(keys))
+
+
+class RocksTable(dict[str, Any]):
+    """A Faust table over RocksDB, as `TableStore` reads it: one store per partition."""
+
+    def __init__(self, databases: dict[int, CountingDatabase]) -> None:
+        super().__init__()
+        self.data = SimpleNamespace(_db_for_partition=databases.__getitem__)
+
+
+class ChannelPartitions:
+    """Channels named "<partition>/<name>"; `recovering` as `Ownership` has it."""
+
+    recovering = True
+
+    def partition_of(self, channel: str) -> int:
+        return int(channel.split("/")[0])
+
+
+def test_a_partition_without_any_config_reads_no_store_for_its_channels_once_recovered() -> None:
+    configured = {encoded_key("1/a"): orjson.dumps({"channel": "1/a", "termination": []})}
+    databases = {0: CountingDatabase({}), 1: CountingDatabase(configured)}
+    table = RocksTable(databases)
+    cache: ByteCache[str, Any] = ByteCache("configs", 100_000)
+    ownership = ChannelPartitions()
+    configs = ChannelConfigs(table, Settings(), cache, ownership)  # type: ignore[arg-type]
+    both = frozenset({0, 1})
+
+    configs.moved(frozenset(), both, both)  # assigned: the stores are not recovered yet
+    assert configs.get("0/x") is None and databases[0].reads == 1
+    ownership.recovering = False
+    configs.moved(frozenset(), both, both)  # recovered
+    assert configs.empty == {0}
+    for name in ("0/y", "0/z", "0/y"):
+        assert configs.get(name) is None and configs.conditions(name) is configs.default
+    assert databases[0].reads == 1 and "0/y" not in cache  # no read, no entry
+    assert configs.get("1/a") is not None and databases[1].reads == 1
+
+    configs.put(ChannelConfig(channel="0/y", summary_after_messages=3))  # the config stage
+    databases[0].rows[encoded_key("0/y")] = orjson.dumps({"channel": "0/y"})
+    assert configs.empty == set()
+    assert configs.get("0/y") is not None and databases[0].reads == 2
+
+    databases[0].rows.clear()
+    configs.moved(frozenset({0}), frozenset(), frozenset({1}))  # gone
+    ownership.recovering = True
+    configs.moved(frozenset(), frozenset({0}), both)  # taken over again: not known yet
+    assert configs.empty == set()
+    ownership.recovering = False
+    configs.moved(frozenset(), frozenset({0}), both)
+    assert configs.empty == {0}
