@@ -18,7 +18,8 @@ system starts; then it is started and measured:
   timers    chorus's slowest timer tick by timer, start to end
             (`chorus_timer_slowest_seconds` on each role's /metrics), and the longest a
             tick held the event loop at once (`chorus_timer_held_slowest_seconds`), and
-            the consumer keepalives Faust lost (its log);
+            the consumer keepalives Faust lost (its log; the lines before each loss are
+            kept in the result, since the log goes with the working directory);
   stop      SIGTERM → the process group gone (killed at 30 s);
   restarts  warm (data directory kept) and cold (deleted): from spawn until a probe
             message sent every half second to a fresh channel is woken, and for chorus
@@ -77,6 +78,11 @@ RESTART_PROBE_SECONDS = 0.5
 RESTART_TIMEOUT = 900.0
 STOP_TIMEOUT = 30.0
 KEEPALIVE_LOST = "keepalive is not responding"
+# What the result keeps of the worker's log when a keepalive is lost: the lines up to each of
+# the first few losses, each line cut.
+KEEPALIVE_EXCERPTS = 3
+KEEPALIVE_CONTEXT = 40
+KEEPALIVE_LINE_CHARS = 400
 TIMER_GAUGE = re.compile(
     r'^chorus_timer_(slowest|held_slowest|held_cpu_slowest)_seconds\{timer="([^"]+)"\} '
     r"([0-9.e+-]+)$"
@@ -211,11 +217,23 @@ async def slowest_timers(system: System) -> dict[str, dict[str, float]]:
     return found
 
 
-def keepalives_lost(system: System) -> int:
+def keepalives_lost(log_text: str) -> dict[str, Any]:
+    """How many consumer keepalives Faust lost in `log_text` (a worker's log), and the log's
+    `KEEPALIVE_CONTEXT` lines up to each of the first `KEEPALIVE_EXCERPTS` losses (each line
+    cut to `KEEPALIVE_LINE_CHARS`): the log goes with the bench's working directory, so what
+    held the loop must be kept in the result to be read at all."""
+    lines = log_text.splitlines()
+    lost = [n for n, line in enumerate(lines) if KEEPALIVE_LOST in line]
+    excerpts = [
+        [line[:KEEPALIVE_LINE_CHARS] for line in lines[max(0, n + 1 - KEEPALIVE_CONTEXT) : n + 1]]
+        for n in lost[:KEEPALIVE_EXCERPTS]
+    ]
+    return {"count": len(lost), "before": excerpts}
+
+
+def worker_log(system: System) -> str:
     log_path = system.process.log_path
-    if not log_path.exists():
-        return 0
-    return log_path.read_text(errors="replace").count(KEEPALIVE_LOST)
+    return log_path.read_text(errors="replace") if log_path.exists() else ""
 
 
 async def fold_all(system: System, broker: Broker, messages: int, timeout: float) -> dict[str, Any]:
@@ -315,7 +333,10 @@ async def run_system(
         result["timers_slowest_s"] = timers.get("slowest", {})
         result["timers_held_slowest_s"] = timers.get("held_slowest", {})
         result["timers_held_cpu_slowest_s"] = timers.get("held_cpu_slowest", {})
-        result["keepalives_lost"] = keepalives_lost(system)
+        lost = keepalives_lost(worker_log(system))
+        result["keepalives_lost"] = lost["count"]
+        if lost["count"]:
+            result["keepalives_lost_log"] = lost["before"]
         peaks.sample()
         result["peak_rss_mib"] = peaks.mib()
         result["stop"] = await stop_seconds(system)

@@ -249,7 +249,27 @@ def channels(result: dict[str, Any]) -> list[str]:
         f"{probe['seconds']:g} s, the channels resident.",
         "",
         *table(head, rows),
+        *_keepalive_logs(result),
     ]
+
+
+def _keepalive_logs(result: dict[str, Any]) -> list[str]:
+    """Each system's log up to its first lost keepalive (the rest in the JSON)."""
+    lines: list[str] = []
+    for system in ("chorus", "fold", "quix"):
+        excerpts = result.get(system, {}).get("keepalives_lost_log")
+        if not excerpts:
+            continue
+        lines += [
+            "",
+            f"{system}'s log up to its first lost keepalive ({len(excerpts)} such excerpts in "
+            f"the JSON, `{system}.keepalives_lost_log`):",
+            "",
+            "```",
+            *excerpts[0],
+            "```",
+        ]
+    return lines
 
 
 SECTIONS = {

@@ -7,7 +7,13 @@ from collections import Counter
 
 import orjson
 
-from bench.channels import BLOCK, OPEN_EVERY, channel_records
+from bench.channels import (
+    BLOCK,
+    KEEPALIVE_CONTEXT,
+    OPEN_EVERY,
+    channel_records,
+    keepalives_lost,
+)
 from bench.report import channels
 from projections.model import decode_message
 
@@ -79,3 +85,31 @@ def test_the_channels_table_gives_each_system_beside_quix() -> None:
     assert "3.0 / 4.0 / 30.0 / 31.0" in row
     quix_row = next(line for line in lines if line.startswith("| quix"))
     assert "8.0 / 9.0 / 12 / 96 | 0 | — |" in quix_row
+
+
+def test_a_lost_keepalive_keeps_the_log_lines_before_it_in_the_result() -> None:
+    log = [f"line {n}" for n in range(100)]
+    log[60] = "[WARNING] AIOKafkaConsumerThread: Thread keepalive is not responding..."
+    log[90] = "[WARNING] AIOKafkaConsumerThread: Thread keepalive is not responding..."
+    lost = keepalives_lost("\n".join(log))
+    assert lost["count"] == 2
+    first, second = lost["before"]
+    assert first == log[60 + 1 - KEEPALIVE_CONTEXT : 61]
+    assert second[-1] == log[90] and len(second) == KEEPALIVE_CONTEXT
+    assert keepalives_lost("all well\n") == {"count": 0, "before": []}
+
+
+def test_the_channels_section_shows_the_log_up_to_the_first_lost_keepalive() -> None:
+    result = {
+        "channels": 10,
+        "messages": 20,
+        "open_every": 10,
+        "probe": {"rate": 100.0, "channels": 200, "seconds": 60.0},
+        "chorus": {
+            "keepalives_lost": 1,
+            "keepalives_lost_log": [["timer recap-deadlines ran 2.6 s", "keepalive lost"]],
+        },
+    }
+    lines = channels(result)
+    shown = lines[lines.index("```") + 1 : -1]
+    assert shown == ["timer recap-deadlines ran 2.6 s", "keepalive lost"]
