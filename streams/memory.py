@@ -111,9 +111,9 @@ class ByteCache(Generic[K, V]):
             else:
                 self._evicted(key, value)
         while self.bytes > self.budget:  # also after the budget was lowered
-            oldest = next(iter(self._entries))
-            self._evicted(oldest, self._entries[oldest][0])
-            self.pop(oldest)
+            oldest, entry = self._entries.popitem(last=False)
+            self._forgotten(oldest, entry)
+            self._evicted(oldest, entry[0])
         return key in self._entries
 
     def pop(self, key: K) -> V | None:
@@ -121,14 +121,18 @@ class ByteCache(Generic[K, V]):
         found = self._entries.pop(key, None)
         if found is None:
             return None
-        value, size, partition = found
+        self._forgotten(key, found)
+        return found[0]
+
+    def _forgotten(self, key: K, entry: tuple[V, int, int]) -> None:
+        """The bookkeeping of an entry just taken out of `_entries`."""
+        _, size, partition = entry
         self.bytes -= size
         keys = self._by_partition.get(partition)
         if keys is not None:
             keys.discard(key)
             if not keys:
                 del self._by_partition[partition]
-        return value
 
     def forget_partitions(self, partitions: Iterable[int]) -> None:
         """Forget every entry of `partitions` (moved away, or restored from a changelog)."""

@@ -106,11 +106,15 @@ def content_key(word: str) -> str | None:
 
 def content_words(text: str) -> list[str]:
     """The words of `text` that can name a subject (normalised), in order."""
+    # The cache's lookup itself: a third of the cost of calling the cache (`memo`).
+    return list(filter(None, map(_content_token.__getitem__, _tokens(text))))
+
+
+def _tokens(text: str) -> list[str]:
+    """What `content_words` reads a word from, in order."""
     if HEX_RUN.search(text) is not None:
         text = scrub_ids(text)  # else it would only respace the text, which no word spans
-    tokens = _as_ascii(text).translate(_NOT_A_WORD).split()
-    # The cache's lookup itself: a third of the cost of calling the cache (`memo`).
-    return list(filter(None, map(_content_token.__getitem__, tokens)))
+    return _as_ascii(text).translate(_NOT_A_WORD).split()
 
 
 # The fillers `clean` takes out that would otherwise read as words ("uhh", "hmmm", "ahh"):
@@ -225,4 +229,5 @@ def may_stutter(words: Sequence[str]) -> bool:
 def is_backchannel(text: str | None) -> bool:
     """True for "yeah", "Hmm hmm hmm .", "I think so, yeah." and anything else that has
     no word naming a subject."""
-    return not content_words(text or "")
+    # `content_words` up to the first: most texts name a subject in their first few words.
+    return not any(map(_content_token.__getitem__, _tokens(text or "")))
