@@ -1,11 +1,15 @@
-"""Profile a running worker with py-spy: `python -m bench.profile [--fold-only]`.
+"""Profile a running worker with py-spy:
+`python -m bench.profile [--fold-only] [--shape turns|channels]`.
 
-Starts a local broker, fills a messages topic with N real messages, starts `chorus worker`
-(or the fold stage alone), lets it fold `--warmup` of them, then records py-spy (following
-the role processes) for `--seconds` and writes under bench/results/:
-  <date>-profile[-fold-only].txt  collapsed stacks (speedscope, flamegraph.pl);
-  <date>-profile[-fold-only].md   each process's share of the samples, then per process
-                                  the functions (inclusive) of chorus, Faust and aiokafka.
+Starts a local broker, fills a messages topic with N real messages (`--shape turns`: real
+turns spread over `--channels` channels, as the throughput phase sends them; `--shape
+channels`: the channels phase's, each channel a COMMAND and its reply), starts `chorus
+worker` (or the fold stage alone), lets it fold `--warmup` of them, then records py-spy
+(following the role processes) for `--seconds` and writes under bench/results/:
+  <date>-profile[-fold-only][-channels].txt  collapsed stacks (speedscope, flamegraph.pl);
+  <date>-profile[-fold-only][-channels].md   each process's share of the samples, then per
+                                             process the functions (inclusive) of chorus,
+                                             Faust and aiokafka.
 `--gil` counts only samples that hold the GIL (CPU work, not waiting).
 """
 
@@ -22,6 +26,7 @@ from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 
+from bench.channels import channel_records, short_turns
 from bench.data import encoded_messages, load_conversations
 from bench.kafka import produce
 from bench.meta import RESULTS
@@ -74,7 +79,11 @@ async def profile(args: argparse.Namespace, work: Path, out: Path) -> None:
         make = fold_stage if args.fold_only else chorus_worker
         system = make(broker, work, "prof")
         _, conversations = load_conversations()
-        records = encoded_messages(conversations, args.messages, args.channels)
+        if args.shape == "channels":
+            contents = short_turns(conversations)
+            records = channel_records(args.messages // 2, "prof", contents)
+        else:
+            records = encoded_messages(conversations, args.messages, args.channels)
         await produce(broker.settings, system.topic("messages"), records)
         system.process.spawn()
         try:
@@ -95,9 +104,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=500, help="messages folded first")
     parser.add_argument("--fold-only", action="store_true")
+    parser.add_argument(
+        "--shape",
+        choices=("turns", "channels"),
+        default="turns",
+        help="channels: a COMMAND and its reply per channel (--channels is then ignored)",
+    )
     parser.add_argument("--gil", action="store_true")
     args = parser.parse_args()
     stem = f"{datetime.now():%Y-%m-%d}-profile" + ("-fold-only" if args.fold_only else "")
+    stem += "-channels" if args.shape == "channels" else ""
     out = RESULTS / f"{stem}.txt"
     work = Path(tempfile.mkdtemp(prefix="chorus-profile-"))
     try:
@@ -105,9 +121,14 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     what = "the fold stage alone" if args.fold_only else "chorus worker"
+    spread = (
+        f"{args.messages // 2:,} channels, each a COMMAND and its reply"
+        if args.shape == "channels"
+        else f"{args.channels} channels"
+    )
     text = (
-        f"# py-spy profile of {what}\n\n{args.messages:,} messages over {args.channels} "
-        f"channels; {args.seconds} s at 100 Hz{' (GIL holders only)' if args.gil else ''}.\n\n"
+        f"# py-spy profile of {what}\n\n{args.messages:,} messages over {spread}; "
+        f"{args.seconds} s at 100 Hz{' (GIL holders only)' if args.gil else ''}.\n\n"
         + summarise(out.read_text())
     )
     out.with_suffix(".md").write_text(text)
