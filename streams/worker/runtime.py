@@ -296,7 +296,7 @@ class Runtime:
         if self.folds is None:
             return None
         partition = self.ownership.partition_of(channel)
-        return self.folds.standing(channel, partition, self.configs.conditions(channel))
+        return self.folds.standing(channel, partition, self.configs.conditions(channel, partition))
 
     def take_messages(
         self, name: str, on_batch: Callable[[Sequence[Message]], Awaitable[None]]

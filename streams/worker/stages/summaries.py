@@ -209,7 +209,8 @@ class Summariser:
     def configured(self, channel: str, partition: int) -> None:
         """The channel's thresholds may have changed: index its batch by them (an entry
         later than the new one fires and is moved; one sooner must be put)."""
-        self.index_by(channel, self.due_at(channel, self.batch_of(channel, partition)), partition)
+        batch = self.batch_of(channel, partition)
+        self.index_by(channel, self.due_at(channel, batch, partition), partition)
 
     def index_by(
         self,
@@ -248,19 +249,20 @@ class Summariser:
         found = self.summary.get(channel, partition)
         return int(found[2]) if found is not None and found[2] is not None else -1
 
-    def thresholds(self, channel: str) -> tuple[int, float]:
+    def thresholds(self, channel: str, partition: int) -> tuple[int, float]:
+        """The channel's (of `partition`) message and time thresholds."""
         configs = self.chorus.configs
         return (
-            configs.setting(channel, "summary_after_messages"),
-            configs.setting(channel, "summary_after_seconds"),
+            configs.setting(channel, "summary_after_messages", partition),
+            configs.setting(channel, "summary_after_seconds", partition),
         )
 
     def due_at(
-        self, channel: str, batch: PendingBatch, *, in_flight: bool = False
+        self, channel: str, batch: PendingBatch, partition: int, *, in_flight: bool = False
     ) -> datetime | None:
-        """When `batch` falls due; by its time threshold alone while a summary of it is
-        `in_flight`."""
-        after_messages, after_seconds = self.thresholds(channel)
+        """When `batch` (of the channel, of `partition`) falls due; by its time threshold
+        alone while a summary of it is `in_flight`."""
+        after_messages, after_seconds = self.thresholds(channel, partition)
         if in_flight:
             after_messages = sys.maxsize
         return due_at(batch, after_messages=after_messages, after_seconds=after_seconds)
@@ -321,7 +323,11 @@ class Summariser:
         self.pending.set(channel, batch, partition, offset, topic)
         in_flight = channel in self.launched
         self.index_by(
-            channel, self.due_at(channel, batch, in_flight=in_flight), partition, offset, topic
+            channel,
+            self.due_at(channel, batch, partition, in_flight=in_flight),
+            partition,
+            offset,
+            topic,
         )
 
     async def on_message(self, message: Message, partition: int, offset: int) -> None:
@@ -398,7 +404,7 @@ class Summariser:
             return None
         if not self.followed.caught_up(partition):  # its latest summary may not be read yet
             return None
-        after_messages, after_seconds = self.thresholds(channel)
+        after_messages, after_seconds = self.thresholds(channel, partition)
         if not due(batch, after_messages=after_messages, after_seconds=after_seconds, now=now):
             return None
         if not self.log_read_for(batch, partition, after_messages, after_seconds):
@@ -442,7 +448,7 @@ class Summariser:
                 if read % DUE_ENTRIES_PER_SLICE == 0:
                     await asyncio.sleep(0)
                 batch = self.batch_of(entry.channel, partition)
-                at = self.due_at(entry.channel, batch)
+                at = self.due_at(entry.channel, batch, partition)
                 if at is None or at > now:  # emptied or moved on: the entry moves with it
                     self.index.move(entry, partition, at)
                     moved_to = None if at is None else due_ms(at)

@@ -340,7 +340,7 @@ async def test_a_batch_launched_at_its_message_threshold_keeps_one_entry_in_the_
     (entry,) = summariser.index.due(HOME, FAR, 10)
     since = summariser.batch_of(CHANNEL, HOME).pending_since
     assert since is not None
-    threshold = since + timedelta(seconds=summariser.thresholds(CHANNEL)[1])
+    threshold = since + timedelta(seconds=summariser.thresholds(CHANNEL, HOME)[1])
     assert timedelta(0) <= entry.at - threshold < timedelta(milliseconds=1)  # ms, rounded up
 
 
