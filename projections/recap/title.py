@@ -40,12 +40,17 @@ def _quotes(line: str, said: Sequence[str]) -> bool:
 
 
 def channel_title(
-    window: Sequence[Message], opening: str | None, summary: str | None = None
+    window: Sequence[Message],
+    opening: str | None,
+    summary: str | None = None,
+    keyphrases: KeyphraseCounts | None = None,
 ) -> str | None:
-    """What the channel is about: the top `channel_keyphrases`; before any phrase repeats,
-    its first message that says something (`opening`); None for a channel of nothing but
-    backchannel."""
-    return title(channel_keyphrases(window, summary), fallback=opening)
+    """What the channel is about: the top `channel_keyphrases` (`keyphrases`, when the
+    caller counted them already); before any phrase repeats, its first message that says
+    something (`opening`); None for a channel of nothing but backchannel."""
+    if keyphrases is None:
+        keyphrases = channel_keyphrases(window, summary)
+    return title(keyphrases, fallback=opening)
 
 
 def summary_material(summary: str | None) -> list[str]:

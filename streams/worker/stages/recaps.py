@@ -410,6 +410,7 @@ class Recapper:
         try:
             summary = await self.narrative(channel)
             window = await self.window_of(channel, recap, partition)
+            keyphrases = channel_keyphrases(window, summary)  # counted once: title and text
             previous = (await self.latest.latest(channel, partition)).record
             base = RecapRecord(
                 channel=channel,
@@ -418,7 +419,7 @@ class Recapper:
                 phase=RecapPhase.GENERATING,
                 covered_offset=recap.status.covered_offset,
                 generation=recap.status.generation,
-                title=channel_title(window, recap.opening, summary),
+                title=channel_title(window, recap.opening, summary, keyphrases),
             )
             if client is not None:  # a model's answer takes a while: say it is coming
                 await self.publish(base, partition)
@@ -427,9 +428,7 @@ class Recapper:
             self.generating.pop(channel, None)
             return
         try:
-            text, cost = await write_recap(
-                client, window, summary, channel_keyphrases(window, summary)
-            )
+            text, cost = await write_recap(client, window, summary, keyphrases)
             self.chorus.meter.recaps.labels(cost["tier"]).inc()
             done = base.model_copy(
                 update={

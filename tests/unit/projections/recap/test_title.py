@@ -53,3 +53,11 @@ def test_a_summary_quoting_the_window_does_not_make_its_phrases_repeat() -> None
     assert channel_keyphrases(window, f"[ann] {opening}")["billing table"][0] == 1
     again = [*window, said("the billing tables move on Friday")]
     assert channel_title(again, opening, f"[ann] {opening}") == "Billing table"
+
+
+def test_keyphrases_counted_already_give_the_title_they_would_give_counted_again() -> None:
+    window = [said("Lunch at noon?"), said("Sure."), said("Noon works, the usual place.")]
+    counted = channel_keyphrases(window, DIGEST)
+    assert channel_title(window, "x", DIGEST, counted) == channel_title(window, "x", DIGEST)
+    # The counts given are what is read: none, and the opening stands in.
+    assert channel_title(window, "Plan the release train", DIGEST, {}) == "Plan the release train"
