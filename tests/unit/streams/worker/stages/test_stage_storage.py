@@ -483,3 +483,19 @@ async def test_a_batch_at_its_message_threshold_is_launched_however_far_behind_t
         assert summariser.maybe_launch(CHANNEL, batch, HOME, datetime.now(UTC))
         await asyncio_idle()
     assert launched == [CHANNEL]
+
+
+async def test_a_summary_on_another_partition_than_its_channels_is_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """chorus.summaries is partitioned like chorus.messages: a record of the channel on
+    another partition (a producer with another partitioner) is logged and left out, never
+    filed under, nor read with the config of, a partition the channel is not on."""
+    _, summariser, _ = await fold_messages(3, summary_after_messages=50)
+    elsewhere = (HOME + 1) % 4
+    record = SummaryRecord(channel=CHANNEL, text="Misplaced.", last_offset=2)
+    await summariser.followed.take(CHANNEL.encode(), record.to_bytes(), elsewhere, 0)
+    assert summariser.covered_offset(CHANNEL, elsewhere) == -1
+    assert summariser.covered_offset(CHANNEL, HOME) == -1
+    assert len(summariser.batch_of(CHANNEL, HOME).items) == 3
+    assert f"partition {elsewhere}" in caplog.text and CHANNEL in caplog.text
