@@ -10,6 +10,8 @@ import orjson
 from bench.channels import (
     BLOCK,
     KEEPALIVE_CONTEXT,
+    KEEPALIVE_EXCERPTS,
+    KEEPALIVE_LINE_CHARS,
     OPEN_EVERY,
     channel_records,
     keepalives_lost,
@@ -97,6 +99,14 @@ def test_a_lost_keepalive_keeps_the_log_lines_before_it_in_the_result() -> None:
     assert first == log[60 + 1 - KEEPALIVE_CONTEXT : 61]
     assert second[-1] == log[90] and len(second) == KEEPALIVE_CONTEXT
     assert keepalives_lost("all well\n") == {"count": 0, "before": []}
+
+
+def test_the_result_keeps_the_first_few_losses_each_line_cut() -> None:
+    lost_line = "keepalive is not responding " + "x" * 1_000
+    lost = keepalives_lost("\n".join([lost_line] * (KEEPALIVE_EXCERPTS + 2)))
+    assert lost["count"] == KEEPALIVE_EXCERPTS + 2
+    assert len(lost["before"]) == KEEPALIVE_EXCERPTS
+    assert all(len(line) == KEEPALIVE_LINE_CHARS for lines in lost["before"] for line in lines)
 
 
 def test_the_channels_section_shows_the_log_up_to_the_first_lost_keepalive() -> None:
