@@ -240,7 +240,9 @@ async def fold_all(system: System, broker: Broker, messages: int, timeout: float
     """Spawn the system (its backlog produced already) and poll until every message's driver
     event is out."""
     system.process.spawn()
-    polls: list[Poll] = await poll_until(system, broker, lambda n: n >= messages, timeout)
+    polls: list[Poll] = await poll_until(
+        system, broker, lambda n: n >= messages, timeout, processes_of(system)
+    )
     return run_figures(polls)
 
 

@@ -8,7 +8,7 @@ import contextlib
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +29,16 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {f"p{q}": percentile(values, q) for q in QUANTILES}
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU of `pid` and all its descendants so far (0 when it is gone)."""
+def cpu_seconds(pid: int | None, descendants: bool = True) -> float:
+    """User + system CPU of `pid` and (unless not `descendants`) all its descendants so far
+    (0 when it is gone)."""
     if pid is None:
         return 0.0
     import psutil
 
     try:
         root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
+        processes = [root, *(root.children(recursive=True) if descendants else ())]
     except psutil.Error:
         return 0.0
     total = 0.0
@@ -86,23 +87,30 @@ def jit_cpu_seconds(pid: int | None, proc: Path = Path("/proc")) -> float:
 @dataclass(frozen=True)
 class Poll:
     """One look at a run: when, how many outputs so far, CPU of the processor (all its
-    processes) and of the broker, and of the broker's JIT compiler threads."""
+    processes) and of the broker, and of the broker's JIT compiler threads; and, when the
+    poller was given them, the CPU of each of the processor's processes alone, by label."""
 
     wall: float
     outputs: int
     cpu: float
     broker_cpu: float
     broker_jit_cpu: float = 0.0
+    cpu_by_process: Mapping[str, float] = field(default_factory=dict)
 
 
-def run_figures(polls: Sequence[Poll], per_message: int = 1) -> dict[str, float | None]:
+def run_figures(polls: Sequence[Poll], per_message: int = 1) -> dict[str, Any]:
     """Messages/s and CPU ms per message from the first poll that saw output to the last
-    poll: start-up (before any output) is no message's cost."""
+    poll: start-up (before any output) is no message's cost. `cpu_ms_per_msg_by_process`
+    has each process seen at both ends (a process restarted in between is not: its CPU
+    starts again from 0)."""
     seen = [poll for poll in polls if poll.outputs > 0]
     if len(seen) < 2 or seen[-1].outputs <= seen[0].outputs or seen[-1].wall <= seen[0].wall:
-        return dict.fromkeys(
-            ("msgs_per_s", "cpu_ms_per_msg", "broker_cpu_ms_per_msg", "broker_jit_ms_per_msg")
-        )
+        return {
+            **dict.fromkeys(
+                ("msgs_per_s", "cpu_ms_per_msg", "broker_cpu_ms_per_msg", "broker_jit_ms_per_msg")
+            ),
+            "cpu_ms_per_msg_by_process": {},
+        }
     first, last = seen[0], seen[-1]
     messages = (last.outputs - first.outputs) / per_message
     return {
@@ -110,6 +118,11 @@ def run_figures(polls: Sequence[Poll], per_message: int = 1) -> dict[str, float 
         "cpu_ms_per_msg": (last.cpu - first.cpu) * 1000 / messages,
         "broker_cpu_ms_per_msg": (last.broker_cpu - first.broker_cpu) * 1000 / messages,
         "broker_jit_ms_per_msg": (last.broker_jit_cpu - first.broker_jit_cpu) * 1000 / messages,
+        "cpu_ms_per_msg_by_process": {
+            label: (last.cpu_by_process[label] - cpu) * 1000 / messages
+            for label, cpu in sorted(first.cpu_by_process.items())
+            if last.cpu_by_process.get(label, -1.0) >= cpu
+        },
     }
 
 

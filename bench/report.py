@@ -182,6 +182,15 @@ def _followed(published: dict[str, int] | None) -> str:
     return f"{number(published.get(SUMMARIES))} / {number(published.get(RECAPS))}"
 
 
+def _by_process(fold: dict[str, Any]) -> str:
+    """Each process's own share of the CPU per message, when the system has more than one
+    (chorus: its roles and supervisor); nothing for a run from before it was measured."""
+    by_process = fold.get("cpu_ms_per_msg_by_process") or {}
+    if len(by_process) < 2:
+        return ""
+    return " (" + ", ".join(f"{label} {number(ms, 2)}" for label, ms in by_process.items()) + ")"
+
+
 def channels(result: dict[str, Any]) -> list[str]:
     """The channels phase: chorus beside Quix Streams at N resident channels."""
     quix = result.get("quix", {})
@@ -207,7 +216,7 @@ def channels(result: dict[str, Any]) -> list[str]:
                 system,
                 number(fold.get("msgs_per_s")),
                 ratio(fold.get("msgs_per_s"), quix.get("fold", {}).get("msgs_per_s")),
-                number(fold.get("cpu_ms_per_msg"), 2),
+                number(fold.get("cpu_ms_per_msg"), 2) + _by_process(fold),
                 rss,
                 " / ".join(ms(waits.get(q)) for q in ("p50", "p95", "p99"))
                 + f" / {ms(wake_.get('max_ms'))}",
@@ -229,7 +238,7 @@ def channels(result: dict[str, Any]) -> list[str]:
         "system",
         "msg/s",
         "vs Quix",
-        "CPU ms/msg",
+        "CPU ms/msg (by process)",
         "peak RSS MiB",
         "wake p50 / p95 / p99 / max ms",
         "never woken",

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +73,14 @@ WARM_UP_RUNS_MAX = 3
 
 
 async def poll_until(
-    system: System, broker: Broker, done: Callable[[int], bool], timeout: float
+    system: System,
+    broker: Broker,
+    done: Callable[[int], bool],
+    timeout: float,
+    processes: Callable[[], Mapping[str, int]] | None = None,
 ) -> list[Poll]:
-    """Poll the system's driver events and CPU until `done(driver events so far)`."""
+    """Poll the system's driver events and CPU until `done(driver events so far)`; with
+    `processes` (label -> pid), each of those processes' own CPU too."""
     topic = system.topic("driver-events")
     broker_pid = broker.pid()
     polls: list[Poll] = []
@@ -86,7 +91,13 @@ async def poll_until(
             count = sum((await end_offsets(kafka, [topic]))[topic].values())
             cpu = cpu_seconds(system.process.pid)
             broker_cpu = cpu_seconds(broker_pid)
-            polls.append(Poll(time.time(), count, cpu, broker_cpu, jit_cpu_seconds(broker_pid)))
+            by_process = {
+                label: cpu_seconds(pid, descendants=False)
+                for label, pid in (processes() if processes else {}).items()
+            }
+            polls.append(
+                Poll(time.time(), count, cpu, broker_cpu, jit_cpu_seconds(broker_pid), by_process)
+            )
             if done(count):
                 return polls
             system.process.check_alive()

@@ -49,7 +49,11 @@ def test_a_block_sends_its_commands_before_their_replies() -> None:
 
 def test_the_channels_table_gives_each_system_beside_quix() -> None:
     system = {
-        "fold": {"msgs_per_s": 3000.0},
+        "fold": {
+            "msgs_per_s": 3000.0,
+            "cpu_ms_per_msg": 0.46,
+            "cpu_ms_per_msg_by_process": {"context": 0.2, "fold": 0.25, "supervisor": 0.01},
+        },
         "wake": {
             "wake_ms": {"p50": 8.0, "p95": 9.0, "p99": 12.0},
             "max_ms": 96.0,
@@ -69,7 +73,12 @@ def test_the_channels_table_gives_each_system_beside_quix() -> None:
     wake_before = {
         key: value for key, value in system["wake"].items() if key != "followed_published"
     }
-    quix = {**system, "fold": {"msgs_per_s": 2000.0}, "timers_slowest_s": {}, "wake": wake_before}
+    quix = {
+        **system,
+        "fold": {"msgs_per_s": 2000.0, "cpu_ms_per_msg_by_process": {"quix": 0.23}},
+        "timers_slowest_s": {},
+        "wake": wake_before,
+    }
     result = {
         "channels": 1000,
         "messages": 2000,
@@ -80,13 +89,14 @@ def test_the_channels_table_gives_each_system_beside_quix() -> None:
     }
     lines = channels(result)
     row = next(line for line in lines if line.startswith("| chorus"))
-    assert "| 3,000 | 1.50× |" in row
+    assert "| 3,000 | 1.50× | 0.46 (context 0.20, fold 0.25, supervisor 0.01) |" in row
     assert "fold 700, context 600" in row
     assert "8.0 / 9.0 / 12 / 96 | 0 | 1,500 / 40 |" in row
     assert "| checkpoint 50 ms | checkpoint 20 ms (CPU 4.0 ms) |" in row
     assert "3.0 / 4.0 / 30.0 / 31.0" in row
     quix_row = next(line for line in lines if line.startswith("| quix"))
     assert "8.0 / 9.0 / 12 / 96 | 0 | — |" in quix_row
+    assert "| 2,000 | 1.00× | — |" in quix_row  # one process: its share is the whole
 
 
 def test_a_lost_keepalive_keeps_the_log_lines_before_it_in_the_result() -> None:

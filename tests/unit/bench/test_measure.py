@@ -48,6 +48,19 @@ def test_run_figures_start_at_the_first_poll_with_output() -> None:
     assert run_figures(polls, per_message=2)["msgs_per_s"] == pytest.approx(250.0)
 
 
+def test_run_figures_give_each_process_seen_at_both_ends_its_own_cpu() -> None:
+    polls = [
+        Poll(1.0, 100, 2.0, 11.0, 0.0, {"fold": 1.0, "context": 0.5, "gone": 0.2}),
+        Poll(2.0, 600, 3.0, 12.0, 0.0, {"fold": 1.5, "context": 0.75, "late": 0.1}),
+    ]
+    assert run_figures(polls)["cpu_ms_per_msg_by_process"] == {
+        "context": pytest.approx(0.5),
+        "fold": pytest.approx(1.0),
+    }
+    restarted = [polls[0], Poll(2.0, 600, 3.0, 12.0, 0.0, {"fold": 0.3, "context": 0.75})]
+    assert set(run_figures(restarted)["cpu_ms_per_msg_by_process"]) == {"context"}
+
+
 def test_run_figures_need_two_polls_with_progress() -> None:
     assert run_figures([Poll(0.0, 0, 0.0, 0.0), Poll(1.0, 5, 1.0, 1.0)])["msgs_per_s"] is None
     assert run_figures([Poll(0.0, 5, 0.0, 0.0), Poll(1.0, 5, 1.0, 1.0)])["msgs_per_s"] is None
