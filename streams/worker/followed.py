@@ -28,10 +28,14 @@ whether it is still catching up with what the topic held when this worker took i
 (`caught_up`): a stage that must build on the latest record (the next summary on the
 previous) waits for it.
 
-Costs: per record, the stage's work, applied `SLICE_RECORDS` at a time with the event loop
-given back between slices; memory, what one fetch brings (CHORUS_CONSUMER_FETCH_BYTES);
-per assignment, one position read per partition taken over (and one request for the
-group's offsets of those that have none). Nothing is kept per channel.
+A record on another partition than its channel's (only a producer that does not use Kafka's
+default partitioner puts one there) is logged and passed over, for every stage alike.
+
+Costs: per record, the channel's partition (a cached hash) and the stage's work, applied
+`SLICE_RECORDS` at a time with the event loop given back between slices; memory, what one
+fetch brings (CHORUS_CONSUMER_FETCH_BYTES); per assignment, one position read per partition
+taken over (and one request for the group's offsets of those that have none). Nothing is
+kept per channel.
 
 A reader of the latest record of a channel keeps only its position (in a table row) and
 reads the record back by it (`LatestBook`), records in a cache bounded in bytes. A stage
@@ -130,10 +134,26 @@ class Followed:
     async def take(
         self, key: bytes | None, value: bytes | None, partition: int, offset: int
     ) -> None:
-        """The record at `partition`@`offset`, read (what the follower does with each)."""
+        """The record at `partition`@`offset`, read (what the follower does with each). One
+        on another partition than its channel's is logged and passed over: the channel's
+        state and config are on its own partition, never filed under another."""
         self.read_through[partition] = offset
         if partition in self.reading:
             self.reading[partition] = offset + 1
+        if key:
+            channel = key.decode(errors="replace")
+            home = self.chorus.ownership.partition_of(channel)
+            if partition != home:
+                log.warning(
+                    "ignoring the record of %r at %s@%s: the channel is on partition %s, not "
+                    "partition %s (its producer does not use Kafka's default partitioner)",
+                    channel,
+                    self.name,
+                    offset,
+                    home,
+                    partition,
+                )
+                return
         done = self.on_record(key, value, partition, offset)
         if inspect.isawaitable(done):
             await done

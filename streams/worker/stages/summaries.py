@@ -354,7 +354,7 @@ class Summariser:
     ) -> None:
         """A record of chorus.summaries (as the role follows it): the channel's latest
         unless it covers less; it trims the batch it covers and launches the next when it is
-        due. One on another partition than its channel's is logged and ignored."""
+        due. (`Followed.take` passes over one on another partition than its channel's.)"""
         if not key or value is None:
             return
         try:
@@ -366,18 +366,6 @@ class Summariser:
             return
         channel = key.decode(errors="replace")
         topic = self.followed.name
-        home = self.chorus.ownership.partition_of(channel)
-        if partition != home:  # its state and config are on `home`, never filed elsewhere
-            log.warning(
-                "ignoring the summary of %r at %s@%s: the channel is on partition %s, not "
-                "partition %s (its producer does not use Kafka's default partitioner)",
-                channel,
-                topic,
-                offset,
-                home,
-                partition,
-            )
-            return
         if covers_less(self.covered_offset(channel, partition), last):
             return
         self.latest.read(channel, partition, offset, value)  # what the next batch builds on

@@ -134,8 +134,20 @@ def recaps_of(worker: Worker) -> Followed:
     return worker.views.recaps_followed
 
 
-def recap_records(offsets: range) -> list[tuple[int, bytes, bytes]]:
-    return [(o, CHANNEL.encode(), b"{}") for o in offsets]
+def channel_on(worker: Worker, partition: int) -> str:
+    """A channel whose records belong on `partition` (Kafka's default partitioner)."""
+    ownership = worker.runtime.ownership
+    return next(
+        channel
+        for channel in (f"{CHANNEL}-{n}" for n in range(1_000))
+        if ownership.partition_of(channel) == partition
+    )
+
+
+def recap_records(worker: Worker, partition: int, offsets: range) -> list[tuple[int, bytes, bytes]]:
+    """Records of a channel of `partition`, at `offsets`."""
+    key = channel_on(worker, partition).encode()
+    return [(o, key, b"{}") for o in offsets]
 
 
 async def following(followed: Followed, kafka: FakeTopic, done: Callable[[], bool]) -> None:
@@ -174,7 +186,10 @@ async def test_a_partition_taken_over_is_read_from_its_position_once_its_tables_
         return {1: 2}  # where the role's group had read partition 1: no position yet
 
     followed.committed = group_offsets  # type: ignore[method-assign]
-    kafka = FakeTopic(followed.name, {0: recap_records(range(8)), 1: recap_records(range(4))})
+    kafka = FakeTopic(
+        followed.name,
+        {0: recap_records(worker, 0, range(8)), 1: recap_records(worker, 1, range(4))},
+    )
     await assign(worker, {0, 1}, recovered=False)
     assert followed.reading == {} and followed.starting == set()  # not recovered yet
     assert not followed.caught_up(0) and not followed.caught_up(1)
@@ -197,7 +212,7 @@ async def test_how_far_it_read_is_written_by_the_checkpoint_after_the_one_holdin
 
     chorus.checkpoint.producer = offline
     followed = recaps_of(worker)
-    kafka = FakeTopic(followed.name, {0: recap_records(range(3))})
+    kafka = FakeTopic(followed.name, {0: recap_records(worker, 0, range(3))})
     chorus.positions.set(followed.key(0), 0, 0)
     await chorus.checkpoint.checkpoint()
     await assign(worker, {0}, recovered=True)
@@ -225,7 +240,10 @@ async def test_a_fetch_made_before_its_partition_moved_is_not_applied() -> None:
     followed = recaps_of(worker)
     read: list[tuple[int, int]] = []
     followed.on_record = lambda _k, _v, partition, offset: read.append((partition, offset))
-    kafka = FakeTopic(followed.name, {0: recap_records(range(3)), 1: recap_records(range(2))})
+    kafka = FakeTopic(
+        followed.name,
+        {0: recap_records(worker, 0, range(3)), 1: recap_records(worker, 1, range(2))},
+    )
 
     async def from_the_start(partitions: Sequence[int]) -> dict[int, int]:
         return {}
@@ -248,7 +266,7 @@ async def test_after_the_consumer_failed_the_partitions_are_read_again_from_wher
     read: list[int] = []
     followed.on_record = lambda _k, _v, _p, offset: read.append(offset)
     worker.runtime.positions.set(followed.key(0), 0, 0)
-    kafka = FakeTopic(followed.name, {0: recap_records(range(4))})
+    kafka = FakeTopic(followed.name, {0: recap_records(worker, 0, range(4))})
     fetch = kafka.getmany
     failures = [KafkaConnectionError()]
 
@@ -264,6 +282,29 @@ async def test_after_the_consumer_failed_the_partitions_are_read_again_from_wher
     assert read == [0, 1, 2, 3]
 
 
+async def test_a_record_on_another_partition_than_its_channels_is_logged_and_not_taken(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Only a producer that does not use Kafka's default partitioner puts a channel's
+    summary or recap there. The channel's state and config are on its own partition, so
+    nothing is filed under (nor read with the config of) the one it came on; the follower
+    reads on past it."""
+    worker = offline_worker()
+    followed = recaps_of(worker)
+    read: list[tuple[int, int]] = []
+    followed.on_record = lambda _k, _v, partition, offset: read.append((partition, offset))
+    home = worker.runtime.ownership.partition_of(CHANNEL)
+    elsewhere = (home + 1) % worker.runtime.ownership.messages_partitions()
+    followed.reading[elsewhere] = 4
+    with caplog.at_level("WARNING"):
+        await followed.take(CHANNEL.encode(), b"{}", elsewhere, 4)
+    assert read == []
+    assert followed.reading[elsewhere] == 5 and followed.read_through[elsewhere] == 4
+    assert f"{CHANNEL!r}" in caplog.text and f"not partition {elsewhere}" in caplog.text
+    await followed.take(CHANNEL.encode(), b"{}", home, 5)
+    assert read == [(home, 5)]
+
+
 async def test_records_are_applied_a_slice_at_a_time_the_event_loop_given_back_between() -> None:
     """A tick's lot of summaries (350-400 at 1,000,000 channels) applied at once held the
     fold role's loop, and the messages behind it, for as long as it took."""
@@ -273,7 +314,7 @@ async def test_records_are_applied_a_slice_at_a_time_the_event_loop_given_back_b
     at_turn: list[int] = []
     followed.on_record = lambda *_: at_turn.append(turns)
     worker.runtime.positions.set(followed.key(0), 0, 0)
-    kafka = FakeTopic(followed.name, {0: recap_records(range(250))})
+    kafka = FakeTopic(followed.name, {0: recap_records(worker, 0, range(250))})
 
     async def turning() -> None:
         nonlocal turns
