@@ -84,7 +84,7 @@ from streams.records import SummaryRecord
 from streams.settings import Settings
 from streams.worker.bodies import LogBodies, MessageBodies, Wanted
 from streams.worker.checkpoint import Codec
-from streams.worker.deadlines import DUE_ENTRIES_PER_SLICE, Deadlines, due_ms
+from streams.worker.deadlines import DUE_ENTRIES_PER_SLICE, Deadlines, Due, due_ms
 from streams.worker.followed import Followed, LatestBook, covers_less
 from streams.worker.timers import Clock, every
 
@@ -429,24 +429,44 @@ class Summariser:
         inline), from the index's due entries in the owned partitions: each partition's
         in one task, their bodies read back from the log together. How many. A tick reads
         at most SUMMARIES_PER_TICK batches per partition and launches none while
-        SUMMARIES_IN_FLIGHT are in flight; entries in flight are passed over unread, and the
-        event loop is given back every DUE_ENTRIES_PER_SLICE batches read."""
-        launched = read = 0
+        SUMMARIES_IN_FLIGHT are in flight (`lot_due`)."""
+        launched = 0
         for partition in sorted(self.chorus.ownership.owned_partitions()):
             room = min(SUMMARIES_PER_TICK, SUMMARIES_IN_FLIGHT - len(self.launched))
             if room <= 0:
                 break
             if not self.followed.caught_up(partition):
                 continue
-            lot: list[tuple[str, PendingBatch]] = []
-            for entry in self.index.due(partition, now, room + len(self.launched)):
-                if entry.channel in self.launched:  # its summary read back moves it on
+            lot = await self.lot_due(partition, now, room)
+            if lot:
+                self.lots.start(self.summarise_lot(partition, lot))
+                launched += len(lot)
+        return launched
+
+    async def lot_due(
+        self, partition: int, now: datetime, room: int
+    ) -> list[tuple[str, PendingBatch]]:
+        """Up to `room` batches of `partition` due by their time at `now`, claimed. The index
+        is read DUE_ENTRIES_PER_SLICE entries at a time, the event loop given back after
+        each slice (its batches read and decoded); at most `room` entries are read past the
+        summaries in flight, whose entries are passed over (their summary read back moves
+        them on)."""
+        lot: list[tuple[str, PendingBatch]] = []
+        unread = room + len(self.launched)
+        after: Due | None = None
+        while unread > 0:
+            entries = self.index.due(
+                partition, now, min(DUE_ENTRIES_PER_SLICE, unread), after=after
+            )
+            if not entries:
+                break
+            unread -= len(entries)
+            after = entries[-1]
+            for entry in entries:
+                if entry.channel in self.launched:
                     continue
                 if not self.chorus.read_through(partition, entry.at):
-                    break  # nor to the later entries: they wait for the log to be read
-                read += 1
-                if read % DUE_ENTRIES_PER_SLICE == 0:
-                    await asyncio.sleep(0)
+                    return lot  # nor the later entries: they wait for the log to be read
                 batch = self.batch_of(entry.channel, partition)
                 at = self.due_at(entry.channel, batch, partition)
                 if at is None or at > now:  # emptied or moved on: the entry moves with it
@@ -460,11 +480,9 @@ class Summariser:
                 if chosen is not None:
                     lot.append((entry.channel, chosen))
                 if len(lot) >= room:
-                    break
-            if lot:
-                self.lots.start(self.summarise_lot(partition, lot))
-                launched += len(lot)
-        return launched
+                    return lot
+            await asyncio.sleep(0)
+        return lot
 
     async def summarise_lot(self, partition: int, lot: list[tuple[str, PendingBatch]]) -> None:
         """Summarise `lot`'s batches of `partition`: the single messages memory lacks read

@@ -32,6 +32,24 @@ def test_a_read_takes_what_is_due_earliest_first_and_nothing_later() -> None:
     assert due.due(0, T0, 10) == []
 
 
+def test_a_read_goes_on_after_the_entry_it_took_last_either_way() -> None:
+    """A tick reads the due entries a slice at a time, each read after the last entry of
+    the one before: entries due at the same millisecond are told apart by channel."""
+    due = index()
+    for minutes, channel in ((1, "a/1"), (2, "a/2"), (2, "a/2b"), (3, "a/3"), (9, "a/9")):
+        due.put(channel, T0 + timedelta(minutes=minutes), partition=0)
+    now = T0 + timedelta(minutes=5)
+    first = due.due(0, now, 2)
+    assert [d.channel for d in first] == ["a/1", "a/2"]
+    rest = due.due(0, now, 10, after=first[-1])
+    assert [d.channel for d in rest] == ["a/2b", "a/3"]
+    assert due.due(0, now, 10, after=rest[-1]) == []
+    newest = due.due(0, now, 1, newest_first=True)
+    assert [d.channel for d in newest] == ["a/3"]
+    older = due.due(0, now, 2, newest_first=True, after=newest[-1])
+    assert [d.channel for d in older] == ["a/2b", "a/2"]
+
+
 def test_an_entry_never_fires_before_its_time() -> None:
     due = index()
     at = T0 + timedelta(microseconds=1500)  # between two milliseconds: rounded up

@@ -327,6 +327,42 @@ async def test_a_tick_gives_the_event_loop_back_while_it_reads_due_batches() -> 
     assert turns >= stale // DUE_ENTRIES_PER_SLICE
 
 
+async def test_a_tick_reads_the_index_a_slice_at_a_time_past_the_entries_in_flight() -> None:
+    """Reading every due entry at once (up to the summaries in flight and a tick's lot:
+    600) held the loop 10-17 ms of CPU at 1,000,000 channels, on top of a slice's batch
+    reads: the index is read DUE_ENTRIES_PER_SLICE entries at a time, the loop given back
+    between, and the entries in flight it passes over never keep it from those due after
+    them."""
+    from streams.worker.deadlines import DUE_ENTRIES_PER_SLICE
+    from streams.worker.stages.summaries import InFlight
+
+    chorus, summariser, _ = await fold_messages(5, summary_after_messages=50)
+    chorus.ownership.owned_partitions = lambda: frozenset({HOME})  # type: ignore[method-assign]
+    flying = 2 * DUE_ENTRIES_PER_SLICE + 1  # due before the channel, their summaries out
+    for n in range(flying):
+        summariser.index.put(f"team/flying-{n}", FAR - timedelta(hours=2), HOME)
+        summariser.launched[f"team/flying-{n}"] = InFlight(0, None)
+    limits: list[int] = []
+    due = summariser.index.due
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        limits.append(args[2])
+        return due(*args, **kwargs)
+
+    async def summarise(*_: Any) -> None:
+        return None
+
+    with (
+        patch.object(summariser.index, "due", recorded),
+        patch.object(summariser, "summarise", summarise),
+    ):
+        launched, turns = await turns_given(summariser.check_time_thresholds(FAR))
+        await asyncio_idle()
+    assert launched == 1  # the channel's batch, past the entries in flight
+    assert max(limits) == DUE_ENTRIES_PER_SLICE and len(limits) >= 3
+    assert turns >= len(limits) - 1
+
+
 @pytest.mark.parametrize("count", [3, 5])
 async def test_a_batch_launched_at_its_message_threshold_keeps_one_entry_in_the_index(
     count: int,
