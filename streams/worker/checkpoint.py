@@ -66,7 +66,15 @@ import bisect
 import heapq
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -252,34 +260,39 @@ class CheckpointedTable:
         `reverse`, the changes not checkpointed yet included: what a time-ordered index is
         read with. The clean values read are not cached."""
         low, high = encoded_key(start), encoded_key(stop)
-        overlay: dict[Any, tuple[bytes, Change]] = {}
+        ours: Iterable[tuple[bytes, Any, Any]]
         if self._ordered is not None:
+            # In key order already: walked only as far as the caller reads (a time index
+            # read a slice at a time would otherwise sort every change due at each slice).
             keys = self._ordered.get(partition, [])
-            first = bisect.bisect_left(keys, (low,))
-            last = bisect.bisect_left(keys, (high,))
-            for raw_key, key in keys[first:last]:
-                change = self._changed.get(key) or self._writing.get(key)
-                if change is not None and change.partition == partition:
-                    overlay[key] = (raw_key, change)
+            window = keys[bisect.bisect_left(keys, (low,)) : bisect.bisect_left(keys, (high,))]
+            ours = (
+                (raw_key, key, change.value)
+                for raw_key, key in (reversed(window) if reverse else window)
+                if (change := self._change_in(key, partition)) is not None
+            )
         else:
-            for key, change in (*self._writing.items(), *self._changed.items()):
-                if change.partition == partition:
+            overlay: list[tuple[bytes, Any, Any]] = []
+            for key in {**self._writing, **self._changed}:
+                change = self._change_in(key, partition)
+                if change is not None:
                     raw_key = encoded_key(key)
                     if low <= raw_key < high:
-                        overlay[key] = (raw_key, change)
-        ours = sorted(
-            ((raw_key, key, change.value) for key, (raw_key, change) in overlay.items()),
-            key=lambda entry: entry[0],
-            reverse=reverse,
-        )
+                        overlay.append((raw_key, key, change.value))
+            ours = sorted(overlay, key=lambda entry: entry[0], reverse=reverse)
         stored = (
             (encoded_key(key), key, self._codec.decode(orjson.loads(raw)))
             for key, raw in self.store.scan(partition, start, stop, reverse=reverse)
-            if key not in overlay
+            if self._change_in(key, partition) is None
         )
         for _, key, value in heapq.merge(stored, ours, key=lambda e: e[0], reverse=reverse):
             if value is not DELETED:
                 yield key, value
+
+    def _change_in(self, key: Any, partition: int) -> Change | None:
+        """The change of `key` not checkpointed yet, if it is `partition`'s."""
+        change = self._changed.get(key) or self._writing.get(key)
+        return change if change is not None and change.partition == partition else None
 
     @property
     def changed(self) -> int:

@@ -4,7 +4,8 @@ punctuators over a time-indexed store).
 
 An entry is a key `<kind>|<due ms, 15 digits>|<channel>` in the channel's partition: in a
 partition's store the keys of a kind sort by due time, so a tick reads the entries due
-(`due`: a range scan from the kind's first key to now) and never the channels that are not.
+(`due`: a range scan from the kind's first key to now, or on from the last entry a tick
+read, a slice at a time) and never the channels that are not.
 Each kind is one timer's (the fold role's commitment expiry; the context role's summary time
 thresholds and recap debounces). The index is changelogged, checkpointed and restored like
 any table, so a deadline survives a restart and follows its partition to another worker.

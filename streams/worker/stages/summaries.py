@@ -447,21 +447,21 @@ class Summariser:
         self, partition: int, now: datetime, room: int
     ) -> list[tuple[str, PendingBatch]]:
         """Up to `room` batches of `partition` due by their time at `now`, claimed. The index
-        is read DUE_ENTRIES_PER_SLICE entries at a time, the event loop given back after
-        each slice (its batches read and decoded); at most `room` entries are read past the
-        summaries in flight, whose entries are passed over (their summary read back moves
-        them on)."""
+        is read DUE_ENTRIES_PER_SLICE entries at a time, each slice after the last entry of
+        the one before, the event loop given back after each (its batches read and
+        decoded). The entries of summaries in flight (in any partition) are passed over,
+        their summary read back moves them on: at most `room` entries more than are in
+        flight are read."""
         lot: list[tuple[str, PendingBatch]] = []
         unread = room + len(self.launched)
         after: Due | None = None
         while unread > 0:
-            entries = self.index.due(
-                partition, now, min(DUE_ENTRIES_PER_SLICE, unread), after=after
-            )
+            asked = min(DUE_ENTRIES_PER_SLICE, unread)
+            entries = self.index.due(partition, now, asked, after=after)
             if not entries:
                 break
-            unread -= len(entries)
             after = entries[-1]
+            unread = unread - asked if len(entries) == asked else 0  # a short slice: the last
             for entry in entries:
                 if entry.channel in self.launched:
                     continue
