@@ -31,11 +31,11 @@ previous) waits for it.
 A record on another partition than its channel's (only a producer that does not use Kafka's
 default partitioner puts one there) is logged and passed over, for every stage alike.
 
-Costs: per record, the channel's partition (a cached hash) and the stage's work, applied
-`SLICE_RECORDS` at a time with the event loop given back between slices; memory, what one
-fetch brings (CHORUS_CONSUMER_FETCH_BYTES); per assignment, one position read per partition
-taken over (and one request for the group's offsets of those that have none). Nothing is
-kept per channel.
+Costs: per record, the key's partition (murmur2, remembered for the most recent keys) and
+the stage's work, applied `SLICE_RECORDS` at a time with the event loop given back between
+slices; memory, what one fetch brings (CHORUS_CONSUMER_FETCH_BYTES); per assignment, one
+position read per partition taken over (and one request for the group's offsets of those
+that have none). Nothing is kept per channel.
 
 A reader of the latest record of a channel keeps only its position (in a table row) and
 reads the record back by it (`LatestBook`), records in a cache bounded in bytes. A stage
@@ -60,6 +60,7 @@ from pydantic import BaseModel, ValidationError
 from streams.kafka.clients import admin, consumer, drop_fetched_ahead, started
 from streams.kafka.consume import RangeReader
 from streams.memory import ByteCache
+from streams.records import key_partition
 from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -140,14 +141,13 @@ class Followed:
         self.read_through[partition] = offset
         if partition in self.reading:
             self.reading[partition] = offset + 1
-        if key:
-            channel = key.decode(errors="replace")
-            home = self.chorus.ownership.partition_of(channel)
+        if key:  # Kafka's partitioner hashes the key's bytes
+            home = key_partition(key, self.chorus.ownership.messages_partitions())
             if partition != home:
                 log.warning(
                     "ignoring the record of %r at %s@%s: the channel is on partition %s, not "
                     "partition %s (its producer does not use Kafka's default partitioner)",
-                    channel,
+                    key.decode(errors="replace"),
                     self.name,
                     offset,
                     home,

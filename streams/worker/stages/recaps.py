@@ -290,6 +290,15 @@ class Recapper:
             log.warning("ignoring an invalid record on the recaps topic: %s", error)
             return
         channel = record.channel
+        if key is not None and key != channel.encode():  # filed by the key's partition
+            log.warning(
+                "ignoring the recap of %r at %s@%s: its key is %r",
+                channel,
+                self.followed.name,
+                offset,
+                key.decode(errors="replace"),
+            )
+            return
         recap = self.recap_of(channel, partition)
         now = self.clock()
         status = recap.status

@@ -313,6 +313,33 @@ async def test_a_recap_generating_when_its_partition_moved_is_recapped_when_it_i
         assert await recapper.check_deadlines(orphaned) == 1  # found orphaned, taken again
 
 
+def test_a_recap_whose_key_names_another_channel_than_its_record_is_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The follower checks a record's partition by its key (Kafka's partitioner reads the
+    key); the stage files a recap by the channel its record names. A record whose two
+    disagree could be filed under a partition its channel is not on."""
+    from streams.records import RecapRecord, key_partition
+    from tests.unit.streams.worker.offline import offline_worker
+
+    worker = offline_worker("context", stages=("summaries", "recaps"))
+    recapper = worker.recapper
+    assert recapper is not None
+    key = "team/plan"
+    partition = key_partition(key.encode(), 4)
+    other = next(
+        f"other/c{n}" for n in range(100) if key_partition(f"other/c{n}".encode(), 4) != partition
+    )
+    record = RecapRecord(channel=other, text="done", phase=RecapPhase.COMPLETED, generation=1)
+    with caplog.at_level("WARNING"):
+        recapper.on_recap(key.encode(), record.to_bytes(), partition, 0)
+    assert recapper.recap_of(other, partition).latest is None
+    assert f"{other!r}" in caplog.text
+    named = record.model_copy(update={"channel": key})
+    recapper.on_recap(key.encode(), named.to_bytes(), partition, 1)
+    assert recapper.recap_of(key, partition).latest == [partition, 1]
+
+
 async def test_recaps_in_flight_are_bounded_and_a_tick_skips_them_without_reading() -> None:
     """A million channels going quiet together: a tick takes none while RECAPS_IN_FLIGHT
     are in flight, passes over those in flight without reading their status, and gives the
