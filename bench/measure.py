@@ -88,21 +88,21 @@ def jit_cpu_seconds(pid: int | None, proc: Path = Path("/proc")) -> float:
 class Poll:
     """One look at a run: when, how many outputs so far, CPU of the processor (all its
     processes) and of the broker, and of the broker's JIT compiler threads; and, when the
-    poller was given them, the CPU of each of the processor's processes alone, by label."""
+    poller was given them, each of the processor's processes alone by label: (pid, CPU)."""
 
     wall: float
     outputs: int
     cpu: float
     broker_cpu: float
     broker_jit_cpu: float = 0.0
-    cpu_by_process: Mapping[str, float] = field(default_factory=dict)
+    cpu_by_process: Mapping[str, tuple[int, float]] = field(default_factory=dict)
 
 
 def run_figures(polls: Sequence[Poll], per_message: int = 1) -> dict[str, Any]:
     """Messages/s and CPU ms per message from the first poll that saw output to the last
     poll: start-up (before any output) is no message's cost. `cpu_ms_per_msg_by_process`
-    has each process seen at both ends (a process restarted in between is not: its CPU
-    starts again from 0)."""
+    has each process seen with the same pid at both ends (one restarted in between is
+    not: its CPU starts again from 0)."""
     seen = [poll for poll in polls if poll.outputs > 0]
     if len(seen) < 2 or seen[-1].outputs <= seen[0].outputs or seen[-1].wall <= seen[0].wall:
         return {
@@ -119,9 +119,9 @@ def run_figures(polls: Sequence[Poll], per_message: int = 1) -> dict[str, Any]:
         "broker_cpu_ms_per_msg": (last.broker_cpu - first.broker_cpu) * 1000 / messages,
         "broker_jit_ms_per_msg": (last.broker_jit_cpu - first.broker_jit_cpu) * 1000 / messages,
         "cpu_ms_per_msg_by_process": {
-            label: (last.cpu_by_process[label] - cpu) * 1000 / messages
-            for label, cpu in sorted(first.cpu_by_process.items())
-            if last.cpu_by_process.get(label, -1.0) >= cpu
+            label: (last.cpu_by_process[label][1] - cpu) * 1000 / messages
+            for label, (pid, cpu) in sorted(first.cpu_by_process.items())
+            if last.cpu_by_process.get(label, (None, 0.0))[0] == pid
         },
     }
 

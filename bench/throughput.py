@@ -92,7 +92,7 @@ async def poll_until(
             cpu = cpu_seconds(system.process.pid)
             broker_cpu = cpu_seconds(broker_pid)
             by_process = {
-                label: cpu_seconds(pid, descendants=False)
+                label: (pid, cpu_seconds(pid, descendants=False))
                 for label, pid in (processes() if processes else {}).items()
             }
             polls.append(

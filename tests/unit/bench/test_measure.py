@@ -50,14 +50,18 @@ def test_run_figures_start_at_the_first_poll_with_output() -> None:
 
 def test_run_figures_give_each_process_seen_at_both_ends_its_own_cpu() -> None:
     polls = [
-        Poll(1.0, 100, 2.0, 11.0, 0.0, {"fold": 1.0, "context": 0.5, "gone": 0.2}),
-        Poll(2.0, 600, 3.0, 12.0, 0.0, {"fold": 1.5, "context": 0.75, "late": 0.1}),
+        Poll(1.0, 100, 2.0, 11.0, 0.0, {"fold": (7, 1.0), "context": (8, 0.5), "gone": (9, 0.2)}),
+        Poll(2.0, 600, 3.0, 12.0, 0.0, {"fold": (7, 1.5), "context": (8, 0.75), "late": (10, 0.1)}),
     ]
     assert run_figures(polls)["cpu_ms_per_msg_by_process"] == {
         "context": pytest.approx(0.5),
         "fold": pytest.approx(1.0),
     }
-    restarted = [polls[0], Poll(2.0, 600, 3.0, 12.0, 0.0, {"fold": 0.3, "context": 0.75})]
+    # A role restarted in between (a new pid), even past its first CPU figure, is left out.
+    restarted = [
+        polls[0],
+        Poll(2.0, 600, 3.0, 12.0, 0.0, {"fold": (11, 3.0), "context": (8, 0.75)}),
+    ]
     assert set(run_figures(restarted)["cpu_ms_per_msg_by_process"]) == {"context"}
 
 
